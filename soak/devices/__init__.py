@@ -1,0 +1,79 @@
+"""Telemetry backends behind one protocol, and the factory that picks one.
+
+This package imports nothing from ``cli``, ``report`` or ``workloads``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from soak.devices.base import BACKEND_NAMES, Backend
+from soak.errors import BackendUnavailable, ConfigError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BackendOptions:
+    """What the factory needs to open any backend."""
+
+    devices: tuple[int, ...] | None = None  # None: every device found
+    sim_gpus: int = 8
+    sim_sku: str = "h100-sxm"
+    sim_faults: tuple[str, ...] = ()
+    seed: int = 0
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def open_backend(name: str, options: BackendOptions | None = None) -> Backend:
+    """Open the named backend; ``auto`` tries NVIDIA, then AMD, then the CPU and says which
+    it chose. Raises BackendUnavailable with a one-line reason when it cannot."""
+    options = options or BackendOptions()
+    if name not in BACKEND_NAMES:
+        raise ConfigError(f"--backend: unknown backend {name!r} (choose from {', '.join(BACKEND_NAMES)})")
+    if name == "auto":
+        reasons: list[str] = []
+        for candidate in ("nvml", "amd", "cpu"):
+            try:
+                backend = open_backend(candidate, options)
+            except BackendUnavailable as exc:
+                reasons.append(f"{candidate}: {exc}")
+                continue
+            log.info("backend auto: chose %s (%s)", candidate, "; ".join(reasons) or "first found")
+            return backend
+        raise BackendUnavailable("no backend found: " + "; ".join(reasons))
+    if name == "sim":
+        from soak.devices.sim import SimServer
+
+        return SimServer(
+            gpus=options.sim_gpus,
+            sku=options.sim_sku,
+            faults=options.sim_faults,
+            seed=options.seed,
+            devices=options.devices,
+        )
+    if name == "nvml":
+        from soak.devices.nvml import NvmlBackend
+
+        return NvmlBackend(devices=options.devices)
+    if name == "amd":
+        from soak.devices.amd import AmdBackend
+
+        return AmdBackend(devices=options.devices)
+    from soak.devices.cpu import CpuBackend
+
+    return CpuBackend(devices=options.devices)
+
+
+def select(found: Sequence[int], wanted: Sequence[int] | None, backend: str) -> list[int]:
+    """The device indices to use: all found, or the ones asked for, each of which must exist."""
+    if wanted is None:
+        return list(found)
+    missing = [i for i in wanted if i not in found]
+    if missing:
+        raise ConfigError(
+            f"--devices: {backend} has no device {missing[0]} (found {', '.join(map(str, found)) or 'none'})"
+        )
+    return list(wanted)

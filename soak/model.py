@@ -1,0 +1,189 @@
+"""Records shared by every part of soak.
+
+Units live in field names. A value that could not be read is ``None``, never 0 or -1:
+a counter that is not supported must not read as "0 errors" anywhere downstream.
+Times (``t_s`` and friends) are seconds since the run's start on the run's clock.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+class ClockReason(enum.IntFlag, boundary=enum.KEEP):
+    """Why a device's clocks are below their maximum, with NVML's bit values.
+
+    Several bits are set at once: test with ``&``, never ``==``. Bits NVML may add later
+    are kept (``boundary=KEEP``) and shown as hex.
+    """
+
+    NONE = 0
+    GPU_IDLE = 0x1
+    APPLICATIONS_CLOCKS_SETTING = 0x2
+    SW_POWER_CAP = 0x4
+    HW_SLOWDOWN = 0x8
+    SYNC_BOOST = 0x10
+    SW_THERMAL = 0x20
+    HW_THERMAL = 0x40
+    HW_POWER_BRAKE = 0x80
+    DISPLAY_CLOCK_SETTING = 0x100
+
+    @classmethod
+    def known_mask(cls) -> int:
+        mask = 0
+        for member in cls:
+            mask |= member.value
+        return mask
+
+    def names(self) -> list[str]:
+        """Readable names of the set bits, unknown bits as one hex entry."""
+        value = int(self)
+        out = [m.name.lower() for m in type(self) if m.value and value & m.value and m.name]
+        unknown = value & ~type(self).known_mask()
+        if unknown:
+            out.append(f"unknown:{unknown:#x}")
+        return out
+
+
+# Reasons that mean the hardware itself pulled the clocks down: any steady time under
+# them is a failed acceptance (DESIGN.md, Verdict).
+HW_REASONS = ClockReason.HW_SLOWDOWN | ClockReason.HW_THERMAL | ClockReason.HW_POWER_BRAKE
+
+
+class Capability(enum.StrEnum):
+    """Whether a metric can be read on a device, probed once at the start of a run."""
+
+    SUPPORTED = "supported"
+    NOT_SUPPORTED = "not supported"
+    NO_PERMISSION = "no permission"
+    MISSING = "function missing"  # the binding or driver lacks the call
+    FALLBACK = "fallback"  # read another way, e.g. energy integrated from power
+
+
+class EventKind(enum.StrEnum):
+    RUN_START = "run_start"
+    BASELINE_START = "baseline_start"
+    LOAD_START = "load_start"
+    LOAD_STOP = "load_stop"
+    EQUILIBRIUM = "equilibrium"
+    FAULT_INJECTED = "fault_injected"
+    XID = "xid"
+    ECC = "ecc"
+    DEVICE_LOST = "device_lost"
+    WORKER_OUTCOME = "worker_outcome"
+    VERIFICATION_FAILED = "verification_failed"
+    WARNING = "warning"
+    STOP = "stop"
+
+
+class WorkerOutcome(enum.StrEnum):
+    """How a device's load ended: every ending is one member, none is silent."""
+
+    OK = "ok"  # stopped when asked, every verification passed
+    VERIFICATION_FAILED = "verification failed"
+    CRASHED = "crashed"  # the process died (signal, exception, nonzero exit)
+    HUNG = "hung"  # no heartbeat within the limit; killed
+    DEVICE_LOST = "device lost"
+    OUT_OF_MEMORY = "out of memory"
+    SETUP_FAILED = "setup failed"
+    COORDINATOR_LOST = "coordinator lost"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """What a device is, read once per run."""
+
+    index: int
+    backend: str
+    name: str
+    uuid: str | None = None
+    serial: str | None = None
+    pci_bus_id: str | None = None
+    vbios: str | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    memory_total_b: int | None = None
+    power_limit_w: float | None = None  # enforced
+    default_power_limit_w: float | None = None
+    max_sm_clock_mhz: float | None = None
+    max_mem_clock_mhz: float | None = None
+    slowdown_temp_c: float | None = None
+    shutdown_temp_c: float | None = None
+    max_operating_temp_c: float | None = None
+    mem_max_temp_c: float | None = None
+    torch_device: str | None = None  # e.g. "cuda:0", "cpu"; None where no real load runs
+    # Environment a worker process for this device starts with, e.g.
+    # {"CUDA_VISIBLE_DEVICES": "GPU-<uuid>"}, so that its torch_device is this device
+    # under any enumeration order.
+    worker_env: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Telemetry:
+    """One device's readings at one tick. Counters are cumulative since the driver loaded."""
+
+    device: int
+    t_s: float
+    temp_c: float | None = None
+    mem_temp_c: float | None = None
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    energy_j: float | None = None
+    util_pct: float | None = None
+    mem_util_pct: float | None = None
+    fan_pct: float | None = None
+    clock_reasons: int | None = None  # ClockReason bits, unknown bits kept
+    power_violation_s: float | None = None
+    thermal_violation_s: float | None = None
+    ecc_corrected: int | None = None
+    ecc_uncorrected: int | None = None
+    remap_pending: int | None = None  # 0/1 flag as NVML reports it
+    remap_failure: int | None = None
+    retired_pages: int | None = None
+    pcie_replay: int | None = None
+
+
+TELEMETRY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Telemetry))
+# The measured fields, i.e. everything but the key.
+TELEMETRY_METRICS: tuple[str, ...] = TELEMETRY_FIELDS[2:]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkSample:
+    """Work one device finished between ``t_start_s`` and ``t_end_s`` for one workload part.
+
+    ``verified`` is None where this sample's result was not checked, True where it was
+    checked and matched, False where it did not match (``verify_error`` says by how much).
+    """
+
+    device: int
+    t_start_s: float
+    t_end_s: float
+    part: str  # "gemm", "membw", "train", ...
+    work: float
+    unit: str  # "FLOP", "B", "token"
+    verified: bool | None = None
+    verify_error: float | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.work / (self.t_end_s - self.t_start_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """Something that happened once: a fault, an XID, a worker's end, a state change."""
+
+    t_s: float
+    kind: EventKind
+    message: str
+    device: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+RATE_UNITS = {"FLOP": "FLOP/s", "B": "B/s", "token": "token/s"}
