@@ -32,7 +32,8 @@ def open_backend(name: str, options: BackendOptions | None = None) -> Backend:
     it chose. Raises BackendUnavailable with a one-line reason when it cannot."""
     options = options or BackendOptions()
     if name not in BACKEND_NAMES:
-        raise ConfigError(f"--backend: unknown backend {name!r} (choose from {', '.join(BACKEND_NAMES)})")
+        choices = ", ".join(BACKEND_NAMES)
+        raise ConfigError(f"--backend: unknown backend {name!r} (choose from {choices})")
     if name == "auto":
         reasons: list[str] = []
         for candidate in ("nvml", "amd", "cpu"):
@@ -73,7 +74,6 @@ def select(found: Sequence[int], wanted: Sequence[int] | None, backend: str) -> 
         return list(found)
     missing = [i for i in wanted if i not in found]
     if missing:
-        raise ConfigError(
-            f"--devices: {backend} has no device {missing[0]} (found {', '.join(map(str, found)) or 'none'})"
-        )
+        have = ", ".join(map(str, found)) or "none"
+        raise ConfigError(f"--devices: {backend} has no device {missing[0]} (found {have})")
     return list(wanted)
