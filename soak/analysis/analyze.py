@@ -1,0 +1,283 @@
+"""From a run store to per-device results, the verdict and the diagnosis."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from soak.analysis.checks import CheckResult, Counter, DeviceFacts, Status, run_checks
+from soak.analysis.equilibrium import Equilibrium, Series, detect
+from soak.analysis.windows import (
+    Window,
+    WindowStats,
+    cold_window,
+    steady_window,
+    window_stats,
+)
+from soak.config import Profile
+from soak.model import DeviceInfo, Event, EventKind, WorkerOutcome
+from soak.store import RunStore
+
+INCOMPLETE_STOPS = frozenset({"interrupted", "error"})
+HARDWARE_CHECKS = frozenset(
+    {
+        "worker",
+        "verification",
+        "ecc_uncorrected",
+        "retired_pages",
+        "remap_pending",
+        "remap_failure",
+        "xid",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceResult:
+    info: DeviceInfo
+    facts: DeviceFacts
+    load_start_s: float | None
+    end_s: float | None
+    checks: list[CheckResult]
+    verdict: str
+    diagnosis: str
+
+    @property
+    def index(self) -> int:
+        return self.info.index
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    meta: dict
+    profile: Profile
+    devices: list[DeviceResult]
+    server_checks: list[CheckResult]
+    verdict: str
+    stop_reason: str
+    events: list[Event] = field(default_factory=list)
+    capabilities: dict[int, dict[str, str]] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def checks(self) -> list[CheckResult]:
+        return [c for d in self.devices for c in d.checks] + self.server_checks
+
+    @property
+    def reasons(self) -> list[CheckResult]:
+        """Every failing and warning result, failures first."""
+        order = {Status.FAIL: 0, Status.WARN: 1}
+        bad = [c for c in self.checks if c.status is not Status.PASS]
+        return sorted(
+            bad, key=lambda c: (order[c.status], c.device if c.device is not None else -1)
+        )
+
+    def sync_loss(self, part: str | None = None) -> tuple[float | None, int | None]:
+        """1 − min/mean of steady throughput: what the slowest device costs a synchronous
+        job, and which device that is."""
+        part = part or self.primary_part()
+        rates = {
+            d.index: d.facts.steady.throughput.get(part)
+            for d in self.devices
+            if d.facts.steady is not None
+        }
+        rates = {i: r for i, r in rates.items() if r is not None}
+        if len(rates) < 2:
+            return None, None
+        slowest = min(rates, key=lambda i: rates[i])
+        return 1.0 - rates[slowest] / float(np.mean(list(rates.values()))), slowest
+
+    def primary_part(self) -> str | None:
+        parts = list(self.units)
+        for preferred in ("gemm", "train", "membw"):
+            if preferred in parts:
+                return preferred
+        return parts[0] if parts else None
+
+
+def _load_span(
+    work: dict[str, dict[str, np.ndarray]], tele_t: np.ndarray, meta: dict
+) -> tuple[float | None, float | None]:
+    """A device's load start (its first work started) and end (its last work ended)."""
+    starts = [w["t_start_s"].min() for w in work.values() if w["t_start_s"].size]
+    ends = [w["t_end_s"].max() for w in work.values() if w["t_end_s"].size]
+    if starts:
+        return float(min(starts)), float(max(ends))
+    start = meta.get("load_start_s")
+    end = meta.get("stop", {}).get("load_stop_s")
+    if end is None and tele_t.size:
+        end = float(tele_t[-1])
+    return start, end
+
+
+def _counter(values: np.ndarray) -> Counter:
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return Counter(None, None, None)
+    return Counter(float(finite[0]), float(finite[-1]), float(finite.max()))
+
+
+def _outcome(events: Sequence[Event]) -> tuple[WorkerOutcome | None, str]:
+    ends = [e for e in events if e.kind is EventKind.WORKER_OUTCOME]
+    if not ends:
+        return None, ""
+    last = ends[-1]
+    try:
+        outcome = WorkerOutcome(last.details.get("outcome"))
+    except ValueError:
+        return WorkerOutcome.CRASHED, f"unknown outcome {last.details.get('outcome')!r}"
+    return outcome, last.details.get("detail", "") or ""
+
+
+def device_facts(
+    info: DeviceInfo,
+    tele: dict[str, np.ndarray],
+    work: dict[str, dict[str, np.ndarray]],
+    units: dict[str, str],
+    events: Sequence[Event],
+    meta: dict,
+    profile: Profile,
+) -> tuple[DeviceFacts, float | None, float | None]:
+    windows = profile.windows
+    start, end = _load_span(work, tele["t_s"], meta)
+    t = tele["t_s"]
+    equilibrium: Equilibrium | None = None
+    cold: WindowStats | None = None
+    steady: WindowStats | None = None
+    whole: WindowStats | None = None
+    final: WindowStats | None = None
+    if start is not None and end is not None and end > start:
+        rates = {
+            part: Series(
+                (w["t_start_s"] + w["t_end_s"]) / 2, w["work"] / (w["t_end_s"] - w["t_start_s"])
+            )
+            for part, w in work.items()
+        }
+        equilibrium = detect(
+            start,
+            end,
+            Series(t, tele["temp_c"]),
+            Series(t, tele["power_w"]),
+            Series(t, tele["sm_clock_mhz"]),
+            rates,
+            windows,
+        )
+        cold = window_stats(cold_window(start, windows), tele, work)
+        steady = window_stats(steady_window(equilibrium.time_s, start, end, windows), tele, work)
+        whole = window_stats(Window(start, end), tele, work)
+        final = window_stats(steady_window(None, start, end, windows), tele, work)
+
+    mine = [e for e in events if e.device == info.index]
+    outcome, detail = _outcome(mine)
+    verified = np.concatenate([w["verified"] for w in work.values()]) if work else np.empty(0)
+    errors = np.concatenate([w["verify_error"] for w in work.values()]) if work else np.empty(0)
+    failed_errors = errors[(verified == 0) & np.isfinite(errors)]
+    mismatches = [e for e in mine if e.kind is EventKind.VERIFICATION_FAILED]
+    facts = DeviceFacts(
+        index=info.index,
+        name=info.name,
+        units={part: units.get(part, "") for part in work},
+        cold=cold,
+        steady=steady,
+        whole=whole,
+        final=final,
+        equilibrium=equilibrium,
+        slowdown_temp_c=info.slowdown_temp_c,
+        counters={
+            key: _counter(tele[key])
+            for key in (
+                "ecc_uncorrected",
+                "ecc_corrected",
+                "retired_pages",
+                "remap_pending",
+                "remap_failure",
+                "pcie_replay",
+            )
+        },
+        xids=[int(e.details.get("code", -1)) for e in mine if e.kind is EventKind.XID],
+        outcome=outcome,
+        outcome_detail=detail,
+        verification_checked=int(np.sum(np.isfinite(verified))),
+        verification_failed=int(np.sum(verified == 0)) + len(mismatches),
+        verification_max_error=float(failed_errors.max()) if failed_errors.size else None,
+        lost=any(e.kind is EventKind.DEVICE_LOST for e in mine),
+    )
+    return facts, start, end
+
+
+def diagnose(facts: DeviceFacts, checks: Sequence[CheckResult]) -> str:
+    """The likely cause of what the checks found (DESIGN.md, Verdict)."""
+    failing = {c.check for c in checks if c.status is Status.FAIL}
+    if failing & HARDWARE_CHECKS:
+        return "hardware-fault"
+    steady, cold = facts.steady, facts.cold
+    if steady is None:
+        return "healthy" if not failing else "hardware-fault"
+    share = steady.reason_share
+    thermal = (share.get("sw_thermal") or 0) + (share.get("hw_thermal") or 0)
+    if thermal > 0.01 or "temp_margin" in failing:
+        return "thermal-limited"
+    if share.get("hw_any") and share["hw_any"] > 0.001:
+        return "hardware-fault"
+    slow = bool(failing & {"throughput_retention", "outlier", "floor"})
+    util = steady.median.get("util_pct")
+    clock_ratio = None
+    if cold is not None and cold.median.get("sm_clock_mhz") and steady.median.get("sm_clock_mhz"):
+        clock_ratio = steady.median["sm_clock_mhz"] / cold.median["sm_clock_mhz"]
+    if slow and util is not None and util < 90 and (clock_ratio is None or clock_ratio > 0.98):
+        return "host-bound"
+    if slow:
+        if (share.get("sw_power_cap") or 0) > 0.5:
+            return "power-limited"
+        return "hardware-fault"  # slower with no thermal, power or host explanation
+    return "healthy"
+
+
+def analyze(store: RunStore, profile: Profile) -> Analysis:
+    meta = store.meta()
+    events = store.events()
+    units = store.units()
+    stop = meta.get("stop") or {}
+    stop_reason = stop.get("reason", "error")  # no stop record: the coordinator died
+    incomplete = stop_reason in INCOMPLETE_STOPS
+
+    results: list[DeviceResult] = []
+    all_facts: list[DeviceFacts] = []
+    spans = {}
+    infos = store.devices()
+    for info in infos:
+        tele = store.telemetry(info.index)
+        work = store.work(info.index)
+        facts, start, end = device_facts(info, tele, work, units, events, meta, profile)
+        all_facts.append(facts)
+        spans[info.index] = (start, end)
+    checks = run_checks(all_facts, profile)
+    server_checks = [c for c in checks if c.device is None]
+    for info, facts in zip(infos, all_facts, strict=True):
+        mine = [c for c in checks if c.device == info.index]
+        failed = any(c.status is Status.FAIL for c in mine)
+        verdict = "FAIL" if failed else "INCOMPLETE" if incomplete else "PASS"
+        start, end = spans[info.index]
+        results.append(DeviceResult(info, facts, start, end, mine, verdict, diagnose(facts, mine)))
+
+    if not results:
+        verdict = "FAIL" if not incomplete else "INCOMPLETE"
+    elif any(r.verdict == "FAIL" for r in results) or any(
+        c.status is Status.FAIL for c in server_checks
+    ):
+        verdict = "FAIL"
+    else:
+        verdict = "INCOMPLETE" if incomplete else "PASS"
+    return Analysis(
+        meta,
+        profile,
+        results,
+        server_checks,
+        verdict,
+        stop_reason,
+        events,
+        store.capabilities(),
+        units,
+    )

@@ -1,0 +1,139 @@
+"""Cold and steady windows and the statistics taken over them.
+
+The cold window is the first minute of real load after warm-up; the steady window is the
+10 minutes after equilibrium, or the last 10 minutes of the run when equilibrium was not
+reached (DESIGN.md). Both are measured from each device's own load start: the time of its
+first finished unit of work, so that a worker's set-up time is never counted as load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from soak.config import Windows
+from soak.model import HW_REASONS, ClockReason
+
+METRICS = ("temp_c", "mem_temp_c", "sm_clock_mhz", "mem_clock_mhz", "power_w", "util_pct")
+
+# Reasons whose share of time each window reports; the HW group is one entry as well.
+REASONS = {
+    "sw_power_cap": ClockReason.SW_POWER_CAP,
+    "sw_thermal": ClockReason.SW_THERMAL,
+    "hw_slowdown": ClockReason.HW_SLOWDOWN,
+    "hw_thermal": ClockReason.HW_THERMAL,
+    "hw_power_brake": ClockReason.HW_POWER_BRAKE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    start_s: float
+    end_s: float
+
+    @property
+    def length_s(self) -> float:
+        return self.end_s - self.start_s
+
+    def mask(self, t: np.ndarray) -> np.ndarray:
+        return (t >= self.start_s) & (t <= self.end_s)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowStats:
+    window: Window
+    ticks: int
+    median: dict[str, float | None]
+    p10: dict[str, float | None]
+    p90: dict[str, float | None]
+    throughput: dict[str, float | None]  # part -> work per second over the window
+    throughput_cv: dict[str, float | None]  # spread of per-sample rates
+    samples: dict[str, int]
+    reason_share: dict[str, float | None]  # None: reasons not readable
+    unknown_reason_bits: int = 0
+    energy_j: float | None = None
+    work: dict[str, float] = field(default_factory=dict)
+
+
+def cold_window(load_start_s: float, windows: Windows) -> Window:
+    start = load_start_s + windows.cold_start_s
+    return Window(start, start + windows.cold_length_s)
+
+
+def steady_window(
+    equilibrium_s: float | None, load_start_s: float, end_s: float, windows: Windows
+) -> Window:
+    """After equilibrium, or the end of the run, never overlapping the cold window."""
+    if equilibrium_s is not None:
+        return Window(equilibrium_s, min(equilibrium_s + windows.steady_length_s, end_s))
+    cold_end = cold_window(load_start_s, windows).end_s
+    return Window(max(cold_end, end_s - windows.steady_length_s), end_s)
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    return values[np.isfinite(values)]
+
+
+def _quantile(values: np.ndarray, q: float) -> float | None:
+    finite = _finite(values)
+    return float(np.quantile(finite, q)) if finite.size else None
+
+
+def window_stats(
+    window: Window,
+    tele: dict[str, np.ndarray],
+    work: dict[str, dict[str, np.ndarray]],
+) -> WindowStats:
+    t = tele["t_s"]
+    mask = window.mask(t)
+    median, p10, p90 = {}, {}, {}
+    for name in METRICS:
+        values = tele[name][mask]
+        median[name] = _quantile(values, 0.5)
+        p10[name] = _quantile(values, 0.1)
+        p90[name] = _quantile(values, 0.9)
+
+    throughput, cv, counts, totals = {}, {}, {}, {}
+    for part, w in work.items():
+        mid = (w["t_start_s"] + w["t_end_s"]) / 2
+        inside = window.mask(mid)
+        durations = (w["t_end_s"] - w["t_start_s"])[inside]
+        done = w["work"][inside]
+        counts[part] = int(inside.sum())
+        totals[part] = float(done.sum())
+        if inside.sum() == 0 or durations.sum() <= 0:
+            throughput[part], cv[part] = None, None
+            continue
+        throughput[part] = float(done.sum() / durations.sum())
+        rates = done / durations
+        cv[part] = float(np.std(rates) / np.mean(rates)) if rates.size > 1 else None
+
+    reasons = tele["clock_reasons"][mask]
+    readable = reasons[np.isfinite(reasons)].astype(np.int64)
+    share: dict[str, float | None] = {}
+    unknown = 0
+    for name, bit in REASONS.items():
+        share[name] = float(np.mean(readable & int(bit) != 0)) if readable.size else None
+    if readable.size:
+        share["hw_any"] = float(np.mean(readable & int(HW_REASONS) != 0))
+        unknown = int(np.bitwise_or.reduce(readable) & ~ClockReason.known_mask())
+    else:
+        share["hw_any"] = None
+
+    energy = _finite(tele["energy_j"][mask])
+    energy_j = float(energy[-1] - energy[0]) if energy.size >= 2 else None
+    return WindowStats(
+        window,
+        int(mask.sum()),
+        median,
+        p10,
+        p90,
+        throughput,
+        cv,
+        counts,
+        share,
+        unknown,
+        energy_j,
+        totals,
+    )

@@ -1,0 +1,180 @@
+"""Typed run configuration and acceptance profiles.
+
+Profiles are TOML files (``tomllib``) with two tables, ``[windows]`` and ``[checks]``, and an
+optional ``[floors]`` table of per-workload-part minimum steady throughputs. Every bad key or
+value gives a one-line ``ConfigError`` naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from soak.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Windows:
+    """Where the cold and steady windows lie and what equilibrium means (DESIGN.md)."""
+
+    cold_start_s: float = 5.0  # after load start: past warm-up
+    cold_length_s: float = 60.0  # before the heat sink warms
+    eq_window_s: float = 300.0  # trailing window of the slope tests
+    eq_check_interval_s: float = 30.0
+    eq_checks: int = 3  # consecutive passing checks
+    eq_temp_slope_c_per_min: float = 0.1
+    eq_rel_slope_pct_per_min: float = 0.2  # SM clock and throughput
+    eq_power_rel_slope_pct_per_min: float = 0.2  # basis where temperature is unreadable
+    steady_length_s: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Checks:
+    """Acceptance thresholds (DESIGN.md, Verdict)."""
+
+    min_throughput_retention: float = 0.95  # steady / cold
+    max_hw_reason_fraction: float = 0.001  # HW slowdown, HW thermal, power brake
+    max_sw_thermal_fraction: float = 0.01
+    min_temp_margin_c: float = 5.0  # steady temperature below the slowdown threshold
+    outlier_mad_k: float = 3.0  # within-server rule: median - max(k*MAD, rel*median)
+    outlier_min_rel: float = 0.05
+    max_jitter_cv: float = 0.05  # steady throughput coefficient of variation (warn above)
+    require_equilibrium: bool = False  # fail (not warn) when equilibrium is not reached
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    name: str = "default"
+    source: str = "built-in"
+    windows: Windows = field(default_factory=Windows)
+    checks: Checks = field(default_factory=Checks)
+    floors: dict[str, float] = field(default_factory=dict)  # part -> min steady rate
+    floor_sources: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _check_value(where: str, value: Any, default: Any) -> Any:
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if isinstance(default, int | float):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        if not math.isfinite(value) or value < 0:
+            raise ConfigError(f"{where}: must be a finite number >= 0, got {value!r}")
+        if isinstance(default, int) and not isinstance(value, int):
+            raise ConfigError(f"{where}: expected a whole number, got {value!r}")
+        return value
+    raise ConfigError(f"{where}: unsupported value {value!r}")
+
+
+def _build(cls: type, table: Any, where: str) -> Any:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: expected a table")
+    defaults = cls()
+    known = {f.name for f in dataclasses.fields(cls)}
+    values = {}
+    for key, value in table.items():
+        if key not in known:
+            raise ConfigError(f"{where}.{key}: unknown key (known: {', '.join(sorted(known))})")
+        values[key] = _check_value(f"{where}.{key}", value, getattr(defaults, key))
+    return dataclasses.replace(defaults, **values)
+
+
+def _floors(table: Any, where: str) -> tuple[dict[str, float], dict[str, str]]:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: expected a table")
+    floors: dict[str, float] = {}
+    sources: dict[str, str] = {}
+    for part, entry in table.items():
+        if not isinstance(entry, dict) or set(entry) - {"min_rate", "source"}:
+            raise ConfigError(f"{where}.{part}: expected {{min_rate = N, source = '...'}}")
+        if "min_rate" not in entry:
+            raise ConfigError(f"{where}.{part}.min_rate: missing")
+        floors[part] = _check_value(f"{where}.{part}.min_rate", entry["min_rate"], 0.0)
+        source = entry.get("source", "")
+        if not isinstance(source, str):
+            raise ConfigError(f"{where}.{part}.source: expected a string")
+        sources[part] = source
+    return floors, sources
+
+
+def parse_profile(text: str, source: str) -> Profile:
+    """Parse a profile's TOML text; ``source`` names it in errors."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML ({exc})") from exc
+    allowed = {"name", "description", "windows", "checks", "floors"}
+    for key in data:
+        if key not in allowed:
+            raise ConfigError(
+                f"{source}: unknown key {key!r} (known: {', '.join(sorted(allowed))})"
+            )
+    name = data.get("name", Path(source).stem)
+    if not isinstance(name, str):
+        raise ConfigError(f"{source}: name must be a string")
+    windows = _build(Windows, data.get("windows", {}), f"{source}: windows")
+    checks = _build(Checks, data.get("checks", {}), f"{source}: checks")
+    floors, floor_sources = _floors(data.get("floors", {}), f"{source}: floors")
+    if windows.eq_checks < 1:
+        raise ConfigError(f"{source}: windows.eq_checks must be >= 1")
+    if windows.cold_length_s <= 0 or windows.steady_length_s <= 0 or windows.eq_window_s <= 0:
+        raise ConfigError(f"{source}: window lengths must be > 0")
+    return Profile(name, source, windows, checks, floors, floor_sources)
+
+
+def builtin_profiles() -> list[str]:
+    folder = resources.files("soak") / "profiles"
+    return sorted(
+        p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml")
+    )
+
+
+def load_profile(spec: str | None) -> Profile:
+    """A profile by file path or built-in name; None gives the default profile."""
+    if spec is None:
+        spec = "default"
+    path = Path(spec)
+    if path.suffix == ".toml" or path.exists():
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ConfigError(f"--profile {spec}: cannot read ({exc.strerror})") from exc
+        return parse_profile(text, str(path))
+    if spec not in builtin_profiles():
+        known = ", ".join(builtin_profiles())
+        raise ConfigError(f"--profile {spec}: no such file or built-in profile ({known})")
+    text = (resources.files("soak") / "profiles" / f"{spec}.toml").read_text()
+    return parse_profile(text, f"built-in:{spec}")
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """Everything ``soak run`` was asked to do."""
+
+    backend: str = "auto"
+    workload: str = "mix"
+    duration_s: float = 7200.0
+    until_steady: bool = False
+    interval_s: float = 1.0
+    baseline_s: float = 10.0
+    devices: tuple[int, ...] | None = None
+    profile: Profile = field(default_factory=Profile)
+    out: Path = Path("reports")
+    seed: int | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    sim_gpus: int = 8
+    sim_sku: str = "h100-sxm"
+    sim_faults: tuple[str, ...] = ()
+    workload_options: dict[str, Any] = field(default_factory=dict)
+    heartbeat_timeout_s: float = 120.0
+    command: str = ""

@@ -1,0 +1,406 @@
+"""The soak loop (DESIGN.md, The run).
+
+Discover devices, record an idle baseline, start the load, then every tick: read telemetry,
+drain work samples and events, append them to the store in one transaction, feed each
+device's online equilibrium detector and the progress display. Stop at the duration, at
+steady state (``--until-steady``), on a signal or when every device's load has ended;
+then analyse the store and write the report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+import os
+import platform
+import shutil
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from types import FrameType
+
+from soak import __version__
+from soak.analysis.equilibrium import OnlineDetector
+from soak.clock import Clock, VirtualClock, WallClock
+from soak.config import RunConfig
+from soak.devices import BackendOptions, open_backend
+from soak.devices.base import Backend, Load, LoadUpdate
+from soak.display import Display, make_display
+from soak.errors import ConfigError, SoakError, StoreError
+from soak.model import DeviceInfo, Event, EventKind, Telemetry
+from soak.store import STORE_NAME, RunStore
+
+log = logging.getLogger(__name__)
+
+MIN_FREE_BYTES = 64 * 2**20  # refuse to start a soak on a disk with less free space
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    run_dir: Path
+    stop_reason: str
+
+
+class Stopper:
+    """SIGINT/SIGTERM: the first asks for a clean stop, a second one stops at once."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.count = 0
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        self.reason = "interrupted"
+        if self.count > 1:
+            raise KeyboardInterrupt(f"second {signal.Signals(signum).name}")
+        name = signal.Signals(signum).name
+        print(f"soak: {name}: stopping cleanly (again to stop at once)", file=sys.stderr)
+
+    @contextmanager
+    def installed(self) -> Iterator[Stopper]:
+        previous = {s: signal.signal(s, self) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+
+def host_info() -> dict[str, str | None]:
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    cpu = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(
+                (line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None
+            )
+    except OSError:
+        pass  # no /proc: not Linux; the CPU is then simply not named
+    return {
+        "hostname": socket.gethostname(),
+        "os": platform.platform(),
+        "cpu": cpu or platform.processor() or None,
+        "cpu_count": str(os.cpu_count()),
+        "python": platform.python_version(),
+        "soak": __version__,
+        "torch": version("torch"),
+        "nvidia_ml_py": version("nvidia-ml-py"),
+        "numpy": version("numpy"),
+    }
+
+
+def make_run_dir(out: Path, host: str, now: dt.datetime) -> Path:
+    """Create ``OUT/<host>/<UTC stamp>/`` after checking it can be written; never reuses a
+    folder. Raises ConfigError (exit 2) before anything is created when it cannot."""
+    out = Path(out)
+    probe = out
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {out}: not a writable folder ({probe} is not writable)")
+    free = shutil.disk_usage(probe).free
+    if free < MIN_FREE_BYTES:
+        raise ConfigError(
+            f"--out {out}: only {free / 2**20:.0f} MiB free; soak needs at least 64 MiB"
+        )
+    stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    base = out / host
+    run_dir = base / stamp
+    suffix = 1
+    while run_dir.exists():
+        run_dir = base / f"{stamp}-{suffix}"
+        suffix += 1
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot create {run_dir} ({exc.strerror})") from exc
+    return run_dir
+
+
+def open_configured_backend(config: RunConfig) -> Backend:
+    options = BackendOptions(
+        devices=config.devices,
+        sim_gpus=config.sim_gpus,
+        sim_sku=config.sim_sku,
+        sim_faults=config.sim_faults,
+        seed=config.seed or 0,
+    )
+    return open_backend(config.backend, options)
+
+
+def make_load(config: RunConfig, backend: Backend, devices: list[DeviceInfo]) -> Load:
+    simulated = backend.simulated_load(config.workload)
+    if simulated is not None:
+        return simulated
+    from soak.worker import WorkerPool
+    from workloads.base import WorkloadOptions
+
+    try:
+        options = WorkloadOptions(**config.workload_options)
+    except TypeError as exc:
+        raise ConfigError(f"workload options: {exc}") from exc
+    return WorkerPool(
+        devices,
+        config.workload,
+        options,
+        heartbeat_timeout_s=config.heartbeat_timeout_s,
+        seed=config.seed or 0,
+    )
+
+
+class Runner:
+    """One soak run: owns the store, the load and the detectors while it goes on."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        backend: Backend,
+        clock: Clock,
+        run_dir: Path,
+        display: Display,
+    ) -> None:
+        self.config = config
+        self.backend = backend
+        self.clock = clock
+        self.run_dir = run_dir
+        self.display = display
+        self.devices = backend.devices()
+        self.store = RunStore.create(run_dir / STORE_NAME)
+        self.detectors = {d.index: OnlineDetector(config.profile.windows) for d in self.devices}
+        self.load_start_by_device: dict[int, float] = {}
+        self.t0 = clock.now()
+        self.load_started_s: float | None = None
+        self.running_since_s: float | None = None  # every device has finished work
+        self.steady_done: set[int] = set()
+        self.latest: dict[int, Telemetry] = {}
+        self.latest_rate: dict[int, dict[str, float]] = {}
+
+    def now_s(self) -> float:
+        return self.clock.now() - self.t0
+
+    def record_start(self) -> None:
+        config = self.config
+        run = {
+            "backend": self.backend.name,
+            "workload": config.workload,
+            "started_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "seed": config.seed,
+            "command": config.command,
+            "host": socket.gethostname(),
+            "tags": config.tags,
+            "duration_asked_s": config.duration_s,
+            "until_steady": config.until_steady,
+            "interval_s": config.interval_s,
+            "sim": {
+                "gpus": config.sim_gpus,
+                "sku": config.sim_sku,
+                "faults": list(config.sim_faults),
+            }
+            if self.backend.name == "sim"
+            else None,
+            "workload_options": config.workload_options,
+        }
+        self.store.set_meta(run=run, host=host_info(), profile=config.profile.as_dict())
+        self.store.add_devices(self.devices)
+        self.store.add_capabilities(self.backend.capabilities())
+        message = (
+            f"{len(self.devices)} device(s) on {self.backend.name}, workload {config.workload}"
+        )
+        self.store.append(events=[Event(self.now_s(), EventKind.RUN_START, message)])
+
+    def tick(self, load: Load | None) -> None:
+        """Read, store and digest one tick."""
+        t = self.now_s()
+        telemetry = self.backend.sample(t)
+        update = load.poll(t) if load is not None else LoadUpdate()
+        events = self.backend.poll_events(t) + update.events
+        events += self._digest(t, telemetry, update)
+        self.store.append(telemetry, update.samples, events)
+        self.display.update(self, t)
+
+    def _digest(self, t: float, telemetry: list[Telemetry], update: LoadUpdate) -> list[Event]:
+        for row in telemetry:
+            self.latest[row.device] = row
+            self.detectors[row.device].add_telemetry(
+                row.t_s, row.temp_c, row.power_w, row.sm_clock_mhz
+            )
+        for s in update.samples:
+            detector = self.detectors.get(s.device)
+            if detector is None or s.t_end_s <= s.t_start_s:
+                continue
+            if s.device not in self.load_start_by_device:
+                self.load_start_by_device[s.device] = s.t_start_s
+                detector.start(s.t_start_s)
+            detector.add_rate(s.part, (s.t_start_s + s.t_end_s) / 2, s.rate)
+            self.latest_rate.setdefault(s.device, {})[s.part] = s.rate
+        events = []
+        for index, detector in self.detectors.items():
+            had = detector.reached
+            detector.update(t)
+            if detector.reached and not had:
+                events.append(
+                    Event(
+                        t,
+                        EventKind.EQUILIBRIUM,
+                        f"equilibrium at {detector.equilibrium_s:.0f} s (basis {detector.basis})",
+                        index,
+                        {"time_s": detector.equilibrium_s},
+                    )
+                )
+        return events
+
+    def active_devices(self, load: Load) -> set[int]:
+        return {d.index for d in self.devices} - set(load.failed_devices())
+
+    def should_stop(self, load: Load, stopper: Stopper) -> str | None:
+        if stopper.reason:
+            return stopper.reason
+        active = self.active_devices(load)
+        if not active:
+            return "error"
+        t = self.now_s()
+        if self.running_since_s is None:
+            if active <= set(self.load_start_by_device):
+                self.running_since_s = t
+            return None
+        if t - self.running_since_s >= self.config.duration_s:
+            return "duration"
+        if self.config.until_steady:
+            steady = self.config.profile.windows.steady_length_s
+            done = {
+                i
+                for i in active
+                if self.detectors[i].equilibrium_s is not None
+                and t >= self.detectors[i].equilibrium_s + steady
+            }
+            if done == active:
+                return "steady"
+        return None
+
+    def run(self, stopper: Stopper) -> str:
+        config = self.config
+        self.record_start()
+        self._baseline(stopper)
+        if stopper.reason:
+            return self._finish(None, stopper.reason)
+        load = make_load(config, self.backend, self.devices)
+        try:
+            self.load_started_s = self.now_s()
+            self.store.set_meta(load_start_s=self.load_started_s)
+            self.store.append(
+                events=[
+                    Event(
+                        self.load_started_s, EventKind.LOAD_START, f"load {config.workload} started"
+                    )
+                ]
+            )
+            load.start(self.t0)
+            reason = self._loop(load, stopper)
+        except StoreError as exc:
+            log.error("%s", exc)
+            print(f"soak: {exc}; stopping", file=sys.stderr)
+            reason = "error"
+            self._stop_load(load, store_ok=False)
+            return self._finish(None, reason, detail=str(exc))
+        except BaseException:
+            self._stop_load(load, store_ok=False)
+            raise
+        return self._finish(load, reason)
+
+    def _baseline(self, stopper: Stopper) -> None:
+        end = self.now_s() + self.config.baseline_s
+        self.store.append(events=[Event(self.now_s(), EventKind.BASELINE_START, "idle baseline")])
+        while self.now_s() < end and not stopper.reason:
+            self.tick(None)
+            self._sleep_to_next_tick()
+
+    def _loop(self, load: Load, stopper: Stopper) -> str:
+        while True:
+            self.tick(load)
+            reason = self.should_stop(load, stopper)
+            if reason:
+                return reason
+            self._sleep_to_next_tick()
+
+    def _sleep_to_next_tick(self) -> None:
+        interval = self.config.interval_s
+        t = self.now_s()
+        next_tick = (t // interval + 1) * interval
+        self.clock.sleep(next_tick - t)
+
+    def _stop_load(self, load: Load, store_ok: bool) -> LoadUpdate:
+        try:
+            update = load.stop(self.now_s())
+        except Exception as exc:  # a failing stop must not lose the run's data
+            log.exception("stopping the load failed")
+            update = LoadUpdate(
+                events=[Event(self.now_s(), EventKind.WARNING, f"load stop failed: {exc}")]
+            )
+        if store_ok:
+            self.store.append(samples=update.samples, events=update.events)
+        return update
+
+    def _finish(self, load: Load | None, reason: str, detail: str = "") -> str:
+        t = self.now_s()
+        try:
+            if load is not None:
+                self._stop_load(load, store_ok=True)
+            load_stop = t
+            duration = None if self.load_started_s is None else load_stop - self.load_started_s
+            message = f"stopped: {reason}" + (f" ({detail})" if detail else "")
+            self.store.append(events=[Event(self.now_s(), EventKind.STOP, message)])
+            self.store.set_meta(
+                stop={
+                    "reason": reason,
+                    "load_stop_s": load_stop,
+                    "duration_s": duration,
+                    "detail": detail,
+                }
+            )
+        except StoreError as exc:
+            print(f"soak: {exc}; the store keeps everything up to the last tick", file=sys.stderr)
+        finally:
+            self.store.close()
+            self.display.close()
+        return reason
+
+
+def run(
+    config: RunConfig,
+    *,
+    backend: Backend | None = None,
+    clock: Clock | None = None,
+    display: Display | None = None,
+) -> RunResult:
+    """Run one soak and leave its store in a new run folder; the caller builds the report."""
+    backend = backend or open_configured_backend(config)
+    try:
+        if clock is None:
+            clock = VirtualClock() if backend.name == "sim" else WallClock()
+        run_dir = make_run_dir(config.out, socket.gethostname(), dt.datetime.now(dt.UTC))
+        runner = Runner(config, backend, clock, run_dir, display or make_display(config))
+        with Stopper().installed() as stopper:
+            reason = runner.run(stopper)
+    finally:
+        backend.close()
+    return RunResult(run_dir, reason)
+
+
+def config_summary(config: RunConfig) -> dict:
+    data = dataclasses.asdict(config)
+    data["out"] = str(config.out)
+    return data
+
+
+__all__ = ["RunResult", "Runner", "SoakError", "run"]

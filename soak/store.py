@@ -1,0 +1,286 @@
+"""The run store: one SQLite file per run.
+
+Metadata (host, config, devices, capabilities) is written once; telemetry, work samples
+and events are appended every tick, one transaction per tick, in WAL mode, so that the
+file is readable while the run goes on and intact up to the last committed tick after a
+crash. Read back as numpy arrays, with NaN where a value could not be read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from soak.errors import StoreError
+from soak.model import (
+    TELEMETRY_FIELDS,
+    TELEMETRY_METRICS,
+    Capability,
+    DeviceInfo,
+    Event,
+    EventKind,
+    Telemetry,
+    WorkSample,
+)
+
+# Version of the table layout below. 1: first layout.
+STORE_VERSION = 1
+STORE_NAME = "soak.sqlite"
+
+_INT_COLUMNS = frozenset(
+    {
+        "clock_reasons",
+        "ecc_corrected",
+        "ecc_uncorrected",
+        "remap_pending",
+        "remap_failure",
+        "retired_pages",
+        "pcie_replay",
+    }
+)
+
+_SCHEMA = f"""
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE devices (idx INTEGER PRIMARY KEY, info TEXT NOT NULL);
+CREATE TABLE capabilities (
+    device INTEGER NOT NULL, metric TEXT NOT NULL, status TEXT NOT NULL,
+    PRIMARY KEY (device, metric));
+CREATE TABLE telemetry (
+    device INTEGER NOT NULL, t_s REAL NOT NULL,
+    {", ".join(f"{m} {'INTEGER' if m in _INT_COLUMNS else 'REAL'}" for m in TELEMETRY_METRICS)});
+CREATE INDEX telemetry_device_t ON telemetry (device, t_s);
+CREATE TABLE work (
+    device INTEGER NOT NULL, t_start_s REAL NOT NULL, t_end_s REAL NOT NULL,
+    part TEXT NOT NULL, work REAL NOT NULL, unit TEXT NOT NULL,
+    verified INTEGER, verify_error REAL);
+CREATE INDEX work_device_t ON work (device, t_end_s);
+CREATE TABLE events (
+    t_s REAL NOT NULL, device INTEGER, kind TEXT NOT NULL, message TEXT NOT NULL,
+    details TEXT NOT NULL);
+"""
+
+_INSERT_TELEMETRY = (
+    f"INSERT INTO telemetry ({', '.join(TELEMETRY_FIELDS)}) "
+    f"VALUES ({', '.join('?' * len(TELEMETRY_FIELDS))})"
+)
+_INSERT_WORK = "INSERT INTO work VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_EVENT = "INSERT INTO events VALUES (?, ?, ?, ?, ?)"
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=_json_default, sort_keys=True)
+
+
+def _telemetry_row(t: Telemetry) -> tuple[Any, ...]:
+    return tuple(getattr(t, name) for name in TELEMETRY_FIELDS)
+
+
+def _work_row(w: WorkSample) -> tuple[Any, ...]:
+    verified = None if w.verified is None else int(w.verified)
+    return (w.device, w.t_start_s, w.t_end_s, w.part, w.work, w.unit, verified, w.verify_error)
+
+
+def _event_row(e: Event) -> tuple[Any, ...]:
+    return (e.t_s, e.device, str(e.kind), e.message, _dumps(e.details))
+
+
+def _translate(exc: sqlite3.Error, path: Path) -> StoreError:
+    text = str(exc)
+    if "full" in text:
+        return StoreError(f"{path}: disk full ({text})")
+    return StoreError(f"{path}: {text}")
+
+
+class RunStore:
+    """One run's SQLite file. Use ``create`` to start a run and ``open`` to read one."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self._conn = conn
+
+    # -- writing ---------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: str | Path) -> RunStore:
+        path = Path(path)
+        if path.exists():
+            raise StoreError(f"{path}: a run store already exists here; refusing to overwrite")
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL: a committed tick survives a crash of the process (not of the
+            # machine's power), at a fraction of FULL's cost.
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+            conn.execute("INSERT INTO meta VALUES ('store_version', ?)", (str(STORE_VERSION),))
+        except sqlite3.Error as exc:
+            raise _translate(exc, path) from exc
+        return cls(path, conn)
+
+    def set_meta(self, **values: Any) -> None:
+        """Record run-level metadata once (config, host, versions, stop reason...)."""
+        rows = [(key, _dumps(value)) for key, value in values.items()]
+        self._write("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows)
+
+    def add_devices(self, infos: Iterable[DeviceInfo]) -> None:
+        rows = [(info.index, _dumps(dataclasses.asdict(info))) for info in infos]
+        self._write("INSERT OR REPLACE INTO devices VALUES (?, ?)", rows)
+
+    def add_capabilities(self, table: Mapping[int, Mapping[str, Capability | str]]) -> None:
+        rows = [
+            (device, metric, str(status))
+            for device, metrics in table.items()
+            for metric, status in metrics.items()
+        ]
+        self._write("INSERT OR REPLACE INTO capabilities VALUES (?, ?, ?)", rows)
+
+    def append(
+        self,
+        telemetry: Iterable[Telemetry] = (),
+        samples: Iterable[WorkSample] = (),
+        events: Iterable[Event] = (),
+    ) -> None:
+        """Append one tick's data in one transaction: all of it lands, or none."""
+        try:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN")
+            cur.executemany(_INSERT_TELEMETRY, map(_telemetry_row, telemetry))
+            cur.executemany(_INSERT_WORK, map(_work_row, samples))
+            cur.executemany(_INSERT_EVENT, map(_event_row, events))
+            cur.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._rollback()
+            raise _translate(exc, self.path) from exc
+
+    def _write(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        try:
+            self._conn.execute("BEGIN")
+            self._conn.executemany(sql, rows)
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._rollback()
+            raise _translate(exc, self.path) from exc
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            # A failed rollback means the connection is already broken; the caller reports
+            # the first error.
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+
+    def close(self) -> None:
+        """Checkpoint the WAL into the main file and close."""
+        # A failed checkpoint loses nothing: the WAL is replayed on the next open.
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._conn.close()
+
+    def close_read(self) -> None:
+        """Close a store opened for reading (no checkpoint: a writer may still be on it)."""
+        self._conn.close()
+
+    # -- reading ---------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | Path) -> RunStore:
+        """Open a store for reading, also one whose writer is running or was killed."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / STORE_NAME
+        if not path.is_file():
+            raise StoreError(f"{path.parent}: not a soak run folder (no {STORE_NAME})")
+        try:
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            version = conn.execute("SELECT value FROM meta WHERE key='store_version'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{path}: not a soak run store ({exc})") from exc
+        if version is None or int(version[0]) != STORE_VERSION:
+            found = None if version is None else version[0]
+            raise StoreError(
+                f"{path}: store version {found} is not one this soak reads ({STORE_VERSION})"
+            )
+        return cls(path, conn)
+
+    def meta(self) -> dict[str, Any]:
+        rows = self._conn.execute("SELECT key, value FROM meta").fetchall()
+        return {key: json.loads(value) for key, value in rows}
+
+    def devices(self) -> list[DeviceInfo]:
+        rows = self._conn.execute("SELECT info FROM devices ORDER BY idx").fetchall()
+        known = {f.name for f in dataclasses.fields(DeviceInfo)}
+        out = []
+        for (text,) in rows:
+            data = json.loads(text)
+            out.append(DeviceInfo(**{k: v for k, v in data.items() if k in known}))
+        return out
+
+    def capabilities(self) -> dict[int, dict[str, str]]:
+        table: dict[int, dict[str, str]] = {}
+        rows = self._conn.execute("SELECT device, metric, status FROM capabilities ORDER BY 1, 2")
+        for device, metric, status in rows:
+            table.setdefault(device, {})[metric] = status
+        return table
+
+    def telemetry(self, device: int) -> dict[str, np.ndarray]:
+        """Every telemetry column of one device as float arrays ordered by time; NaN where
+        the value could not be read."""
+        rows = self._conn.execute(
+            f"SELECT {', '.join(TELEMETRY_FIELDS[1:])} FROM telemetry WHERE device=? ORDER BY t_s",
+            (device,),
+        ).fetchall()
+        array = np.array(rows, dtype=float).reshape(len(rows), len(TELEMETRY_FIELDS) - 1)
+        return {name: array[:, i] for i, name in enumerate(TELEMETRY_FIELDS[1:])}
+
+    def work(self, device: int) -> dict[str, dict[str, np.ndarray]]:
+        """Per workload part: t_start_s, t_end_s, work, verified (1/0/NaN), verify_error."""
+        rows = self._conn.execute(
+            "SELECT part, t_start_s, t_end_s, work, verified, verify_error FROM work "
+            "WHERE device=? ORDER BY t_end_s",
+            (device,),
+        ).fetchall()
+        parts: dict[str, list[tuple[Any, ...]]] = {}
+        for part, *rest in rows:
+            parts.setdefault(part, []).append(rest)
+        columns = ("t_start_s", "t_end_s", "work", "verified", "verify_error")
+        out: dict[str, dict[str, np.ndarray]] = {}
+        for part, part_rows in parts.items():
+            array = np.array(part_rows, dtype=float)
+            out[part] = {name: array[:, i] for i, name in enumerate(columns)}
+        return out
+
+    def units(self) -> dict[str, str]:
+        """The unit of each workload part's work."""
+        return dict(self._conn.execute("SELECT DISTINCT part, unit FROM work").fetchall())
+
+    def events(self) -> list[Event]:
+        rows = self._conn.execute(
+            "SELECT t_s, device, kind, message, details FROM events ORDER BY t_s, rowid"
+        ).fetchall()
+        return [
+            Event(t_s=t, kind=EventKind(kind), message=msg, device=dev, details=json.loads(det))
+            for t, dev, kind, msg, det in rows
+        ]
+
+    def last_t_s(self) -> float | None:
+        """Time of the last stored telemetry tick, or None for an empty store."""
+        (value,) = self._conn.execute("SELECT MAX(t_s) FROM telemetry").fetchone()
+        return value
+
+    def telemetry_rows(self) -> int:
+        (count,) = self._conn.execute("SELECT COUNT(*) FROM telemetry").fetchone()
+        return int(count)

@@ -1,0 +1,627 @@
+"""Worker processes: one per device, each running a workload and reporting through a pipe.
+
+``WorkerPool`` is the ``Load`` for real backends. Each worker is a ``spawn``-ed process
+pinned to its device by ``DeviceInfo.worker_env`` (applied before torch is imported) and
+``torch_device``. It sets up its workload, then loops timed steps and sends batches of
+work samples (which double as heartbeats), failed verifications and, last, its outcome.
+
+Every worker ends as exactly one ``WorkerOutcome``, reported once as a WORKER_OUTCOME
+event; one device failing never stops the others. A failed verification is reported at
+once (VERIFICATION_FAILED event, device marked failed) and the worker **keeps running**, so
+the chassis stays at full heat for the other devices and the report can count failures;
+its outcome at stop is then VERIFICATION_FAILED instead of OK.
+
+Workers never outlive the coordinator: on Linux the kernel kills them when the thread that
+started them exits (``PR_SET_PDEATHSIG``), and a watch thread exits quietly when the parent
+pid changes or the command pipe breaks. Start the pool from the main thread.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import math
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from soak.devices.base import LoadUpdate
+from soak.model import DeviceInfo, Event, EventKind, WorkerOutcome, WorkSample
+from workloads import WORKLOADS, StepResult, Verification, Workload, WorkloadFactory
+from workloads.base import WorkloadOptions
+
+EXIT_OK = 0
+EXIT_CRASHED = 1  # an exception while running
+EXIT_SETUP_FAILED = 3
+EXIT_OUT_OF_MEMORY = 4
+EXIT_DEVICE_LOST = 5
+EXIT_COORDINATOR_LOST = 75  # the worker saw its coordinator go and left quietly
+
+FLUSH_S = 0.25  # a worker sends samples at most this often (batched when steps are short)
+WATCH_S = 0.5  # how often a worker looks for its parent and for commands
+POLL_SLEEP_S = 0.05  # the pool's wait between drains while stopping
+MAX_VERIFY_EVENTS = 20  # per worker; later failures are only counted, in the outcome
+PR_SET_PDEATHSIG = 1
+
+# Messages a CUDA runtime gives once its device is gone (XID 79, uncorrectable ECC, ...).
+DEVICE_LOST_MARKERS = (
+    "gpu is lost",
+    "fallen off the bus",
+    "uncorrectable ecc",
+    "devices unavailable",
+    "device not ready",
+    "unspecified launch failure",
+    "cuda error: unknown error",
+    "no cuda-capable device",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSpec:
+    """Everything a worker process needs, pickled once at spawn."""
+
+    device: int  # DeviceInfo.index, the key of every sample and event
+    torch_device: str
+    env: dict[str, str]
+    workload: str
+    options: WorkloadOptions
+    seed: int
+    t0: float  # the coordinator's time.monotonic() at the run's zero
+    parent_pid: int
+    factory: WorkloadFactory | None = None  # overrides the registry (tests, benchmarks)
+
+
+# ----------------------------------------------------------------------------- worker side
+
+
+def worker_main(spec: WorkerSpec, commands: Connection, data: Connection) -> None:
+    """Entry point of a worker process: run the workload until told to stop, then report
+    how it ended and exit with a code that says the same."""
+    os.environ.update(spec.env)
+    _die_with_parent(spec.parent_pid)
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: stop.set())
+    channel = _Channel(data, spec.t0)
+    threading.Thread(
+        target=_watch, args=(commands, stop, spec.parent_pid), name="soak-watch", daemon=True
+    ).start()
+    outcome, details, code = _run(spec, channel, stop)
+    channel.send(("outcome", channel.now(), outcome.value, details))
+    channel.close()
+    sys.exit(code)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel to SIGKILL this process when its parent goes (Linux); leave at once if
+    it already has."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:
+        os._exit(EXIT_COORDINATOR_LOST)
+
+
+def _watch(commands: Connection, stop: threading.Event, parent_pid: int) -> None:
+    """Watch thread: take "stop" from the coordinator; exit quietly when it is gone."""
+    while True:
+        if os.getppid() != parent_pid:
+            os._exit(EXIT_COORDINATOR_LOST)
+        try:
+            if commands.poll(WATCH_S) and commands.recv() == "stop":
+                stop.set()
+        except (EOFError, OSError):
+            os._exit(EXIT_COORDINATOR_LOST)
+
+
+class _Channel:
+    """The worker's end of the data pipe: thread-safe sends, times on the run's clock, and
+    a quiet exit when the coordinator is gone."""
+
+    def __init__(self, conn: Connection, t0: float) -> None:
+        self._conn = conn
+        self._t0 = t0
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        return time.monotonic() - self._t0
+
+    def run_time(self, monotonic_s: float) -> float:
+        return monotonic_s - self._t0
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        try:
+            with self._lock:
+                self._conn.send(message)
+        except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+            os._exit(EXIT_COORDINATOR_LOST)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _run(
+    spec: WorkerSpec, channel: _Channel, stop: threading.Event
+) -> tuple[WorkerOutcome, dict[str, Any], int]:
+    """Set up, loop, close: the outcome, its details and the exit code."""
+    try:
+        workload = _build(spec)
+        workload.setup(spec.torch_device, spec.seed)
+        channel.send(("ready", channel.now(), workload.describe()))
+    except BaseException as exc:  # every ending is reported, whatever raised
+        return _failure(exc, "setup")
+    try:
+        failures = _loop(workload, spec, channel, stop)
+        workload.close()
+    except BaseException as exc:  # every ending is reported, whatever raised
+        return _failure(exc, "run")
+    if failures:
+        return WorkerOutcome.VERIFICATION_FAILED, {"verification_failures": failures}, EXIT_OK
+    return WorkerOutcome.OK, {"verification_failures": 0}, EXIT_OK
+
+
+def _build(spec: WorkerSpec) -> Workload:
+    factory = spec.factory or WORKLOADS[spec.workload]
+    return factory(spec.options)
+
+
+def _loop(workload: Workload, spec: WorkerSpec, channel: _Channel, stop: threading.Event) -> int:
+    """Steps until stopped; verify every ``verify_interval_s`` (and after the first step).
+    Returns how many checks failed."""
+    batch = _SampleBatch(channel)
+    failures = 0
+    next_verify = -math.inf
+    while not stop.is_set():
+        result = workload.step()
+        checks = list(result.verifications)
+        if result.t_end >= next_verify:
+            checks.extend(workload.verify())
+            next_verify = time.monotonic() + spec.options.verify_interval_s
+        batch.add(result, checks)
+        for check in checks:
+            if not check.ok:
+                failures += 1
+                if failures <= MAX_VERIFY_EVENTS:
+                    channel.send(("verify", channel.now(), asdict(check)))
+        batch.flush(force=False)
+    batch.flush(force=True)
+    return failures
+
+
+class _SampleBatch:
+    """Samples waiting to be sent: plain tuples, sent at most every FLUSH_S."""
+
+    def __init__(self, channel: _Channel) -> None:
+        self._channel = channel
+        self._rows: list[tuple[Any, ...]] = []
+        self._last_send = time.monotonic()
+
+    def add(self, result: StepResult, checks: Sequence[Verification]) -> None:
+        t_start = self._channel.run_time(result.t_start)
+        t_end = self._channel.run_time(result.t_end)
+        for part in result.parts:
+            mine = [c for c in checks if c.part == part.part]
+            verified = all(c.ok for c in mine) if mine else None
+            errors = [c.max_rel_error for c in mine if c.max_rel_error is not None]
+            error = max(errors) if errors else None
+            self._rows.append((t_start, t_end, part.part, part.work, part.unit, verified, error))
+
+    def flush(self, *, force: bool) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_send < FLUSH_S:
+            return
+        self._channel.send(("samples", self._rows) if self._rows else ("hb", now))
+        self._rows = []
+        self._last_send = now
+
+
+def _failure(exc: BaseException, phase: str) -> tuple[WorkerOutcome, dict[str, Any], int]:
+    """The outcome an exception means, with its last line and the end of its traceback."""
+    details = {
+        "phase": phase,
+        "exception": traceback.format_exception_only(exc)[-1].strip(),
+        "traceback": "".join(traceback.format_exception(exc))[-4000:],
+    }
+    kind = classify_exception(exc)
+    if kind is WorkerOutcome.OUT_OF_MEMORY:
+        return kind, details, EXIT_OUT_OF_MEMORY
+    if kind is WorkerOutcome.DEVICE_LOST:
+        return kind, details, EXIT_DEVICE_LOST
+    if phase == "setup":
+        return WorkerOutcome.SETUP_FAILED, details, EXIT_SETUP_FAILED
+    return WorkerOutcome.CRASHED, details, EXIT_CRASHED
+
+
+def classify_exception(exc: BaseException) -> WorkerOutcome | None:
+    """OUT_OF_MEMORY or DEVICE_LOST where the exception says so, else None. By name and
+    message, so that the worker need not import torch to tell."""
+    text = str(exc).lower()
+    if (
+        isinstance(exc, MemoryError)
+        or type(exc).__name__ == "OutOfMemoryError"
+        or "out of memory" in text
+        or "can't allocate memory" in text
+    ):
+        return WorkerOutcome.OUT_OF_MEMORY
+    if any(marker in text for marker in DEVICE_LOST_MARKERS):
+        return WorkerOutcome.DEVICE_LOST
+    return None
+
+
+# ---------------------------------------------------------------------------- coordinator side
+
+
+@dataclass(slots=True)
+class _Worker:
+    """The pool's running record of one worker process (mutable, private)."""
+
+    device: DeviceInfo
+    process: BaseProcess
+    commands: Connection
+    data: Connection
+    started: float  # time.monotonic() at spawn
+    last_progress: float
+    ready: bool = False
+    eof: bool = False
+    done: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+    final: tuple[WorkerOutcome, dict[str, Any]] | None = None  # what the worker reported
+
+    @property
+    def index(self) -> int:
+        return self.device.index
+
+
+class WorkerPool:
+    """One worker process per device running ``workload``: the ``Load`` of real backends.
+
+    ``heartbeat_timeout_s``: a running worker that sends nothing (samples are heartbeats)
+    for this long is HUNG and killed; it must exceed ``options.step_s`` plus a verification.
+    ``setup_timeout_s``: the same for the time from spawn to the end of setup.
+    ``stop_timeout_s``: how long ``stop`` waits before killing what is left.
+    ``factory``: builds the workload instead of the registry; it must be importable by
+    name in a fresh process (a top-level function or class).
+
+    Besides the protocol's events, each worker's end of setup is a LOAD_START event with
+    ``device`` set and the workload's ``describe()`` as details (dtype, sizes, FLOP per
+    token): that device's load begins there.
+    """
+
+    def __init__(
+        self,
+        devices: Sequence[DeviceInfo],
+        workload: str,
+        options: WorkloadOptions,
+        *,
+        heartbeat_timeout_s: float = 60.0,
+        setup_timeout_s: float = 600.0,
+        seed: int = 0,
+        stop_timeout_s: float = 10.0,
+        factory: WorkloadFactory | None = None,
+    ) -> None:
+        if factory is None and workload not in WORKLOADS:
+            raise ValueError(f"workload: {workload!r} is not one of {', '.join(WORKLOADS)}")
+        if heartbeat_timeout_s <= options.step_s:
+            raise ValueError(
+                f"heartbeat_timeout_s: {heartbeat_timeout_s} must exceed step_s {options.step_s}"
+            )
+        missing = [d.index for d in devices if d.torch_device is None]
+        if missing:
+            raise ValueError(f"devices {missing} have no torch_device to run a workload on")
+        self._devices = list(devices)
+        self._workload = workload
+        self._options = options
+        self._heartbeat_timeout_s = heartbeat_timeout_s
+        self._setup_timeout_s = setup_timeout_s
+        self._seed = seed
+        self._stop_timeout_s = stop_timeout_s
+        self._factory = factory
+        self._workers: dict[int, _Worker] = {}
+        self._failed: set[int] = set()
+        self._checked_groups: set[str] = set()
+
+    # -- the Load protocol
+
+    def start(self, t0: float) -> None:
+        """Spawn one worker per device; returns at once (setup goes on in the workers)."""
+        ctx = mp.get_context("spawn")
+        for device in self._devices:
+            self._workers[device.index] = self._spawn(ctx, device, t0)
+        atexit.register(self._kill_all)
+
+    def poll(self, t_s: float) -> LoadUpdate:
+        """Drain every worker's pipe without blocking; report deaths and hangs."""
+        samples: list[WorkSample] = []
+        events: list[Event] = []
+        for worker in self._live():
+            alive = worker.process.is_alive()
+            self._drain(worker, samples, events)
+            if not alive:
+                events.append(self._finish(worker, t_s, self._death(worker)))
+            elif self._hung(worker):
+                events.append(self._kill(worker, t_s, self._hang(worker)))
+        events.extend(self._cross_check(t_s))
+        return LoadUpdate(samples, events)
+
+    def stop(self, t_s: float) -> LoadUpdate:
+        """Ask every worker to stop, wait up to ``stop_timeout_s``, kill what is left."""
+        samples: list[WorkSample] = []
+        events: list[Event] = []
+        for worker in self._live():
+            with contextlib.suppress(BrokenPipeError, OSError):  # gone: reported below
+                worker.commands.send("stop")
+        deadline = time.monotonic() + self._stop_timeout_s
+        while self._live() and time.monotonic() < deadline:
+            for worker in self._live():
+                alive = worker.process.is_alive()
+                self._drain(worker, samples, events)
+                if not alive:
+                    events.append(self._finish(worker, t_s, self._death(worker)))
+            time.sleep(POLL_SLEEP_S)
+        for worker in self._live():
+            events.append(self._kill(worker, t_s, self._unstopped(worker)))
+        events.extend(self._cross_check(t_s, final=True))
+        atexit.unregister(self._kill_all)
+        return LoadUpdate(samples, events)
+
+    def failed_devices(self) -> frozenset[int]:
+        return frozenset(self._failed)
+
+    # -- extras for the runner and tests
+
+    def worker_pids(self) -> dict[int, int | None]:
+        """Process id of each device's worker."""
+        return {i: w.process.pid for i, w in self._workers.items()}
+
+    def setup_info(self) -> dict[int, dict[str, Any]]:
+        """Each ready worker's ``describe()``: dtype, sizes, FLOP per token, checksum."""
+        return {i: dict(w.info) for i, w in self._workers.items() if w.ready}
+
+    # -- spawning
+
+    def _spawn(self, ctx: Any, device: DeviceInfo, t0: float) -> _Worker:
+        assert device.torch_device is not None
+        spec = WorkerSpec(
+            device=device.index,
+            torch_device=device.torch_device,
+            env=dict(device.worker_env),
+            workload=self._workload,
+            options=self._options,
+            seed=self._seed + device.index,
+            t0=t0,
+            parent_pid=os.getpid(),
+            factory=self._factory,
+        )
+        commands_in, commands_out = ctx.Pipe(duplex=False)
+        data_in, data_out = ctx.Pipe(duplex=False)
+        process = ctx.Process(
+            target=worker_main,
+            args=(spec, commands_in, data_out),
+            name=f"soak-worker-{device.index}",
+        )
+        with _environ(device.worker_env):  # in place before the child's first import
+            process.start()
+        commands_in.close()  # the child's ends: closing ours lets each side see EOF
+        data_out.close()
+        now = time.monotonic()
+        return _Worker(device, process, commands_out, data_in, started=now, last_progress=now)
+
+    # -- reading workers
+
+    def _live(self) -> list[_Worker]:
+        return [w for w in self._workers.values() if not w.done]
+
+    def _drain(self, worker: _Worker, samples: list[WorkSample], events: list[Event]) -> None:
+        while not worker.eof:
+            try:
+                if not worker.data.poll():
+                    return
+                message = worker.data.recv()
+            except (EOFError, OSError, pickle.UnpicklingError):
+                worker.eof = True  # gone, perhaps mid-message; liveness decides what it means
+                return
+            self._handle(worker, message, samples, events)
+
+    def _handle(
+        self,
+        worker: _Worker,
+        message: tuple[Any, ...],
+        samples: list[WorkSample],
+        events: list[Event],
+    ) -> None:
+        kind = message[0]
+        worker.last_progress = time.monotonic()
+        if kind == "samples":
+            samples.extend(WorkSample(worker.index, *row) for row in message[1])
+        elif kind == "ready":
+            worker.ready = True
+            worker.info = message[2]
+            events.append(_ready_event(worker, message[1]))
+        elif kind == "verify":
+            self._failed.add(worker.index)
+            events.append(_verify_event(worker, message[1], message[2]))
+        elif kind == "outcome":
+            worker.final = (WorkerOutcome(message[2]), message[3])
+
+    # -- endings
+
+    def _hung(self, worker: _Worker) -> bool:
+        now = time.monotonic()
+        if worker.ready:
+            return now - worker.last_progress > self._heartbeat_timeout_s
+        return now - worker.started > self._setup_timeout_s
+
+    def _hang(self, worker: _Worker) -> tuple[WorkerOutcome, dict[str, Any]]:
+        if worker.ready:
+            silent = time.monotonic() - worker.last_progress
+            return WorkerOutcome.HUNG, {"phase": "run", "silent_s": round(silent, 1)}
+        setup = time.monotonic() - worker.started
+        return WorkerOutcome.HUNG, {"phase": "setup", "setup_s": round(setup, 1)}
+
+    def _unstopped(self, worker: _Worker) -> tuple[WorkerOutcome, dict[str, Any]]:
+        if worker.ready:
+            return WorkerOutcome.HUNG, {"phase": "stop", "stop_timeout_s": self._stop_timeout_s}
+        note = f"setup unfinished after {time.monotonic() - worker.started:.0f} s, at stop"
+        return WorkerOutcome.SETUP_FAILED, {"phase": "setup", "exception": note}
+
+    def _death(self, worker: _Worker) -> tuple[WorkerOutcome, dict[str, Any]]:
+        """What an exit without a reported outcome means."""
+        code = worker.process.exitcode
+        if code == EXIT_COORDINATOR_LOST:
+            return WorkerOutcome.COORDINATOR_LOST, {}
+        phase = "run" if worker.ready else "setup"
+        return WorkerOutcome.CRASHED, {"phase": phase}
+
+    def _kill(
+        self, worker: _Worker, t_s: float, default: tuple[WorkerOutcome, dict[str, Any]]
+    ) -> Event:
+        worker.process.kill()
+        worker.process.join(timeout=5.0)
+        self._drain(worker, [], [])  # an outcome it sent before dying wins
+        return self._finish(worker, t_s, default)
+
+    def _finish(
+        self, worker: _Worker, t_s: float, default: tuple[WorkerOutcome, dict[str, Any]]
+    ) -> Event:
+        """The worker's one WORKER_OUTCOME event; closes its pipes."""
+        worker.process.join(timeout=1.0)
+        outcome, details = worker.final or default
+        if outcome is WorkerOutcome.OK and worker.index in self._failed:
+            outcome = WorkerOutcome.VERIFICATION_FAILED  # failed the cross-device check
+        if outcome is not WorkerOutcome.OK:
+            self._failed.add(worker.index)
+        worker.done = True
+        worker.commands.close()
+        worker.data.close()
+        details = {"outcome": outcome.value, **details, **_exit_details(worker.process)}
+        message = f"device {worker.index}: worker {outcome.value}{_reason(details)}"
+        return Event(t_s, EventKind.WORKER_OUTCOME, message, worker.index, details)
+
+    def _kill_all(self) -> None:
+        """At interpreter exit without ``stop``: leave no worker behind."""
+        for worker in self._live():
+            worker.process.kill()
+
+    # -- cross-device check
+
+    def _cross_check(self, t_s: float, *, final: bool = False) -> list[Event]:
+        """Compare fixed-product checksums among devices of one name, once per name, when
+        every worker of that name is ready or ended (or at stop)."""
+        events: list[Event] = []
+        for name, workers in _groups(self._workers.values()).items():
+            if name in self._checked_groups:
+                continue
+            if not final and any(not (w.ready or w.done) for w in workers):
+                continue
+            sums = {w.index: w.info["checksum"] for w in workers if w.info.get("checksum")}
+            if len(sums) < 2:
+                continue
+            self._checked_groups.add(name)
+            events.extend(self._checksum_events(t_s, name, sums))
+        return events
+
+    def _checksum_events(self, t_s: float, name: str, sums: Mapping[int, str]) -> list[Event]:
+        odd, majority = odd_checksums(sums)
+        base = {"check": "cross_device_checksum", "name": name, "checksums": dict(sums)}
+        if majority is None:
+            devices = ", ".join(map(str, sorted(sums)))
+            message = f"devices {devices} ({name}) disagree on the fixed product; no majority"
+            kind = EventKind.VERIFICATION_FAILED
+            return [Event(t_s, kind, message, None, {**base, "ambiguous": True})]
+        events = []
+        for index in sorted(odd):
+            self._failed.add(index)
+            message = (
+                f"device {index}: fixed-product checksum {sums[index]} differs from "
+                f"{majority} on {len(sums) - len(odd)} of {len(sums)} {name} devices"
+            )
+            details = {**base, "checksum": sums[index], "majority": majority}
+            events.append(Event(t_s, EventKind.VERIFICATION_FAILED, message, index, details))
+        return events
+
+
+def odd_checksums(sums: Mapping[int, str]) -> tuple[frozenset[int], str | None]:
+    """Devices whose checksum differs from the majority, and the majority's checksum.
+
+    All equal: no device, that checksum. With three or more devices and a strict majority:
+    the others. Two that differ, or no strict majority: no device can be blamed, and the
+    majority is None.
+    """
+    counts = Counter(sums.values())
+    top, count = counts.most_common(1)[0]
+    if len(counts) == 1:
+        return frozenset(), top
+    if len(sums) >= 3 and count * 2 > len(sums):
+        return frozenset(d for d, s in sums.items() if s != top), top
+    return frozenset(), None
+
+
+def _groups(workers: Iterable[_Worker]) -> dict[str, list[_Worker]]:
+    out: dict[str, list[_Worker]] = {}
+    for worker in workers:
+        out.setdefault(worker.device.name, []).append(worker)
+    return out
+
+
+def _ready_event(worker: _Worker, t_s: float) -> Event:
+    info = worker.info
+    summary = ", ".join(f"{k}={info[k]}" for k in ("dtype", "n", "held_b") if k in info)
+    message = f"device {worker.index}: {info.get('workload', 'workload')} running {summary}"
+    return Event(t_s, EventKind.LOAD_START, message.rstrip(), worker.index, dict(info))
+
+
+def _verify_event(worker: _Worker, t_s: float, check: dict[str, Any]) -> Event:
+    message = (
+        f"device {worker.index}: {check['part']} verification failed: "
+        f"{check['mismatched']} of {check['checked']} values off"
+    )
+    if check.get("max_rel_error") is not None:
+        message += f", max error {check['max_rel_error']:.3g} of RMS"
+    if check.get("detail"):
+        message += f" ({check['detail']})"
+    return Event(t_s, EventKind.VERIFICATION_FAILED, message, worker.index, dict(check))
+
+
+def _exit_details(process: BaseProcess) -> dict[str, Any]:
+    code = process.exitcode
+    if code is None:
+        return {"pid": process.pid, "exit_code": None}
+    if code < 0:
+        return {"pid": process.pid, "exit_code": None, "signal": signal.Signals(-code).name}
+    return {"pid": process.pid, "exit_code": code}
+
+
+def _reason(details: Mapping[str, Any]) -> str:
+    for key in ("exception", "signal"):
+        if details.get(key):
+            return f": {details[key]}"
+    if details.get("exit_code"):
+        return f": exit code {details['exit_code']}"
+    return ""
+
+
+@contextlib.contextmanager
+def _environ(env: Mapping[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``env`` applied for the block, so a spawned child starts with it."""
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

@@ -1,0 +1,117 @@
+"""The command line: bad input is one line and exit 2 and creates nothing; the main job
+prints the verdict and ends with the report's path."""
+
+from pathlib import Path
+
+import pytest
+
+from soak.cli import main
+
+BAD_RUNS = {
+    "unknown backend": (["--backend", "tpu"], "--backend"),
+    "unknown workload": (["--workload", "fft"], "--workload"),
+    "unknown sku": (["--backend", "sim", "--sim-sku", "b300"], "--sim-sku"),
+    "unknown fault kind": (["--backend", "sim", "--sim-fault", "meteor:gpu=1"], "meteor"),
+    "fault parameter out of range": (
+        ["--backend", "sim", "--sim-fault", "airflow:gpu=3:factor=-1"],
+        "factor",
+    ),
+    "fault gpu out of range": (
+        ["--backend", "sim", "--sim-gpus", "4", "--sim-fault", "ecc:gpu=7:at=1"],
+        "gpu",
+    ),
+    "negative hours": (["--hours", "-1"], "--hours"),
+    "hours and minutes": (["--hours", "1", "--minutes", "5"], "not allowed with"),
+    "zero interval": (["--interval", "0"], "--interval"),
+    "bad devices": (["--devices", "0,x"], "--devices"),
+    "bad tag": (["--tag", "novalue"], "--tag"),
+    "missing profile": (["--profile", "nope.toml"], "nope.toml"),
+    "fault without sim": (["--backend", "cpu", "--sim-fault", "inlet:delta=3"], "--sim-fault"),
+    "device not on server": (["--backend", "sim", "--devices", "9"], "--devices"),
+}
+
+
+@pytest.mark.parametrize("argv,needle", BAD_RUNS.values(), ids=BAD_RUNS.keys())
+def test_bad_input_is_one_line_exit_2_and_creates_nothing(argv, needle, tmp_path, capsys):
+    out = tmp_path / "reports"
+    code = main(
+        ["run", "--out", str(out), "--minutes", "1", *argv]
+        if "--hours" not in argv
+        else ["run", "--out", str(out), *argv]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and needle in err
+    assert not out.exists()
+
+
+def test_unwritable_output_folder_is_refused(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code = main(["run", "--backend", "sim", "--minutes", "1", "--out", str(blocker / "sub")])
+    assert code == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def test_sim_run_prints_verdict_and_ends_with_report_path(tmp_path, capsys):
+    code = main(
+        [
+            "run",
+            "--backend",
+            "sim",
+            "--workload",
+            "gemm",
+            "--minutes",
+            "20",
+            "--seed",
+            "2",
+            "--sim-gpus",
+            "4",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert code in (0, 1)
+    assert lines[0].startswith("verdict: ")
+    report = Path(lines[-1])
+    assert report.name == "report.html" and report.is_file()
+    assert (report.parent / "summary.json").is_file()
+
+
+def test_report_rebuilds_from_the_store_alone(tmp_path, capsys):
+    main(
+        [
+            "run",
+            "--backend",
+            "sim",
+            "--workload",
+            "gemm",
+            "--minutes",
+            "15",
+            "--seed",
+            "2",
+            "--sim-gpus",
+            "2",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    report = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    before = (report.parent / "summary.json").read_text()
+    (report.parent / "summary.json").unlink()
+    report.unlink()
+    assert main(["report", str(report.parent)]) in (0, 1)
+    assert (report.parent / "summary.json").read_text() == before
+    assert report.is_file()
+
+
+def test_report_on_a_folder_that_is_not_a_run(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "not a soak run folder" in capsys.readouterr().err
+
+
+def test_devices_lists_the_sim_with_capabilities(capsys):
+    assert main(["devices", "--backend", "sim", "--sim-gpus", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "2 device(s)" in out and "fan_pct" in out and "not supported" in out

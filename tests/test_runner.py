@@ -1,0 +1,82 @@
+"""The soak loop on the simulated server: files, stop rules, determinism, verdicts."""
+
+import json
+
+import numpy as np
+import pytest
+
+from soak.report import build_outputs
+from soak.runner import run
+from soak.store import RunStore
+
+
+def _run(config, quiet):
+    result = run(config, display=quiet)
+    analysis, report = build_outputs(result.run_dir, config.profile)
+    return result, analysis, report
+
+
+def test_a_two_hour_soak_leaves_store_summary_and_report(sim_config, quiet):
+    result, _, _ = _run(sim_config(duration_s=7200.0, workload="mix"), quiet)
+    folder = result.run_dir
+    assert {p.name for p in folder.iterdir()} >= {"soak.sqlite", "summary.json", "report.html"}
+    assert folder.parent.parent == sim_config().out  # OUT/<host>/<stamp>/
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["schema_version"] == 1
+    assert summary["verdict"] == "PASS" and result.stop_reason == "duration"
+    assert summary["run"]["duration_s"] == pytest.approx(7200, abs=2)
+    assert len(summary["devices"]) == 8
+    for device in summary["devices"]:
+        assert device["equilibrium"]["reached"]
+        assert 300 <= device["equilibrium"]["time_s"] <= 1500
+        assert 0.94 < device["ratio"]["throughput"]["gemm"] < 0.99  # leakage costs a few %
+        assert device["ratio"]["throughput"]["membw"] == pytest.approx(1.0, abs=0.01)
+    store = RunStore.open(folder)
+    assert store.telemetry_rows() == pytest.approx(8 * (7200 + 10), abs=8 * 5)
+
+
+def test_until_steady_stops_early_with_the_same_verdict(sim_config, quiet):
+    _, full_analysis, _ = _run(sim_config(duration_s=7200.0), quiet)
+    short, short_analysis, _ = _run(sim_config(duration_s=7200.0, until_steady=True), quiet)
+    assert short.stop_reason == "steady"
+    assert short_analysis.meta["stop"]["duration_s"] < 2400
+    assert short_analysis.verdict == full_analysis.verdict == "PASS"
+    for a, b in zip(full_analysis.devices, short_analysis.devices, strict=True):
+        assert a.facts.equilibrium.time_s == b.facts.equilibrium.time_s
+
+
+def test_same_seed_same_run_bit_for_bit(sim_config, quiet):
+    first = run(sim_config(duration_s=600.0), display=quiet)
+    second = run(sim_config(duration_s=600.0), display=quiet)
+    a, b = RunStore.open(first.run_dir), RunStore.open(second.run_dir)
+    for device in range(8):
+        for key, values in a.telemetry(device).items():
+            np.testing.assert_array_equal(values, b.telemetry(device)[key], err_msg=key)
+        np.testing.assert_array_equal(
+            a.work(device)["gemm"]["work"], b.work(device)["gemm"]["work"]
+        )
+
+
+def test_airflow_fault_fails_that_device_only_and_says_why(sim_config, quiet):
+    config = sim_config(duration_s=3600.0, sim_faults=("airflow:gpu=3:factor=2.2",))
+    _, analysis, _ = _run(config, quiet)
+    assert analysis.verdict == "FAIL"
+    verdicts = {d.index: d.verdict for d in analysis.devices}
+    assert verdicts.pop(3) == "FAIL" and set(verdicts.values()) == {"PASS"}
+    assert analysis.devices[3].diagnosis == "thermal-limited"
+    failing = {c.check for c in analysis.reasons if c.device == 3 and c.status == "fail"}
+    assert {"throughput_retention", "sw_thermal"} <= failing
+    message = next(c.message for c in analysis.reasons if c.check == "throughput_retention")
+    assert "TFLOP/s" in message and "% of cold" in message
+
+
+def test_lost_device_fails_while_the_others_finish(sim_config, quiet):
+    config = sim_config(duration_s=1800.0, sim_faults=("xid:gpu=6:code=79:at=600",))
+    result, analysis, _ = _run(config, quiet)
+    assert result.stop_reason == "duration"
+    assert analysis.devices[6].verdict == "FAIL"
+    assert analysis.devices[6].diagnosis == "hardware-fault"
+    store = RunStore.open(result.run_dir)
+    assert store.telemetry(6)["t_s"].max() < 620  # nothing after it was lost
+    assert store.telemetry(5)["t_s"].max() > 1800
+    assert {d.verdict for d in analysis.devices if d.index != 6} == {"PASS"}

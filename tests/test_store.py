@@ -1,0 +1,76 @@
+"""The run store: what goes in comes out, unreadable values stay unreadable, a second
+reader sees committed ticks while the writer is still open."""
+
+import math
+
+import numpy as np
+import pytest
+
+from soak.errors import StoreError
+from soak.model import Capability, DeviceInfo, Event, EventKind, Telemetry, WorkSample
+from soak.store import STORE_NAME, RunStore
+
+
+def _store(tmp_path):
+    store = RunStore.create(tmp_path / STORE_NAME)
+    store.add_devices([DeviceInfo(0, "sim", "GPU A", uuid="GPU-a", power_limit_w=700.0)])
+    store.add_capabilities(
+        {0: {"temp_c": Capability.SUPPORTED, "fan_pct": Capability.NOT_SUPPORTED}}
+    )
+    return store
+
+
+def test_round_trip_keeps_none_as_nan_and_counters_exact(tmp_path):
+    store = _store(tmp_path)
+    store.set_meta(run={"backend": "sim"}, load_start_s=10.0)
+    store.append(
+        [
+            Telemetry(0, 1.0, temp_c=40.0, clock_reasons=0x4 | 0x40 | 0x10000, ecc_uncorrected=0),
+            Telemetry(0, 2.0, temp_c=None, ecc_uncorrected=3),
+        ],
+        [
+            WorkSample(0, 1.0, 2.0, "gemm", 7e14, "FLOP", verified=True),
+            WorkSample(0, 2.0, 3.0, "gemm", 6e14, "FLOP", verified=False, verify_error=0.5),
+        ],
+        [Event(1.5, EventKind.XID, "XID 79", 0, {"code": 79})],
+    )
+    reader = RunStore.open(tmp_path)
+    tele = reader.telemetry(0)
+    assert tele["temp_c"][0] == 40.0 and math.isnan(tele["temp_c"][1])
+    assert int(tele["clock_reasons"][0]) == 0x10044  # unknown bit kept
+    assert math.isnan(tele["fan_pct"][0])  # never read: NaN, not 0
+    assert tele["ecc_uncorrected"].tolist() == [0.0, 3.0]
+    work = reader.work(0)["gemm"]
+    assert work["work"].tolist() == [7e14, 6e14]
+    assert work["verified"].tolist() == [1.0, 0.0]
+    assert reader.events()[0].details == {"code": 79}
+    assert reader.events()[0].kind is EventKind.XID
+    assert reader.meta()["load_start_s"] == 10.0
+    assert reader.devices()[0].uuid == "GPU-a"
+    assert reader.capabilities() == {0: {"fan_pct": "not supported", "temp_c": "supported"}}
+    assert reader.units() == {"gemm": "FLOP"}
+    store.close()
+
+
+def test_reader_sees_ticks_while_writer_is_open(tmp_path):
+    store = _store(tmp_path)
+    for i in range(5):
+        store.append([Telemetry(0, float(i), temp_c=30.0 + i)])
+    reader = RunStore.open(tmp_path / STORE_NAME)
+    assert reader.telemetry_rows() == 5
+    assert reader.last_t_s() == 4.0
+    np.testing.assert_array_equal(reader.telemetry(0)["temp_c"], [30, 31, 32, 33, 34])
+
+
+def test_create_refuses_to_overwrite(tmp_path):
+    _store(tmp_path).close()
+    with pytest.raises(StoreError, match="refusing to overwrite"):
+        RunStore.create(tmp_path / STORE_NAME)
+
+
+def test_open_rejects_a_folder_that_is_not_a_run(tmp_path):
+    with pytest.raises(StoreError, match="not a soak run folder"):
+        RunStore.open(tmp_path)
+    (tmp_path / STORE_NAME).write_text("not sqlite at all " * 100)
+    with pytest.raises(StoreError, match="not a soak run store"):
+        RunStore.open(tmp_path)
