@@ -1,0 +1,341 @@
+"""Parameter tables of the simulated server: accelerator SKUs, workloads, the chassis.
+
+Every number says where it comes from:
+
+- ``[datasheet]``: the vendor's published specification;
+- ``[nvidia-smi]``: a public ``nvidia-smi -q`` output of that part (thresholds, clocks, idle
+  power, idle voltage), as collected in public issue threads;
+- ``[measured]``: a public measurement of the part (benchmarks, blog posts);
+- ``[derived]``: computed from other entries (the formula is next to it);
+- ``[assumed]``: a stated assumption, chosen so the simulated behaviour matches what
+  operators of these servers report (reasons given).
+
+The physics that uses these lives in ``soak.devices.sim``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Telemetry metrics an SXM board really lacks (``Telemetry`` field names). Fans belong to
+# the chassis, not the GPU [nvidia-smi: "Fan Speed: N/A"]; since Ampere, page retirement is
+# replaced by row remapping [nvidia-smi: "Retired Pages: N/A", "Remapped Rows" filled in].
+NVIDIA_SXM_UNSUPPORTED = frozenset({"fan_pct", "retired_pages"})
+# amdsmi reports bad (retired) pages but has no NVML-style row-remap flags [assumed].
+AMD_OAM_UNSUPPORTED = frozenset({"fan_pct", "remap_pending", "remap_failure"})
+
+
+@dataclass(frozen=True, slots=True)
+class Sku:
+    """One accelerator model: inventory, limits, V/f and leakage, throughput, thermals."""
+
+    key: str
+    name: str
+    vendor: str
+    memory_total_b: int
+    # Power
+    tdp_w: float  # default (and maximum) power limit
+    min_power_limit_w: float
+    idle_power_w: float  # at the idle clock and ~30 °C die
+    hbm_power_w: float  # memory power at full bandwidth, on top of the idle power
+    # Clocks and voltage
+    max_sm_clock_mhz: float
+    idle_sm_clock_mhz: float
+    clock_step_mhz: float
+    mem_clock_mhz: float
+    v_min: float  # volts at and below v_knee_mhz
+    v_knee_mhz: float
+    v_max: float  # volts at max_sm_clock_mhz
+    # Leakage: leak_w_ref at v_max and leak_ref_c, doubling every leak_doubling_c
+    leak_w_ref: float
+    leak_ref_c: float
+    leak_doubling_c: float
+    # Calibration target: the clock GEMM sustains at the TDP with the die at leak_ref_c;
+    # the dynamic power of GEMM is derived from it.
+    gemm_clock_at_tdp_mhz: float
+    # Throughput
+    flop_per_clock: float  # dense bf16 tensor FLOP per SM-clock cycle, whole chip
+    gemm_efficiency: float  # achieved / clock-scaled peak for large bf16 GEMM
+    mem_bw_b_s: float  # peak memory bandwidth at mem_clock_mhz
+    membw_efficiency: float  # achieved / peak for a streaming copy
+    train_mfu: float  # model FLOP utilisation of the simulated training step
+    # Temperature thresholds (NVML)
+    slowdown_temp_c: float
+    shutdown_temp_c: float
+    max_operating_temp_c: float
+    mem_max_temp_c: float
+    # Thermal network: die -> heat sink -> air; HBM as a lagged node beside the die
+    r_die_sink_k_w: float
+    r_sink_air_k_w: float
+    c_die_j_k: float
+    sink_tau_s: float  # r_sink_air * c_sink
+    r_mem_k_w: float  # HBM rise per watt of memory power
+    mem_tau_s: float
+    pci_bus_ids: tuple[str, ...]
+    unsupported: frozenset[str]
+
+    @property
+    def c_sink_j_k(self) -> float:
+        return self.sink_tau_s / self.r_sink_air_k_w
+
+
+# DGX/HGX-style bus ids of an 8-GPU baseboard [assumed: typical HGX H100 enumeration].
+HGX_BUS_IDS = (
+    "00000000:18:00.0",
+    "00000000:2A:00.0",
+    "00000000:3A:00.0",
+    "00000000:5D:00.0",
+    "00000000:9A:00.0",
+    "00000000:AB:00.0",
+    "00000000:BA:00.0",
+    "00000000:DB:00.0",
+)
+
+H100_SXM = Sku(
+    key="h100-sxm",
+    name="NVIDIA H100 80GB HBM3",  # [nvidia-smi] product name
+    vendor="nvidia",
+    memory_total_b=81559 * 2**20,  # [nvidia-smi] 81559 MiB
+    tdp_w=700.0,  # [datasheet] H100 SXM5 max TDP 700 W
+    min_power_limit_w=200.0,  # [assumed] the usual H100 SXM minimum limit
+    idle_power_w=72.0,  # [nvidia-smi] 70-75 W idle at 345 MHz (a public -q shows 74.7 W)
+    hbm_power_w=110.0,  # [assumed] 5 HBM3 stacks at ~20 W each at full bandwidth
+    max_sm_clock_mhz=1980.0,  # [nvidia-smi] max SM clock 1980 MHz
+    idle_sm_clock_mhz=345.0,  # [nvidia-smi] idle SM clock 345 MHz
+    clock_step_mhz=15.0,  # [assumed] NVML's supported-clock table steps by 15 MHz
+    mem_clock_mhz=2619.0,  # [nvidia-smi] HBM3 2619 MHz, fixed under load and at idle
+    v_min=0.675,  # [nvidia-smi] 675 mV at idle
+    v_knee_mhz=900.0,  # [assumed] voltage floor up to ~0.9 GHz, as on most V/f curves
+    v_max=1.0,  # [assumed] ~1.0 V at the top boost bin
+    leak_w_ref=115.0,  # [assumed] leakage ~16 % of TDP at 65 °C and full voltage
+    leak_ref_c=65.0,
+    leak_doubling_c=35.0,  # [assumed] gives a 2-4 % GEMM loss from cold to hot at the cap
+    gemm_clock_at_tdp_mhz=1710.0,  # [assumed] inside the 1.6-1.8 GHz seen at 700 W GEMM
+    flop_per_clock=132 * 4096,  # [datasheet] 132 SMs x 4096 = 989.4 TFLOP/s at 1830 MHz
+    gemm_efficiency=0.78,  # [assumed] puts bf16 GEMM at ~700 TFLOP/s at the cap, as measured
+    mem_bw_b_s=3.35e12,  # [datasheet] 3.35 TB/s HBM3
+    membw_efficiency=0.90,  # [assumed] stream-style copies reach ~3.0 TB/s
+    train_mfu=0.42,  # [assumed] a ~40 % MFU transformer training step
+    slowdown_temp_c=89.0,  # [nvidia-smi] GPU Slowdown Temp 89 C
+    shutdown_temp_c=92.0,  # [nvidia-smi] GPU Shutdown Temp 92 C
+    max_operating_temp_c=87.0,  # [nvidia-smi] GPU Max Operating Temp 87 C
+    mem_max_temp_c=95.0,  # [nvidia-smi] Memory Max Operating Temp 95 C
+    r_die_sink_k_w=0.020,  # [assumed] die 14 K above the heat sink base at 700 W
+    r_sink_air_k_w=0.036,  # [assumed] sink 25 K above its air at 700 W: 60-70 °C die
+    c_die_j_k=60.0,  # [assumed] die + package, tau ~1 s
+    sink_tau_s=150.0,  # [assumed] ~2.5 min sink time constant: equilibrium in 10-15 min
+    r_mem_k_w=0.06,  # [assumed] HBM 5-10 K above the sink/die mean under load
+    mem_tau_s=30.0,  # [assumed]
+    pci_bus_ids=HGX_BUS_IDS,
+    unsupported=NVIDIA_SXM_UNSUPPORTED,
+)
+
+H200 = Sku(
+    key="h200",
+    name="NVIDIA H200",  # [assumed] product name
+    vendor="nvidia",
+    memory_total_b=143771 * 2**20,  # [assumed] 143771 MiB (141 GB HBM3e [datasheet])
+    tdp_w=700.0,  # [datasheet] H200 SXM up to 700 W
+    min_power_limit_w=200.0,  # [assumed] as H100
+    idle_power_w=80.0,  # [assumed] a little above H100: six HBM3e stacks
+    hbm_power_w=140.0,  # [assumed] 6 stacks, faster interface
+    max_sm_clock_mhz=1980.0,  # [datasheet] same GH100 die and clocks as H100
+    idle_sm_clock_mhz=345.0,  # [assumed] as H100
+    clock_step_mhz=15.0,
+    mem_clock_mhz=3201.0,  # [assumed] HBM3e clock as nvidia-smi reports it
+    v_min=0.675,
+    v_knee_mhz=900.0,
+    v_max=1.0,
+    leak_w_ref=115.0,
+    leak_ref_c=65.0,
+    leak_doubling_c=35.0,
+    gemm_clock_at_tdp_mhz=1710.0,  # [assumed] same die and limit as H100
+    flop_per_clock=132 * 4096,  # [datasheet] 989 TFLOP/s dense bf16, as H100
+    gemm_efficiency=0.78,
+    mem_bw_b_s=4.8e12,  # [datasheet] 4.8 TB/s HBM3e
+    membw_efficiency=0.90,
+    train_mfu=0.45,  # [assumed] more bandwidth: a few points more MFU than H100
+    slowdown_temp_c=89.0,  # [assumed] as H100
+    shutdown_temp_c=92.0,
+    max_operating_temp_c=87.0,
+    mem_max_temp_c=95.0,
+    r_die_sink_k_w=0.020,
+    r_sink_air_k_w=0.036,
+    c_die_j_k=60.0,
+    sink_tau_s=150.0,
+    r_mem_k_w=0.06,
+    mem_tau_s=30.0,
+    pci_bus_ids=HGX_BUS_IDS,
+    unsupported=NVIDIA_SXM_UNSUPPORTED,
+)
+
+A100_SXM = Sku(
+    key="a100-sxm",
+    name="NVIDIA A100-SXM4-80GB",  # [nvidia-smi] product name
+    vendor="nvidia",
+    memory_total_b=81920 * 2**20,  # [nvidia-smi] 81920 MiB
+    tdp_w=400.0,  # [datasheet] A100 SXM4 400 W
+    min_power_limit_w=100.0,  # [nvidia-smi] min power limit 100 W
+    idle_power_w=55.0,  # [nvidia-smi] 52-60 W idle at 210 MHz
+    hbm_power_w=60.0,  # [assumed] 5 HBM2e stacks at ~12 W
+    max_sm_clock_mhz=1410.0,  # [datasheet] boost 1410 MHz
+    idle_sm_clock_mhz=210.0,  # [nvidia-smi] idle SM clock 210 MHz
+    clock_step_mhz=15.0,
+    mem_clock_mhz=1593.0,  # [nvidia-smi] HBM2e 1593 MHz (80 GB part)
+    v_min=0.706,  # [nvidia-smi] 706 mV at idle
+    v_knee_mhz=700.0,  # [assumed]
+    v_max=1.0,  # [assumed]
+    leak_w_ref=55.0,  # [assumed] ~14 % of TDP at 65 °C
+    leak_ref_c=65.0,
+    leak_doubling_c=35.0,
+    gemm_clock_at_tdp_mhz=1305.0,  # [measured] the clock NVIDIA's HPL Rpeak assumes at 400 W
+    flop_per_clock=108 * 2048,  # [datasheet] 108 SMs x 2048 = 312 TFLOP/s at 1410 MHz
+    gemm_efficiency=0.86,  # [assumed] bf16 GEMM ~240-270 TFLOP/s at the cap
+    mem_bw_b_s=2.039e12,  # [datasheet] 2,039 GB/s
+    membw_efficiency=0.90,
+    train_mfu=0.45,
+    slowdown_temp_c=89.0,  # [nvidia-smi] 89 C
+    shutdown_temp_c=92.0,  # [nvidia-smi] 92 C
+    max_operating_temp_c=85.0,  # [nvidia-smi] 85 C
+    mem_max_temp_c=95.0,  # [nvidia-smi] 95 C
+    r_die_sink_k_w=0.032,  # [assumed] die 13 K above the sink at 400 W
+    r_sink_air_k_w=0.065,  # [assumed] sink 26 K above its air at 400 W
+    c_die_j_k=40.0,
+    sink_tau_s=140.0,
+    r_mem_k_w=0.10,
+    mem_tau_s=30.0,
+    pci_bus_ids=(
+        "00000000:07:00.0",  # [assumed] DGX A100-style enumeration
+        "00000000:0F:00.0",
+        "00000000:47:00.0",
+        "00000000:4E:00.0",
+        "00000000:87:00.0",
+        "00000000:90:00.0",
+        "00000000:B7:00.0",
+        "00000000:BD:00.0",
+    ),
+    unsupported=NVIDIA_SXM_UNSUPPORTED,
+)
+
+MI300X = Sku(
+    key="mi300x",
+    name="AMD Instinct MI300X",  # [datasheet]
+    vendor="amd",
+    memory_total_b=192 * 2**30,  # [datasheet] 192 GB HBM3
+    tdp_w=750.0,  # [datasheet] 750 W peak board power
+    min_power_limit_w=400.0,  # [assumed]
+    idle_power_w=130.0,  # [assumed] eight HBM3 stacks and a large interposer
+    hbm_power_w=160.0,  # [assumed]
+    max_sm_clock_mhz=2100.0,  # [datasheet] peak engine clock 2100 MHz
+    idle_sm_clock_mhz=132.0,  # [assumed]
+    clock_step_mhz=10.0,  # [assumed]
+    mem_clock_mhz=1300.0,  # [derived] 5.3 TB/s over 8192 bits: 5.2 Gbps per pin, 1.3 GHz
+    v_min=0.70,  # [assumed]
+    v_knee_mhz=900.0,
+    v_max=1.0,
+    leak_w_ref=130.0,  # [assumed]
+    leak_ref_c=65.0,
+    leak_doubling_c=35.0,
+    gemm_clock_at_tdp_mhz=1700.0,  # [assumed] heavily power-bound at 750 W
+    flop_per_clock=304 * 2048,  # [datasheet] 304 CUs x 2048 = 1307 TFLOP/s at 2100 MHz
+    gemm_efficiency=0.62,  # [assumed] bf16 GEMM ~550-650 TFLOP/s at the cap
+    mem_bw_b_s=5.3e12,  # [datasheet] 5.3 TB/s
+    membw_efficiency=0.80,  # [assumed] ~4.2 TB/s in stream-style copies
+    train_mfu=0.35,
+    slowdown_temp_c=100.0,  # [assumed] junction (hotspot) throttle
+    shutdown_temp_c=105.0,  # [assumed]
+    max_operating_temp_c=95.0,  # [assumed]
+    mem_max_temp_c=95.0,  # [assumed]
+    r_die_sink_k_w=0.020,
+    r_sink_air_k_w=0.034,
+    c_die_j_k=70.0,
+    sink_tau_s=160.0,
+    r_mem_k_w=0.05,
+    mem_tau_s=30.0,
+    pci_bus_ids=(
+        "0000:05:00.0",
+        "0000:26:00.0",
+        "0000:46:00.0",
+        "0000:65:00.0",
+        "0000:85:00.0",
+        "0000:A6:00.0",
+        "0000:C6:00.0",
+        "0000:E5:00.0",
+    ),
+    unsupported=AMD_OAM_UNSUPPORTED,
+)
+
+SKUS: dict[str, Sku] = {s.key: s for s in (H100_SXM, H200, A100_SXM, MI300X)}
+DEFAULT_SKU = H100_SXM.key
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One part of a workload and its share of the device's time."""
+
+    name: str
+    unit: str
+    share: float
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """How a workload loads a device: how much switching activity (relative to a dense
+    GEMM, which is 1.0) and how much of the memory's full-bandwidth power it draws."""
+
+    name: str
+    core_activity: float
+    mem_power_frac: float
+    mem_util_pct: float
+    parts: tuple[Part, ...]
+
+
+WORKLOADS: dict[str, Workload] = {
+    # [assumed] GEMM: tensor cores flat out, operands mostly from cache: some HBM traffic.
+    "gemm": Workload("gemm", 1.0, 0.35, 25.0, (Part("gemm", "FLOP", 1.0),)),
+    # [assumed] streaming copy: HBM at full power, SMs mostly waiting: ~400-500 W on H100,
+    # well under the cap, so the clocks stay at their maximum.
+    "membw": Workload("membw", 0.25, 1.0, 95.0, (Part("membw", "B", 1.0),)),
+    # [assumed] a training step: GEMMs plus element-wise and attention kernels.
+    "train": Workload("train", 0.78, 0.6, 55.0, (Part("train", "token", 1.0),)),
+    # [assumed] all three at once, time-shared: the hottest state (capped hardest, HBM busy).
+    "mix": Workload(
+        "mix",
+        1.05,
+        0.9,
+        70.0,
+        (Part("gemm", "FLOP", 0.5), Part("membw", "B", 0.2), Part("train", "token", 0.3)),
+    ),
+}
+
+# Training step: tokens/s = train_mfu x (clock-scaled peak FLOP/s) / TRAIN_FLOP_PER_TOKEN,
+# with TRAIN_SM_WEIGHT of the step bound by the SM clock and the rest by the memory clock.
+TRAIN_FLOP_PER_TOKEN = 6 * 1.3e9  # [assumed] a 1.3 B-parameter transformer: 6 N FLOP/token
+TRAIN_SM_WEIGHT = 0.8  # [assumed]
+
+
+@dataclass(frozen=True, slots=True)
+class Chassis:
+    """The server around the accelerators: air, fans, layout, sensors, activity."""
+
+    inlet_c: float = 25.0  # [assumed] cold-aisle air; ASHRAE A1 recommends 18-27 °C
+    inlet_drift_c: float = 0.6  # [assumed] slow room drift amplitude (HVAC cycle)
+    inlet_period_s: tuple[float, float] = (2.5 * 3600, 4.0 * 3600)  # drawn per seed
+    fan_cycle_c: float = 0.25  # [assumed] chassis-fan speed steps seen as air temperature
+    fan_period_s: float = 240.0  # [assumed]
+    # Rear-row GPUs breathe the front row's exhaust: preheat = k x upstream heat flow.
+    preheat_k_w: float = 0.008  # [assumed] 700 W upstream -> ~5.6 K warmer air
+    idle_activity: float = 0.02  # [assumed] housekeeping switching at idle
+    max_substep_s: float = 2.0  # physics substep: governor decides at least this often
+    verify_interval_s: float = 10.0  # [assumed] a result check per part every 10 s
+    prefetch_s: float = 12.0  # [assumed] input queue depth, in seconds of full-rate work
+    temp_noise_c: float = 0.2  # [assumed] sensor noise before quantising to whole °C
+    power_noise_frac: float = 0.004  # [assumed] NVML power reading noise, 1 sigma
+    power_noise_w: float = 0.5
+    work_noise_frac: float = 0.003  # [assumed] jitter of a 1-s work sample, 1 sigma
+    efficiency_spread: float = 0.015  # [assumed] silicon lottery: dynamic power, 1 sigma
+    leakage_spread: float = 0.08  # [assumed] silicon lottery: leakage, 1 sigma
+    energy_offset_j: tuple[float, float] = (3.6e7, 3.6e8)  # counter since driver load
+
+
+CHASSIS = Chassis()
