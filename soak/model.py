@@ -29,6 +29,8 @@ class ClockReason(enum.IntFlag, boundary=enum.KEEP):
     HW_THERMAL = 0x40
     HW_POWER_BRAKE = 0x80
     DISPLAY_CLOCK_SETTING = 0x100
+    BOARD_LIMIT = 0x200  # nvmlClocksThrottleReasonBoardLimit
+    RELIABILITY = 0x400  # nvmlClocksThrottleReasonReliability
 
     @classmethod
     def known_mask(cls) -> int:

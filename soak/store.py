@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import json
 import sqlite3
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -109,14 +110,21 @@ def _translate(exc: sqlite3.Error, path: Path) -> StoreError:
 class RunStore:
     """One run's SQLite file. Use ``create`` to start a run and ``open`` to read one."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+    def __init__(
+        self, path: Path, conn: sqlite3.Connection, max_commit_delay_s: float = 0.0
+    ) -> None:
         self.path = path
         self._conn = conn
+        # 0 commits every append (every tick of a real run). A simulated run on a virtual
+        # clock ticks thousands of times a second, and sets a small wall-time delay so that
+        # its ticks are committed in groups: a crash then loses at most that much wall time.
+        self.max_commit_delay_s = max_commit_delay_s
+        self._last_commit = time.monotonic()
 
     # -- writing ---------------------------------------------------------------------
 
     @classmethod
-    def create(cls, path: str | Path) -> RunStore:
+    def create(cls, path: str | Path, max_commit_delay_s: float = 0.0) -> RunStore:
         path = Path(path)
         if path.exists():
             raise StoreError(f"{path}: a run store already exists here; refusing to overwrite")
@@ -130,7 +138,7 @@ class RunStore:
             conn.execute("INSERT INTO meta VALUES ('store_version', ?)", (str(STORE_VERSION),))
         except sqlite3.Error as exc:
             raise _translate(exc, path) from exc
-        return cls(path, conn)
+        return cls(path, conn, max_commit_delay_s)
 
     def set_meta(self, **values: Any) -> None:
         """Record run-level metadata once (config, host, versions, stop reason...)."""
@@ -155,19 +163,35 @@ class RunStore:
         samples: Iterable[WorkSample] = (),
         events: Iterable[Event] = (),
     ) -> None:
-        """Append one tick's data in one transaction: all of it lands, or none."""
+        """Append one tick's data; a tick lands whole or not at all. Committed at once, or
+        with the next tick past ``max_commit_delay_s`` of wall time."""
         try:
             cur = self._conn.cursor()
-            cur.execute("BEGIN")
+            if not self._conn.in_transaction:
+                cur.execute("BEGIN")
             cur.executemany(_INSERT_TELEMETRY, map(_telemetry_row, telemetry))
             cur.executemany(_INSERT_WORK, map(_work_row, samples))
             cur.executemany(_INSERT_EVENT, map(_event_row, events))
-            cur.execute("COMMIT")
+            now = time.monotonic()
+            if now - self._last_commit >= self.max_commit_delay_s:
+                cur.execute("COMMIT")
+                self._last_commit = now
         except sqlite3.Error as exc:
             self._rollback()
             raise _translate(exc, self.path) from exc
 
+    def commit(self) -> None:
+        """Commit whatever is pending."""
+        if self._conn.in_transaction:
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise _translate(exc, self.path) from exc
+        self._last_commit = time.monotonic()
+
     def _write(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        self.commit()
         try:
             self._conn.execute("BEGIN")
             self._conn.executemany(sql, rows)
@@ -184,7 +208,8 @@ class RunStore:
                 self._conn.execute("ROLLBACK")
 
     def close(self) -> None:
-        """Checkpoint the WAL into the main file and close."""
+        """Commit, checkpoint the WAL into the main file and close."""
+        self.commit()
         # A failed checkpoint loses nothing: the WAL is replayed on the next open.
         with contextlib.suppress(sqlite3.Error):
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
