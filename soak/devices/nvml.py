@@ -1,0 +1,1407 @@
+"""NVIDIA telemetry through NVML (``nvidia-ml-py``, imported as ``pynvml``).
+
+The only module in soak that imports ``pynvml``. Three rules shape it:
+
+* Every vendor call goes through `NvmlQuery.call`, which translates NVML errors into soak's
+  own exceptions through the table `_ERRORS`. "Not supported", "no permission" and "function
+  missing" become ``None`` plus a `Capability`, logged once per function, never per sample.
+* Each tick reads one snapshot per device from the declared table `METRICS`: for every
+  `Telemetry` field, the ways to read it (newest NVML function first), each with its unit
+  conversion. The probe at start picks one way per device and metric and records why the
+  others were not picked; `INVENTORY` does the same for `DeviceInfo`.
+* A device that stops answering (GPU is lost, XID 79) is reported once as a DEVICE_LOST event
+  and then left out of `sample()`; the other devices go on.
+
+XID timestamps: the event thread stamps each NVML event with ``time_fn()`` (monotonic by
+default) when it arrives; `NvmlBackend.poll_events` converts that to the run's clock as
+``t_s - (time_fn() - arrived)``, so an XID is placed when it happened, not when it was polled.
+This holds because a real backend runs on the wall clock, whose rate the run clock shares.
+
+Device order: without ``CUDA_VISIBLE_DEVICES`` soak's device index is NVML's index (what
+``nvidia-smi`` shows). With it, soak follows CUDA: the listed GPUs in the listed order, integer
+entries counted in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID semantics; on a server of one
+GPU model that is also CUDA's default FASTEST_FIRST order). Each worker is started with
+``CUDA_VISIBLE_DEVICES=<its GPU UUID>`` so that ``cuda:0`` is its GPU under any ordering.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.metadata
+import json
+import logging
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pynvml
+
+from soak.devices import select
+from soak.errors import (
+    BackendUnavailable,
+    ConfigError,
+    FunctionMissing,
+    GpuLost,
+    NoPermission,
+    NotSupported,
+    SoakError,
+)
+from soak.model import Capability, DeviceInfo, Event, EventKind, Telemetry
+
+log = logging.getLogger(__name__)
+
+SUPPORTED = Capability.SUPPORTED
+RAW_FORMAT = "soak-nvml-probe/1"
+
+
+# --------------------------------------------------------------------------------------------
+# Errors: NVML's exception classes translated into soak's, by class name (old bindings lack
+# some classes, so naming them keeps this module importable everywhere).
+
+
+class _ReadFailed(SoakError):
+    """A read failed for a reason that says nothing about support (timeout, no data, ...)."""
+
+
+class _Timeout(_ReadFailed):
+    """An event wait ended without an event."""
+
+
+class _Unknown(_ReadFailed):
+    """NVML said 'Unknown Error': a lost GPU or a one-off; the caller checks which."""
+
+
+_ERRORS: dict[str, type[SoakError]] = {
+    "NVMLError_NotSupported": NotSupported,
+    "NVMLError_InvalidArgument": NotSupported,  # a field id or sensor this driver does not know
+    "NVMLError_NoPermission": NoPermission,
+    "NVMLError_FunctionNotFound": FunctionMissing,
+    "NVMLError_GpuIsLost": GpuLost,
+    "NVMLError_GpuNotFound": GpuLost,
+    "NVMLError_ResetRequired": GpuLost,
+    "NVMLError_Unknown": _Unknown,
+    "NVMLError_Timeout": _Timeout,
+    "NVMLError_LibraryNotFound": BackendUnavailable,
+    "NVMLError_DriverNotLoaded": BackendUnavailable,
+    "NVMLError_LibRmVersionMismatch": BackendUnavailable,
+    "NVMLError_Uninitialized": BackendUnavailable,
+}
+
+_UNAVAILABLE: dict[str, str] = {
+    "NVMLError_LibraryNotFound": "no NVIDIA driver found (libnvidia-ml.so not loadable)",
+    "NVMLError_DriverNotLoaded": "NVIDIA driver not loaded (no nvidia kernel module)",
+    "NVMLError_LibRmVersionMismatch": (
+        "NVML library and NVIDIA kernel module versions differ (reload the driver or reboot)"
+    ),
+    "NVMLError_NoPermission": "no permission to open the NVIDIA devices (/dev/nvidia*)",
+}
+
+_CAPABILITY_OF: dict[type[SoakError], Capability] = {
+    NotSupported: Capability.NOT_SUPPORTED,
+    NoPermission: Capability.NO_PERMISSION,
+    FunctionMissing: Capability.MISSING,
+}
+
+
+def translate(exc: Exception, func: str, device: int | None) -> SoakError:
+    """soak's exception for an NVML one raised by ``func``; the NVML error stays the cause."""
+    name = type(exc).__name__
+    kind = _ERRORS.get(name, _ReadFailed)
+    out: SoakError
+    if kind is GpuLost:
+        out = GpuLost(-1 if device is None else device, f"{func}: {exc}")
+    elif kind is BackendUnavailable:
+        out = BackendUnavailable(_UNAVAILABLE.get(name, f"NVML: {func}: {exc}"))
+    else:
+        out = kind(f"{func}: {exc}")
+    out.__cause__ = exc
+    return out
+
+
+def _error_name(exc: BaseException) -> str:
+    """The vendor's name for a failure: the NVML class behind a translated error."""
+    cause = exc.__cause__
+    return type(cause).__name__ if cause is not None else type(exc).__name__
+
+
+# --------------------------------------------------------------------------------------------
+# The one door to pynvml.
+
+
+class NvmlQuery:
+    """Calls pynvml, translates its errors, and logs each problem once (a bounded set)."""
+
+    MAX_LOGGED = 256
+
+    def __init__(self) -> None:
+        self._logged: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self._full = False
+
+    def call(self, func: str, *args: Any, device: int | None = None, **kwargs: Any) -> Any:
+        """``pynvml.<func>(*args, **kwargs)``; any NVML error is raised as soak's exception."""
+        try:
+            fn = getattr(pynvml, func)
+        except AttributeError as exc:
+            raise FunctionMissing(f"{func}: not in this nvidia-ml-py") from exc
+        try:
+            return fn(*args, **kwargs)
+        except pynvml.NVMLError as exc:
+            raise translate(exc, func, device) from exc
+
+    def constant(self, name: str) -> Any:
+        """A pynvml constant by name; an old binding without it counts as a missing function."""
+        try:
+            return getattr(pynvml, name)
+        except AttributeError as exc:
+            raise FunctionMissing(f"{name}: not in this nvidia-ml-py") from exc
+
+    def log_once(self, what: str, problem: str, message: str, level: int = logging.INFO) -> None:
+        """Log ``message`` the first time ``(what, problem)`` is seen, never again."""
+        key = (what, problem)
+        with self._lock:
+            if key in self._logged:
+                return
+            if len(self._logged) >= self.MAX_LOGGED:
+                if self._full:
+                    return
+                self._full = True
+                message, level = (
+                    "nvml: too many distinct problems, logging no more",
+                    logging.WARNING,
+                )
+            else:
+                self._logged.add(key)
+        log.log(level, "%s", message)
+
+
+# --------------------------------------------------------------------------------------------
+# Declared reads: what is read, how, and in which unit.
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One NVML function with constant arguments, by their pynvml names (resolved when called)."""
+
+    func: str
+    args: tuple[str, ...] = ()
+    kwargs: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def key(self) -> str:
+        """The name of this read in capability tables and raw probe dumps."""
+        parts = [*self.args, *(f"{k}={v}" for k, v in self.kwargs)]
+        return f"{self.func}({', '.join(parts)})"
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One entry of the batched ``nvmlDeviceGetFieldValues`` call, by its NVML_FI_* name."""
+
+    name: str
+
+    @property
+    def key(self) -> str:
+        return f"nvmlDeviceGetFieldValues({self.name})"
+
+
+Read = Call | Field
+
+
+def _same(v: Any) -> Any:
+    return v
+
+
+def _milli(v: float) -> float:
+    """mW → W, mJ → J."""
+    return v / 1000
+
+
+def _nano(v: float) -> float:
+    """ns → s."""
+    return v / 1e9
+
+
+def _text(v: Any) -> str | None:
+    if isinstance(v, bytes):
+        v = v.decode(errors="replace")
+    v = str(v).strip()
+    return v or None
+
+
+def _attr(name: str, then: Callable[[Any], Any] = _same) -> Callable[[Any], Any]:
+    """Read attribute ``name`` of a returned structure, drop its sentinel, then convert."""
+
+    def get(v: Any) -> Any:
+        inner = _clean(getattr(v, name))
+        return None if inner is None else then(inner)
+
+    get.__name__ = f"attr_{name}"
+    return get
+
+
+def _item(i: int) -> Callable[[Any], Any]:
+    def get(v: Sequence[Any]) -> Any:
+        return _clean(v[i])
+
+    get.__name__ = f"item_{i}"
+    return get
+
+
+def _sum(*values: int) -> int:
+    return sum(values)
+
+
+def _page_count(*pages: Sequence[int]) -> int:
+    return sum(len(p) for p in pages)
+
+
+def _cuda_version(v: int) -> str:
+    """12040 → '12.4'."""
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def _compute_capability(v: Sequence[int]) -> str:
+    return f"{v[0]}.{v[1]}"
+
+
+def _any(v: float) -> bool:
+    return True
+
+
+def _temp_ok(v: float) -> bool:
+    """0 °C is NVML's 'no sensor' for HBM; anything over 200 °C is garbage (e.g. ~9.2e18)."""
+    return 0 < v <= 200
+
+
+def _positive(v: float) -> bool:
+    return v > 0
+
+
+def _pct(v: float) -> bool:
+    return 0 <= v <= 100
+
+
+def _fan_ok(v: float) -> bool:
+    return 0 <= v <= 200  # NVML documents fan speeds above 100 % on some boards
+
+
+_SENTINELS = frozenset({0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF})
+
+
+def _clean(v: Any) -> Any:
+    """None for NVML's 'not available' sentinels and impossible numbers; structures pass."""
+    if v is None or isinstance(v, bool):
+        return None if v is None else int(v)
+    if isinstance(v, int):
+        return None if v in _SENTINELS or v < 0 or v >= 2**63 - 1 else v
+    if isinstance(v, float):
+        return v if math.isfinite(v) and abs(v) < 9e18 else None
+    return v
+
+
+@dataclass(frozen=True, slots=True)
+class Way:
+    """One way to read a value: the reads it needs and how their answers become the value."""
+
+    reads: tuple[Read, ...]
+    convert: Callable[..., Any] = _same
+    unit: str = ""  # the vendor unit and its conversion, for readers of the table
+
+    @property
+    def label(self) -> str:
+        return " + ".join(r.key for r in self.reads)
+
+
+def by_call(func: str, *args: str, convert: Callable[..., Any] = _same, unit: str = "") -> Way:
+    return Way((Call(func, args),), convert, unit)
+
+
+def by_fields(*names: str, convert: Callable[..., Any] = _same, unit: str = "") -> Way:
+    return Way(tuple(Field(n) for n in names), convert, unit)
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """A ``Telemetry`` (or ``DeviceInfo``) field and its ways, newest NVML function first."""
+
+    name: str
+    ways: tuple[Way, ...]
+    plausible: Callable[[Any], bool] = _any
+    integer: bool = False
+
+
+_VIOLATION_S = _attr("violationTime", _nano)
+_RETIRED_PAGES = Way(
+    (
+        Call(
+            "nvmlDeviceGetRetiredPages",
+            ("NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS",),
+        ),
+        Call("nvmlDeviceGetRetiredPages", ("NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR",)),
+    ),
+    _page_count,
+    "pages listed",
+)
+
+# The per-tick snapshot. Order of ways: newest first; the probe keeps the first that answers.
+METRICS: tuple[Metric, ...] = (
+    Metric(
+        "temp_c",
+        (
+            by_call("nvmlDeviceGetTemperatureV", "NVML_TEMPERATURE_GPU", unit="°C"),
+            by_call("nvmlDeviceGetTemperature", "NVML_TEMPERATURE_GPU", unit="°C"),
+        ),
+        _temp_ok,
+    ),
+    Metric("mem_temp_c", (by_fields("NVML_FI_DEV_MEMORY_TEMP", unit="°C"),), _temp_ok),
+    Metric("sm_clock_mhz", (by_call("nvmlDeviceGetClockInfo", "NVML_CLOCK_SM", unit="MHz"),)),
+    Metric("mem_clock_mhz", (by_call("nvmlDeviceGetClockInfo", "NVML_CLOCK_MEM", unit="MHz"),)),
+    Metric(
+        "power_w",
+        (
+            # 1-s average on Ampere and newer (equal to the POWER_AVERAGE field on an H200)
+            by_call("nvmlDeviceGetPowerUsage", convert=_milli, unit="mW → W"),
+            by_fields("NVML_FI_DEV_POWER_AVERAGE", convert=_milli, unit="mW → W"),
+            by_fields("NVML_FI_DEV_POWER_INSTANT", convert=_milli, unit="mW → W"),
+        ),
+    ),
+    Metric(
+        "power_limit_w",
+        (by_call("nvmlDeviceGetEnforcedPowerLimit", convert=_milli, unit="mW → W"),),
+        _positive,
+    ),
+    Metric(
+        "energy_j",
+        (
+            by_call("nvmlDeviceGetTotalEnergyConsumption", convert=_milli, unit="mJ → J"),
+            by_fields("NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION", convert=_milli, unit="mJ → J"),
+        ),
+    ),
+    Metric(
+        "util_pct",
+        (by_call("nvmlDeviceGetUtilizationRates", convert=_attr("gpu"), unit="%"),),
+        _pct,
+    ),
+    Metric(
+        "mem_util_pct",
+        (by_call("nvmlDeviceGetUtilizationRates", convert=_attr("memory"), unit="%"),),
+        _pct,
+    ),
+    Metric("fan_pct", (by_call("nvmlDeviceGetFanSpeed", unit="%"),), _fan_ok),
+    Metric(
+        "clock_reasons",
+        (
+            by_call("nvmlDeviceGetCurrentClocksEventReasons", unit="bits"),
+            by_call("nvmlDeviceGetCurrentClocksThrottleReasons", unit="bits"),
+        ),
+        integer=True,
+    ),
+    Metric(
+        "power_violation_s",
+        (
+            by_call(
+                "nvmlDeviceGetViolationStatus",
+                "NVML_PERF_POLICY_POWER",
+                convert=_VIOLATION_S,
+                unit="ns → s",
+            ),
+            # the same counter in ns (checked on an H200); the call is marked for removal
+            by_fields("NVML_FI_DEV_PERF_POLICY_POWER", convert=_nano, unit="ns → s"),
+        ),
+    ),
+    Metric(
+        "thermal_violation_s",
+        (
+            by_call(
+                "nvmlDeviceGetViolationStatus",
+                "NVML_PERF_POLICY_THERMAL",
+                convert=_VIOLATION_S,
+                unit="ns → s",
+            ),
+            by_fields("NVML_FI_DEV_PERF_POLICY_THERMAL", convert=_nano, unit="ns → s"),
+        ),
+    ),
+    Metric(
+        "ecc_corrected",
+        (
+            by_fields("NVML_FI_DEV_ECC_SBE_VOL_TOTAL", unit="count"),
+            by_call(
+                "nvmlDeviceGetTotalEccErrors",
+                "NVML_MEMORY_ERROR_TYPE_CORRECTED",
+                "NVML_VOLATILE_ECC",
+                unit="count",
+            ),
+        ),
+        integer=True,
+    ),
+    Metric(
+        "ecc_uncorrected",
+        (
+            by_fields("NVML_FI_DEV_ECC_DBE_VOL_TOTAL", unit="count"),
+            by_call(
+                "nvmlDeviceGetTotalEccErrors",
+                "NVML_MEMORY_ERROR_TYPE_UNCORRECTED",
+                "NVML_VOLATILE_ECC",
+                unit="count",
+            ),
+        ),
+        integer=True,
+    ),
+    Metric(
+        "remap_pending",
+        (
+            by_fields("NVML_FI_DEV_REMAPPED_PENDING", unit="0/1"),
+            by_call("nvmlDeviceGetRemappedRows", convert=_item(2), unit="0/1"),
+        ),
+        integer=True,
+    ),
+    Metric(
+        "remap_failure",
+        (
+            by_fields("NVML_FI_DEV_REMAPPED_FAILURE", unit="0/1"),
+            by_call("nvmlDeviceGetRemappedRows", convert=_item(3), unit="0/1"),
+        ),
+        integer=True,
+    ),
+    Metric(
+        "retired_pages",
+        (
+            by_fields(
+                "NVML_FI_DEV_RETIRED_SBE", "NVML_FI_DEV_RETIRED_DBE", convert=_sum, unit="count"
+            ),
+            _RETIRED_PAGES,
+        ),
+        integer=True,
+    ),
+    Metric(
+        "pcie_replay",
+        (
+            by_fields("NVML_FI_DEV_PCIE_REPLAY_COUNTER", unit="count"),
+            by_call("nvmlDeviceGetPcieReplayCounter", unit="count"),
+        ),
+        integer=True,
+    ),
+)
+
+_MEMORY_V2 = Call("nvmlDeviceGetMemoryInfo", kwargs=(("version", "nvmlMemory_v2"),))
+
+
+def _threshold(name: str) -> Way:
+    return by_call("nvmlDeviceGetTemperatureThreshold", name, unit="°C")
+
+
+# What a device is, read once at start into `DeviceInfo` (uuid and PCI id at discovery).
+INVENTORY: tuple[Metric, ...] = (
+    Metric("name", (by_call("nvmlDeviceGetName", convert=_text),)),
+    Metric("serial", (by_call("nvmlDeviceGetSerial", convert=_text),)),
+    Metric("vbios", (by_call("nvmlDeviceGetVbiosVersion", convert=_text),)),
+    Metric(
+        "memory_total_b",
+        (
+            Way((_MEMORY_V2,), _attr("total"), "B"),
+            by_call("nvmlDeviceGetMemoryInfo", convert=_attr("total"), unit="B"),
+        ),
+        _positive,
+        integer=True,
+    ),
+    Metric(
+        "power_limit_w",
+        (by_call("nvmlDeviceGetEnforcedPowerLimit", convert=_milli, unit="mW → W"),),
+        _positive,
+    ),
+    Metric(
+        "default_power_limit_w",
+        (by_call("nvmlDeviceGetPowerManagementDefaultLimit", convert=_milli, unit="mW → W"),),
+        _positive,
+    ),
+    Metric(
+        "max_sm_clock_mhz",
+        (by_call("nvmlDeviceGetMaxClockInfo", "NVML_CLOCK_SM", unit="MHz"),),
+        _positive,
+    ),
+    Metric(
+        "max_mem_clock_mhz",
+        (by_call("nvmlDeviceGetMaxClockInfo", "NVML_CLOCK_MEM", unit="MHz"),),
+        _positive,
+    ),
+    Metric("shutdown_temp_c", (_threshold("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN"),), _temp_ok),
+    Metric("slowdown_temp_c", (_threshold("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN"),), _temp_ok),
+    Metric("max_operating_temp_c", (_threshold("NVML_TEMPERATURE_THRESHOLD_GPU_MAX"),), _temp_ok),
+    Metric("mem_max_temp_c", (_threshold("NVML_TEMPERATURE_THRESHOLD_MEM_MAX"),), _temp_ok),
+    Metric(
+        "compute_capability",
+        (by_call("nvmlDeviceGetCudaComputeCapability", convert=_compute_capability),),
+    ),
+)
+
+SYSTEM: tuple[Metric, ...] = (
+    Metric("driver_version", (by_call("nvmlSystemGetDriverVersion", convert=_text),)),
+    Metric(
+        "cuda_version",
+        (
+            by_call("nvmlSystemGetCudaDriverVersion_v2", convert=_cuda_version),
+            by_call("nvmlSystemGetCudaDriverVersion", convert=_cuda_version),
+        ),
+    ),
+    Metric("nvml_version", (by_call("nvmlSystemGetNVMLVersion", convert=_text),)),
+)
+
+_UUID_METRIC = Metric("uuid", (by_call("nvmlDeviceGetUUID", convert=_text),))
+_PCI_METRIC = Metric(
+    "pci_bus_id", (by_call("nvmlDeviceGetPciInfo", convert=_attr("busId", _text)),)
+)
+_MIG = Call("nvmlDeviceGetMigMode")
+_EVENT_TYPES = Call("nvmlDeviceGetSupportedEventTypes")
+
+# nvmlFieldValue_t.valueType → the member of its value union (NVML_VALUE_TYPE_* 0..6).
+_VALUE_MEMBER = {
+    0: "dVal",
+    1: "uiVal",
+    2: "ulVal",
+    3: "ullVal",
+    4: "sllVal",
+    5: "siVal",
+    6: "usVal",
+}
+
+# XIDs worth a name in the report; see NVIDIA's XID catalogue. 79 means the GPU is gone.
+_XID_NAMES = {
+    13: "graphics engine exception",
+    31: "GPU memory page fault",
+    43: "GPU stopped processing",
+    48: "double-bit ECC error",
+    63: "ECC page retirement or row remapping event",
+    64: "ECC page retirement or row remapping failure",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    119: "GSP RPC timeout",
+}
+LOST_XIDS = frozenset({79})
+
+
+# --------------------------------------------------------------------------------------------
+# Answers and per-device state.
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What one read returned: a value, or None and why."""
+
+    value: Any = None
+    capability: Capability = SUPPORTED
+    error: str | None = None  # NVML's error name when the read failed
+    value_type: int | None = None  # for field values: NVML_VALUE_TYPE_*
+
+    def raw(self) -> Any:
+        """JSON-able form for `probe_raw`; `tests/devices/fake_pynvml.py` replays it."""
+        if self.error is not None:
+            return {"error": self.error}
+        if self.value_type is not None:
+            return {"type": self.value_type, "value": self.value}
+        return _jsonable(self.value)
+
+
+def _jsonable(v: Any) -> Any:
+    """A returned value as JSON: ctypes structures and arrays become dicts and lists."""
+    if v is None or isinstance(v, bool | int | float | str):
+        return v
+    if isinstance(v, bytes):
+        return v.decode(errors="replace")
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, ctypes.Structure):
+        return {name: _jsonable(getattr(v, name)) for name, *_ in v._fields_}
+    if isinstance(v, ctypes.Array):
+        return [_jsonable(x) for x in v]
+    if hasattr(v, "__dict__"):
+        return {k: _jsonable(x) for k, x in vars(v).items() if not k.startswith("_")}
+    return repr(v)
+
+
+@dataclass(slots=True)
+class _Energy:
+    """Energy integrated from power (trapezoid rule): the named fallback without a counter."""
+
+    total_j: float = 0.0
+    last: tuple[float, float] | None = None
+
+    def add(self, t_s: float, power_w: float | None) -> float | None:
+        if power_w is None:
+            return None
+        if self.last is not None and t_s > self.last[0]:
+            t0, p0 = self.last
+            self.total_j += (t_s - t0) * (p0 + power_w) / 2
+        self.last = (t_s, power_w)
+        return self.total_j
+
+
+@dataclass(slots=True, eq=False)
+class _Device:
+    """One NVML device as found at discovery, and what the probe decided for it."""
+
+    nvml_index: int
+    handle: Any = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    lost: str | None = None  # why it could not be opened at discovery
+    index: int = -1  # soak's index, set once the visible order is known
+    plan: dict[str, Way] = field(default_factory=dict)
+    caps: dict[str, Capability] = field(default_factory=dict)
+    calls: dict[str, Capability] = field(default_factory=dict)
+    energy: _Energy | None = None
+    raw: dict[str, Any] | None = None  # every answer, when recording for probe_raw
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """An event waiting for `poll_events`: stamped with a run time or a ``time_fn`` time."""
+
+    kind: EventKind
+    message: str
+    device: int | None
+    details: dict[str, Any]
+    t_s: float | None = None
+    arrived: float | None = None
+
+    def event(self, t_s: float, now: float) -> Event:
+        when = self.t_s
+        if when is None:
+            when = t_s - max(0.0, now - (self.arrived if self.arrived is not None else now))
+        return Event(
+            t_s=when, kind=self.kind, message=self.message, device=self.device, details=self.details
+        )
+
+
+def _why_not(failures: Iterable[Capability]) -> Capability:
+    """The most useful reason among failed ways: permission, then support, then missing."""
+    seen = set(failures)
+    for cap in (Capability.NO_PERMISSION, Capability.NOT_SUPPORTED):
+        if cap in seen:
+            return cap
+    return Capability.MISSING
+
+
+def _handle_key(handle: Any) -> int:
+    """A key equal for two handles of one device: its address, or the object for fakes."""
+    try:
+        return ctypes.cast(handle, ctypes.c_void_p).value or id(handle)
+    except (TypeError, ctypes.ArgumentError):
+        return id(handle)
+
+
+# --------------------------------------------------------------------------------------------
+# The backend.
+
+
+class NvmlBackend:
+    """NVIDIA GPUs through NVML: inventory, capability probe, per-tick snapshots, XIDs.
+
+    ``devices`` selects by soak index (see the module docstring for the order). ``time_fn``
+    stamps events from the event thread (see the module docstring); ``event_wait_ms`` bounds
+    how long `close` waits for that thread. ``record_raw`` keeps every NVML answer of the probe
+    for `raw_answers` (used by `probe_raw`).
+    """
+
+    name = "nvml"
+
+    def __init__(
+        self,
+        devices: Sequence[int] | None = None,
+        *,
+        time_fn: Callable[[], float] = time.monotonic,
+        event_wait_ms: int = 500,
+        watch_events: bool = True,
+        record_raw: bool = False,
+    ) -> None:
+        self._q = NvmlQuery()
+        self._time_fn = time_fn
+        self._lock = threading.Lock()
+        self._pending: list[_Pending] = []
+        self._lost: set[int] = set()
+        self._devices: list[_Device] = []
+        self._info: list[DeviceInfo] = []
+        self._caps: dict[int, dict[str, Capability]] = {}
+        self._system_raw: dict[str, Any] | None = {} if record_raw else None
+        self._watcher: _EventWatcher | None = None
+        self._open = False
+        self._init()
+        try:
+            self._start(devices, record_raw)
+            if watch_events:
+                self._watch(event_wait_ms)
+            else:
+                for dev in self._devices:
+                    if not dev.lost:
+                        self._caps[dev.index]["xid_events"] = Capability.NOT_SUPPORTED
+        except BaseException:
+            self.close()
+            raise
+
+    # -- Backend protocol ---------------------------------------------------------------------
+
+    def devices(self) -> list[DeviceInfo]:
+        return list(self._info)
+
+    def capabilities(self) -> dict[int, dict[str, Capability]]:
+        return {i: dict(caps) for i, caps in self._caps.items()}
+
+    def sample(self, t_s: float) -> list[Telemetry]:
+        out: list[Telemetry] = []
+        for dev in self._devices:
+            if self._is_lost(dev.index):
+                continue
+            try:
+                out.append(self._snapshot(dev, t_s))
+            except GpuLost as exc:
+                self._mark_lost(dev.index, f"stopped answering: {exc}", t_s=t_s)
+        return out
+
+    def poll_events(self, t_s: float) -> list[Event]:
+        with self._lock:
+            pending, self._pending = self._pending, []
+        now = self._time_fn()
+        return [p.event(t_s, now) for p in pending]
+
+    def simulated_load(self, workload: str) -> None:
+        return None
+
+    def close(self) -> None:
+        """Stop the event thread and shut NVML down; safe to call twice."""
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+        if self._open:
+            self._open = False
+            try:
+                self._q.call("nvmlShutdown")
+            except SoakError as exc:
+                log.warning("nvml: shutdown failed: %s", exc)
+
+    def raw_answers(self) -> dict[str, Any]:
+        """Every NVML answer of the probe, JSON-able (needs ``record_raw=True``)."""
+        return {
+            "format": RAW_FORMAT,
+            "nvidia_ml_py": _binding_version(),
+            "system": dict(self._system_raw or {}),
+            "devices": [dict(dev.raw or {}) for dev in self._devices],
+        }
+
+    # -- start ----------------------------------------------------------------------------------
+
+    def _init(self) -> None:
+        try:
+            self._q.call("nvmlInit")
+        except BackendUnavailable:
+            raise
+        except SoakError as exc:
+            raise BackendUnavailable(
+                _UNAVAILABLE.get(_error_name(exc), f"NVML could not start: {exc}")
+            ) from exc
+        self._open = True
+
+    def _start(self, wanted: Sequence[int] | None, record: bool) -> None:
+        """Inventory, device order, selection, MIG check and the probe of each chosen device."""
+        system = {m.name: self._value(None, m, self._system_raw) for m in SYSTEM}
+        found = self._discover(record)
+        visible = _visible(found, os.environ.get("CUDA_VISIBLE_DEVICES"), self._q)
+        for position, dev in enumerate(visible):
+            dev.index = position if "CUDA_VISIBLE_DEVICES" in os.environ else dev.nvml_index
+        chosen = _choose(visible, wanted)
+        for dev in chosen:
+            self._check_mig(dev)
+        for dev in chosen:
+            self._devices.append(dev)
+            self._info.append(self._open_device(dev, system))
+
+    def _discover(self, record: bool) -> list[_Device]:
+        """Every GPU NVML counts, with its handle, UUID and PCI id (or why it cannot be opened)."""
+        answer = self._read_call(None, Call("nvmlDeviceGetCount"), self._system_raw)
+        if answer.error is not None:
+            raise BackendUnavailable(f"NVML cannot count the GPUs ({answer.error})")
+        count = _clean(answer.value)
+        if not count:
+            raise BackendUnavailable("NVML found no NVIDIA GPU")
+        found = []
+        for i in range(int(count)):
+            dev = _Device(nvml_index=i, index=i, raw={} if record else None)
+            try:
+                dev.handle = self._q.call("nvmlDeviceGetHandleByIndex", i, device=i)
+                dev.uuid = self._value(dev, _UUID_METRIC, dev.raw)
+                dev.pci_bus_id = self._value(dev, _PCI_METRIC, dev.raw)
+            except (GpuLost, _Unknown) as exc:
+                dev.lost = str(exc)
+                log.error("nvml: GPU %d cannot be opened (%s); it is reported lost", i, exc)
+            found.append(dev)
+        return found
+
+    def _check_mig(self, dev: _Device) -> None:
+        """Refuse a GPU in MIG mode: a worker could not load it whole."""
+        if dev.lost:
+            return
+        try:
+            current, _pending = self._q.call(_MIG.func, dev.handle, device=dev.index)
+        except SoakError:
+            return  # no MIG on this GPU or this driver
+        if current == 1:
+            raise BackendUnavailable(
+                f"GPU {dev.nvml_index} ({dev.uuid}) is in MIG mode, which soak does not support: "
+                f"it loads whole GPUs (disable with: nvidia-smi -i {dev.nvml_index} -mig 0)"
+            )
+
+    def _open_device(self, dev: _Device, system: dict[str, Any]) -> DeviceInfo:
+        """Probe one device and describe it; a device lost at discovery is listed and reported."""
+        if dev.lost:
+            self._mark_lost(dev.index, f"could not be opened: {dev.lost}", t_s=0.0)
+            self._caps[dev.index] = {}
+            return DeviceInfo(
+                index=dev.index,
+                backend=self.name,
+                name="unknown NVIDIA GPU (lost at start)",
+                driver_version=system["driver_version"],
+                cuda_version=system["cuda_version"],
+                torch_device=None,
+                worker_env={"CUDA_VISIBLE_DEVICES": ""},
+                extra={"nvml_index": dev.nvml_index, "lost": dev.lost},
+            )
+        self._probe(dev)
+        self._caps[dev.index] = dict(dev.caps)
+        return self._describe(dev, system)
+
+    def _describe(self, dev: _Device, system: dict[str, Any]) -> DeviceInfo:
+        """The `DeviceInfo` of a probed device, with the probe's tables in ``extra``."""
+        inv = {m.name: self._value(dev, m, dev.raw) for m in INVENTORY}
+        extra = {
+            "nvml_index": dev.nvml_index,
+            "compute_capability": inv.pop("compute_capability"),
+            "nvml_version": system["nvml_version"],
+            "nvml_sources": {name: way.label for name, way in dev.plan.items()},
+            "nvml_calls": {key: cap.value for key, cap in dev.calls.items()},
+        }
+        if dev.energy is not None:
+            extra["nvml_sources"]["energy_j"] = "integrated from power_w (trapezoid)"
+        return DeviceInfo(
+            index=dev.index,
+            backend=self.name,
+            name=inv.pop("name") or "unknown NVIDIA GPU",
+            uuid=dev.uuid,
+            pci_bus_id=dev.pci_bus_id,
+            driver_version=system["driver_version"],
+            cuda_version=system["cuda_version"],
+            torch_device="cuda:0",
+            worker_env=worker_env(dev.uuid),
+            extra=extra,
+            **inv,
+        )
+
+    def _probe(self, dev: _Device) -> None:
+        """Try every way of every metric once; keep the first that answers, record the rest."""
+        reads = [r for m in METRICS for w in m.ways for r in w.reads]
+        answers = self._read(dev, reads, dev.raw)
+        for metric in METRICS:
+            failures: list[Capability] = []
+            for way in metric.ways:
+                caps = [answers[r].capability for r in way.reads]
+                bad = [c for c in caps if c is not SUPPORTED]
+                if not bad:
+                    dev.plan[metric.name] = way
+                    dev.caps[metric.name] = SUPPORTED
+                    break
+                failures.extend(bad)
+            else:
+                dev.caps[metric.name] = _why_not(failures)
+        dev.calls = {r.key: answers[r].capability for r in dict.fromkeys(reads)}
+        if "energy_j" not in dev.plan and "power_w" in dev.plan:
+            dev.energy = _Energy()
+            dev.caps["energy_j"] = Capability.FALLBACK
+            self._q.log_once(
+                "energy_j",
+                "fallback",
+                f"nvml: no energy counter on device {dev.index}; integrating power_w instead",
+            )
+
+    def _watch(self, wait_ms: int) -> None:
+        self._watcher = _EventWatcher(
+            self._q, self._devices, wait_ms, self._on_event, self._time_fn
+        )
+        for index, cap in self._watcher.start().items():
+            self._caps[index]["xid_events"] = cap
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def _snapshot(self, dev: _Device, t_s: float) -> Telemetry:
+        """One consistent reading of every planned metric of one device."""
+        answers = self._read(dev, [r for w in dev.plan.values() for r in w.reads])
+        values = {m.name: self._evaluate(m, dev.plan.get(m.name), answers) for m in METRICS}
+        if dev.energy is not None:
+            values["energy_j"] = dev.energy.add(t_s, values["power_w"])
+        return Telemetry(device=dev.index, t_s=t_s, **values)
+
+    def _value(
+        self, dev: _Device | None, metric: Metric, record: dict[str, Any] | None = None
+    ) -> Any:
+        """The first way of ``metric`` that answers (inventory and system reads)."""
+        for way in metric.ways:
+            if dev is None:
+                answers = {r: self._read_call(None, r, record) for r in way.reads}
+            else:
+                answers = self._read(dev, way.reads, record)
+            if all(answers[r].capability is SUPPORTED for r in way.reads):
+                value = self._evaluate(metric, way, answers)
+                if value is not None:
+                    return value
+        return None
+
+    def _evaluate(self, metric: Metric, way: Way | None, answers: dict[Read, Answer]) -> Any:
+        """Apply a way's conversion to its answers; sentinels and implausible values → None."""
+        if way is None:
+            return None
+        raws = [_clean(answers[r].value) for r in way.reads]
+        if any(v is None for v in raws):
+            return None
+        value = _clean(way.convert(*raws))
+        if value is None or isinstance(value, str):
+            return value
+        if not isinstance(value, int | float) or not metric.plausible(value):
+            self._q.log_once(
+                way.label,
+                "implausible",
+                f"nvml: {metric.name} read {value!r} from {way.label}: not plausible, read as None",
+            )
+            return None
+        return int(value) if metric.integer else value
+
+    def _read(
+        self, dev: _Device, reads: Iterable[Read], record: dict[str, Any] | None = None
+    ) -> dict[Read, Answer]:
+        """Answer each read once: field values in one batched call, the rest one by one."""
+        unique = list(dict.fromkeys(reads))
+        answers = self._read_fields(dev, [r for r in unique if isinstance(r, Field)])
+        for r in unique:
+            if isinstance(r, Call):
+                answers[r] = self._read_call(dev, r)
+        if record is not None:
+            record.update({r.key: answers[r].raw() for r in unique})
+        return answers
+
+    def _read_call(
+        self, dev: _Device | None, c: Call, record: dict[str, Any] | None = None
+    ) -> Answer:
+        """One call through the query door: its answer, or None and why (GpuLost passes)."""
+        device = None if dev is None else dev.index
+        try:
+            args = [self._q.constant(a) for a in c.args]
+            kwargs = {k: self._q.constant(v) for k, v in c.kwargs}
+            head = () if dev is None else (dev.handle,)
+            answer = Answer(self._q.call(c.func, *head, *args, device=device, **kwargs))
+        except GpuLost:
+            raise
+        except SoakError as exc:
+            answer = self._problem(dev, c.key, exc)
+        if record is not None:
+            record[c.key] = answer.raw()
+        return answer
+
+    def _read_fields(self, dev: _Device, wanted: list[Field]) -> dict[Read, Answer]:
+        """The field values among the reads, in one nvmlDeviceGetFieldValues call."""
+        answers: dict[Read, Answer] = {}
+        ids, known = [], []
+        for f in wanted:
+            try:
+                ids.append(self._q.constant(f.name))
+                known.append(f)
+            except FunctionMissing as exc:
+                answers[f] = self._problem(dev, f.key, exc)
+        if not known:
+            return answers
+        try:
+            entries = self._q.call("nvmlDeviceGetFieldValues", dev.handle, ids, device=dev.index)
+        except GpuLost:
+            raise
+        except SoakError as exc:
+            failed = self._problem(dev, "nvmlDeviceGetFieldValues", exc)
+            return answers | dict.fromkeys(known, failed)
+        for f, entry in zip(known, entries, strict=True):
+            answers[f] = self._field_answer(dev, f, entry)
+        return answers
+
+    def _field_answer(self, dev: _Device, f: Field, entry: Any) -> Answer:
+        """One field value, its own nvmlReturn checked: only that metric fails."""
+        if entry.nvmlReturn != 0:
+            exc = translate(pynvml.NVMLError(entry.nvmlReturn), f.key, dev.index)
+            if isinstance(exc, GpuLost):
+                raise exc
+            return self._problem(dev, f.key, exc)
+        member = _VALUE_MEMBER.get(entry.valueType)
+        if member is None:
+            return self._problem(dev, f.key, _ReadFailed(f"{f.key}: value type {entry.valueType}"))
+        return Answer(getattr(entry.value, member), value_type=entry.valueType)
+
+    def _problem(self, dev: _Device | None, key: str, exc: SoakError) -> Answer:
+        """A read that failed: None and why, logged once; an unknown error checks liveness."""
+        if isinstance(exc, _Unknown) and dev is not None:
+            self._confirm_alive(dev)
+        cap = _CAPABILITY_OF.get(type(exc), SUPPORTED)
+        where = "" if dev is None else f" on device {dev.index}"
+        if cap is SUPPORTED:
+            message = f"nvml: {key} failed{where} ({exc}); this reading is missing"
+            self._q.log_once(key, _error_name(exc), message, logging.WARNING)
+        else:
+            why = exc if cap is Capability.MISSING else _error_name(exc)
+            message = f"nvml: {key} {cap.value}{where} ({why})"
+            level = logging.WARNING if cap is Capability.NO_PERMISSION else logging.INFO
+            self._q.log_once(key, cap.value, message, level)
+        return Answer(None, cap, _error_name(exc))
+
+    def _confirm_alive(self, dev: _Device) -> None:
+        """After NVML's 'Unknown Error': a device that cannot tell its SM clock is lost."""
+        try:
+            self._q.call(
+                "nvmlDeviceGetClockInfo",
+                dev.handle,
+                self._q.constant("NVML_CLOCK_SM"),
+                device=dev.index,
+            )
+        except (NotSupported, NoPermission, FunctionMissing):
+            return
+        except SoakError as exc:
+            raise GpuLost(dev.index, f"stopped answering ({exc})") from exc
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def _is_lost(self, index: int) -> bool:
+        with self._lock:
+            return index in self._lost
+
+    def _mark_lost(
+        self, index: int, reason: str, *, t_s: float | None = None, arrived: float | None = None
+    ) -> None:
+        """Leave a device out from now on and report it once."""
+        with self._lock:
+            if index in self._lost:
+                return
+            self._lost.add(index)
+            self._pending.append(
+                _Pending(
+                    EventKind.DEVICE_LOST,
+                    f"GPU {index} lost: {reason}",
+                    index,
+                    {"reason": reason},
+                    t_s,
+                    arrived,
+                )
+            )
+        log.error("nvml: GPU %d lost: %s", index, reason)
+
+    def _on_event(self, index: int | None, kind: str, data: int, arrived: float) -> None:
+        """Called by the event thread for each NVML event."""
+        if kind == "xid":
+            name = _XID_NAMES.get(data)
+            message = f"XID {data}" + (f" ({name})" if name else "")
+            pending = _Pending(EventKind.XID, message, index, {"code": data}, arrived=arrived)
+        else:
+            pending = _Pending(
+                EventKind.ECC,
+                "double-bit ECC error",
+                index,
+                {"event": "double_bit_ecc"},
+                arrived=arrived,
+            )
+        with self._lock:
+            self._pending.append(pending)
+        log.warning("nvml: device %s: %s", index, pending.message)
+        if kind == "xid" and data in LOST_XIDS and index is not None:
+            self._mark_lost(index, pending.message, arrived=arrived)
+
+
+def worker_env(uuid: str | None) -> dict[str, str]:
+    """The environment that makes ``cuda:0`` this GPU in the worker under any ordering."""
+    if uuid is None:
+        return {"CUDA_VISIBLE_DEVICES": ""}
+    return {"CUDA_VISIBLE_DEVICES": uuid, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
+def _choose(visible: list[_Device], wanted: Sequence[int] | None) -> list[_Device]:
+    """The devices asked for with ``--devices`` (soak indices), each named once."""
+    by_index = {dev.index: dev for dev in visible}
+    if wanted is not None:
+        seen: set[int] = set()
+        for i in wanted:
+            if i in seen:
+                raise ConfigError(f"--devices: device {i} is listed twice")
+            seen.add(i)
+    return [by_index[i] for i in select(list(by_index), wanted, "nvml")]
+
+
+def _visible(found: list[_Device], cvd: str | None, q: NvmlQuery) -> list[_Device]:
+    """The devices CUDA would show, in CUDA's order, following ``CUDA_VISIBLE_DEVICES``.
+
+    Entries are GPU UUIDs (or unique prefixes) or integer indices counted in PCI bus order;
+    like CUDA, the list ends at the first entry that names no device. MIG entries are refused.
+    """
+    if cvd is None:
+        return found
+    by_pci = sorted((d for d in found if not d.lost), key=lambda d: (d.pci_bus_id or "").lower())
+    out: list[_Device] = []
+    for entry in (e.strip() for e in cvd.split(",")):
+        if entry.upper().startswith("MIG-"):
+            raise BackendUnavailable(
+                f"CUDA_VISIBLE_DEVICES names MIG instance {entry}: MIG is not supported, "
+                "soak loads whole GPUs"
+            )
+        dev = _lookup(entry, by_pci)
+        if dev is None or dev in out:
+            if entry:
+                log.warning(
+                    "nvml: CUDA_VISIBLE_DEVICES entry %r names no new GPU; "
+                    "the list ends there, as in CUDA",
+                    entry,
+                )
+            break
+        out.append(dev)
+    if not out:
+        raise BackendUnavailable(f"CUDA_VISIBLE_DEVICES={cvd!r} leaves no NVIDIA GPU visible")
+    if any(e.strip().isdigit() for e in cvd.split(",")):
+        _warn_order(by_pci, q)
+    return out
+
+
+def _lookup(entry: str, by_pci: list[_Device]) -> _Device | None:
+    """The device a CUDA_VISIBLE_DEVICES entry names: an index in PCI order or a UUID prefix."""
+    if entry.isdigit():
+        i = int(entry)
+        return by_pci[i] if i < len(by_pci) else None
+    if entry.upper().startswith("GPU-"):
+        matches = [d for d in by_pci if (d.uuid or "").lower().startswith(entry.lower())]
+        return matches[0] if len(matches) == 1 else None
+    return None
+
+
+def _warn_order(by_pci: list[_Device], q: NvmlQuery) -> None:
+    """Warn once where integer entries may not mean what CUDA will make of them."""
+    if os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID":
+        return
+    q.log_once(
+        "CUDA_VISIBLE_DEVICES",
+        "order",
+        "nvml: CUDA_VISIBLE_DEVICES uses indices and CUDA_DEVICE_ORDER is not PCI_BUS_ID; soak "
+        "reads them in PCI bus order, which equals CUDA's order only on servers of one GPU "
+        "model. Use GPU UUIDs or set CUDA_DEVICE_ORDER=PCI_BUS_ID to be sure.",
+        logging.WARNING,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The event thread.
+
+
+class _EventWatcher:
+    """A daemon thread that waits on an NVML event set and reports XIDs and double-bit ECC.
+
+    Registration that fails on a device makes its ``xid_events`` capability not supported
+    (or no permission, or missing), never a crash. `stop` ends the thread within one wait.
+    """
+
+    WANTED: ClassVar[dict[str, str]] = {
+        "nvmlEventTypeXidCriticalError": "xid",
+        "nvmlEventTypeDoubleBitEccError": "ecc",
+    }
+
+    def __init__(
+        self,
+        q: NvmlQuery,
+        devices: list[_Device],
+        wait_ms: int,
+        on_event: Callable[[int | None, str, int, float], None],
+        time_fn: Callable[[], float],
+    ) -> None:
+        self._q = q
+        self._devices = [d for d in devices if not d.lost]
+        self._wait_ms = wait_ms
+        self._on_event = on_event
+        self._time_fn = time_fn
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._set: Any = None
+        self._wait = "nvmlEventSetWait_v2"
+        self._index_of: dict[int, int] = {}
+        self._types: dict[int, str] = {}
+
+    def start(self) -> dict[int, Capability]:
+        """Register every device; start the thread if any registered. Capability per device."""
+        caps = {d.index: Capability.NOT_SUPPORTED for d in self._devices}
+        for name, kind in self.WANTED.items():
+            try:
+                self._types[self._q.constant(name)] = kind
+            except FunctionMissing:
+                continue
+        try:
+            self._set = self._q.call("nvmlEventSetCreate")
+        except SoakError as exc:
+            cap = _CAPABILITY_OF.get(type(exc), Capability.NOT_SUPPORTED)
+            self._q.log_once(
+                "nvmlEventSetCreate",
+                cap.value,
+                f"nvml: no XID events: nvmlEventSetCreate {cap.value} ({exc})",
+            )
+            return dict.fromkeys(caps, cap)
+        for dev in self._devices:
+            caps[dev.index] = self._register(dev)
+        if not self._index_of or not self._pick_wait():
+            self._free()
+            return {i: c if c is not SUPPORTED else Capability.MISSING for i, c in caps.items()}
+        self._thread = threading.Thread(target=self._run, name="soak-nvml-events", daemon=True)
+        self._thread.start()
+        return caps
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self._wait_ms / 1000 + 2.0)
+            if self._thread.is_alive():
+                log.warning("nvml: event thread did not stop; leaving the event set allocated")
+                return
+            self._thread = None
+        self._free()
+
+    def _register(self, dev: _Device) -> Capability:
+        """Register a device's XID (and double-bit ECC) events; its ``xid_events`` capability."""
+        mask = sum(self._types)
+        supported = self._read_supported(dev)
+        if supported is not None:
+            mask &= supported
+        xid = next((t for t, kind in self._types.items() if kind == "xid"), 0)
+        if not mask & xid:
+            self._q.log_once(
+                "xid_events", "not supported", f"nvml: device {dev.index} reports no XID events"
+            )
+            return Capability.NOT_SUPPORTED
+        try:
+            self._q.call("nvmlDeviceRegisterEvents", dev.handle, mask, self._set, device=dev.index)
+        except SoakError as exc:
+            cap = _CAPABILITY_OF.get(type(exc), Capability.NOT_SUPPORTED)
+            self._q.log_once(
+                "nvmlDeviceRegisterEvents",
+                cap.value,
+                f"nvml: no XID events on device {dev.index}: {exc}",
+            )
+            return cap
+        self._index_of[_handle_key(dev.handle)] = dev.index
+        return SUPPORTED
+
+    def _read_supported(self, dev: _Device) -> int | None:
+        try:
+            return int(
+                self._q.call("nvmlDeviceGetSupportedEventTypes", dev.handle, device=dev.index)
+            )
+        except SoakError:
+            return None  # registration below tells
+
+    def _pick_wait(self) -> bool:
+        """Use nvmlEventSetWait_v2 where present, else nvmlEventSetWait (a zero-length wait)."""
+        for func in ("nvmlEventSetWait_v2", "nvmlEventSetWait"):
+            try:
+                data = self._q.call(func, self._set, 0)
+            except _Timeout:
+                self._wait = func
+                return True
+            except FunctionMissing:
+                continue
+            except SoakError:
+                self._wait = func
+                return True
+            self._wait = func
+            self._dispatch(data)
+            return True
+        self._q.log_once("nvmlEventSetWait", "missing", "nvml: no event wait function; no XIDs")
+        return False
+
+    def _run(self) -> None:
+        """Wait for events until stopped; a failed wait is logged once and retried later."""
+        while not self._stop.is_set():
+            try:
+                data = self._q.call(self._wait, self._set, self._wait_ms)
+            except _Timeout:
+                continue
+            except SoakError as exc:
+                self._q.log_once(
+                    self._wait,
+                    _error_name(exc),
+                    f"nvml: event wait failed ({exc}); retrying",
+                    logging.WARNING,
+                )
+                self._stop.wait(self._wait_ms / 1000)
+                continue
+            self._dispatch(data)
+
+    def _dispatch(self, data: Any) -> None:
+        """Hand one NVML event to the backend, with the device it came from and its arrival time."""
+        arrived = self._time_fn()
+        index = self._index_of.get(_handle_key(data.device))
+        for event_type, kind in self._types.items():
+            if int(data.eventType) & event_type:
+                self._on_event(index, kind, int(data.eventData), arrived)
+
+    def _free(self) -> None:
+        if self._set is None:
+            return
+        try:
+            self._q.call("nvmlEventSetFree", self._set)
+        except SoakError as exc:
+            log.debug("nvml: nvmlEventSetFree failed: %s", exc)
+        self._set = None
+
+
+# --------------------------------------------------------------------------------------------
+# Raw probe dump.
+
+
+def _binding_version() -> str | None:
+    try:
+        return importlib.metadata.version("nvidia-ml-py")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def probe_raw(devices: Sequence[int] | None = None) -> dict[str, Any]:
+    """Every raw NVML answer of the start-up probe for every device, JSON-able.
+
+    Keys are read names (``Call.key``/``Field.key``), values what NVML returned or
+    ``{"error": "NVMLError_..."}``. ``tests/devices/fake_pynvml.py`` replays such a dump.
+    """
+    backend = NvmlBackend(devices=devices, watch_events=False, record_raw=True)
+    try:
+        dump = backend.raw_answers()
+        for dev, raw in zip(backend._devices, dump["devices"], strict=True):
+            if not dev.lost:
+                raw.update(
+                    {c.key: a.raw() for c, a in backend._read(dev, [_MIG, _EVENT_TYPES]).items()}
+                )
+        return dump
+    finally:
+        backend.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m soak.devices.nvml [OUT.json]``: write `probe_raw` of this machine."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    text = json.dumps(probe_raw(), indent=1, sort_keys=True)
+    if args:
+        with open(args[0], "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
