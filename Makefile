@@ -1,0 +1,72 @@
+# soak — burn-in soak benchmark for GPU servers.
+#   make soak HOURS=2                 soak every GPU of this server for 2 hours, then report
+#   make test                         run the test suite
+# Variables: HOURS or MINUTES, BACKEND (auto|nvml|amd|cpu|sim), WORKLOAD (gemm|membw|train|mix),
+# OUT (reports folder), ARGS (more `soak run` flags, e.g. ARGS="--until-steady --seed 1").
+
+PYTHON   ?= python3
+VENV     ?= .venv
+BIN      := $(VENV)/bin
+BACKEND  ?= auto
+WORKLOAD ?= mix
+OUT      ?= reports
+ARGS     ?=
+# torch for machines without a GPU: the CPU build (the CUDA build is several GB of nothing).
+TORCH_CPU       ?= torch==2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+PIP      := $(BIN)/python -m pip --disable-pip-version-check
+
+ifdef MINUTES
+LENGTH := --minutes $(MINUTES)
+else ifdef HOURS
+LENGTH := --hours $(HOURS)
+else
+LENGTH := --hours 2
+endif
+
+.PHONY: install soak demo test lint format bench gpu-check clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@if $(BIN)/python -c "import torch" 2>/dev/null; then \
+	  echo "install: torch already installed"; \
+	elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+	  echo "install: NVIDIA GPU found: torch with CUDA"; $(PIP) install "torch>=2.3,<3"; \
+	else \
+	  echo "install: no NVIDIA GPU found: torch CPU build"; \
+	  $(PIP) install --retries 1 --timeout 20 "$(TORCH_CPU)" --extra-index-url $(TORCH_CPU_INDEX); \
+	fi
+	$(PIP) install -e ".[dev]"
+	touch $@
+
+soak: install
+	$(BIN)/soak run --backend $(BACKEND) --workload $(WORKLOAD) $(LENGTH) --out $(OUT) $(ARGS)
+
+demo: install
+	$(BIN)/soak run --backend sim --workload mix --hours 1 --seed 7 --out $(OUT) \
+	  --sim-fault airflow:gpu=3:factor=2.2 --sim-fault ecc:gpu=5:at=1500 $(ARGS)
+
+test: install
+	$(BIN)/pytest -q
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: install
+	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# On a machine with an NVIDIA GPU: a real soak of a few minutes, a telemetry trace, GEMM and
+# bandwidth against torch's own best. Writes to $(GPU_CHECK_OUT) (default: gpu-check/).
+GPU_CHECK_OUT ?= gpu-check
+gpu-check:
+	PYTHONPATH=. $(PYTHON) tools/gpu_check.py --out $(GPU_CHECK_OUT)
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

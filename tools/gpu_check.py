@@ -1,0 +1,260 @@
+"""The GPU check: one short script for a machine with an NVIDIA GPU (``make gpu-check``).
+
+In one run, within 8 minutes:
+  (a) measures the best bf16 matmul rate torch reaches here (a sweep of sizes, random data,
+      CUDA-event timing, median of repeats) and the device-to-device copy bandwidth
+      (bytes read + bytes written);
+  (b) runs ``soak run --backend nvml`` for a few minutes with ``gemm`` and then ``membw``;
+  (c) reports soak's figures as ratios of (a), and the average power under load as a ratio
+      of the enforced power limit;
+  (d) saves the telemetry traces (the run stores) and the raw NVML answers of the probe as
+      fixtures the tests replay (tests/fixtures/gpu/).
+Results are written after every stage, so a run cut short still leaves what it measured.
+It never changes clocks, power limits or modes: it measures the card as it finds it.
+``--backend cpu`` is a dry run of the same steps on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def timed(torch: Any, device: str, fn: Callable[[], object]) -> float:
+    """Seconds one call of ``fn`` takes: CUDA events on a GPU, perf_counter elsewhere."""
+    if device.startswith("cuda"):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def sync(torch: Any, device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def best_matmul(torch: Any, device: str, sizes: list[int], dtype_name: str, reps: int = 10) -> dict:
+    """Best matmul FLOP/s over square sizes on random data; per size 3 warm-ups, median."""
+    dtype = getattr(torch, dtype_name)
+    rates = {}
+    for n in sizes:
+        a = torch.randn(n, n, device=device, dtype=dtype)
+        b = torch.randn(n, n, device=device, dtype=dtype)
+        out = torch.empty(n, n, device=device, dtype=dtype)
+
+        def product(a: Any = a, b: Any = b, out: Any = out) -> None:
+            torch.matmul(a, b, out=out)
+
+        for _ in range(3):
+            product()
+        sync(torch, device)
+        times = [timed(torch, device, product) for _ in range(reps)]
+        rates[n] = 2 * n**3 / float(np.median(times))
+        del a, b, out, product
+    best = max(rates, key=lambda n: rates[n])
+    return {
+        "dtype": dtype_name,
+        "by_size": {str(n): r for n, r in rates.items()},
+        "best_n": best,
+        "best_flops": rates[best],
+    }
+
+
+def copy_bandwidth(torch: Any, device: str, gib: float, reps: int = 10) -> dict:
+    """Device-to-device copy, counting bytes read plus bytes written."""
+    n = int(gib * 2**30)
+    src = torch.randint(0, 255, (n,), dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    sync(torch, device)
+    times = [timed(torch, device, lambda: dst.copy_(src)) for _ in range(reps)]
+    verified = bool(torch.equal(src[:: 2**16], dst[:: 2**16]))
+    median = float(np.median(times))
+    return {"bytes": 2 * n, "median_s": median, "bytes_per_s": 2 * n / median, "verified": verified}
+
+
+def run_soak(backend: str, workload: str, minutes: float, out: Path, log: Path) -> Path | None:
+    """Run soak as an operator would; returns the run folder, or None if it did not finish."""
+    cmd = [
+        sys.executable, "-m", "soak", "run", "--backend", backend, "--workload", workload,
+        "--minutes", str(minutes), "--baseline", "3", "--out", str(out), "--seed", "1",
+    ]  # fmt: skip
+    print("gpu-check:", " ".join(cmd), flush=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    with log.open("w") as f:
+        proc = subprocess.run(
+            cmd, stdout=subprocess.PIPE, stderr=f, text=True, env=env, cwd=ROOT,
+            timeout=minutes * 60 + 240,
+        )  # fmt: skip
+    print(proc.stdout, flush=True)
+    lines = proc.stdout.strip().splitlines()
+    last = lines[-1] if lines else ""
+    if proc.returncode not in (0, 1) or not last.endswith("report.html"):
+        print(f"gpu-check: soak run {workload} exited {proc.returncode}; log tail:", flush=True)
+        print(log.read_text()[-3000:], flush=True)
+        return None
+    return Path(last).parent
+
+
+def soak_figures(run_dir: Path) -> dict:
+    """Soak's own figures for device 0: throughput over the load after 20 s of warm-up, the
+    summary's cold and steady figures, mean power and the enforced limit."""
+    from soak.store import RunStore
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    store = RunStore.open(run_dir)
+    try:
+        info = store.devices()[0]
+        tele = store.telemetry(info.index)
+        work = store.work(info.index)
+    finally:
+        store.close_read()
+    part = next(iter(work))
+    w = work[part]
+    start = float(w["t_start_s"].min())
+    keep = w["t_start_s"] >= start + 20
+    rate = float(w["work"][keep].sum() / (w["t_end_s"][keep] - w["t_start_s"][keep]).sum())
+    loaded = tele["t_s"] >= start + 20
+
+    def mean(key: str) -> float | None:
+        values = tele[key][loaded]
+        return float(np.nanmean(values)) if np.isfinite(values).any() else None
+
+    def peak(key: str) -> float | None:
+        values = tele[key][loaded]
+        return float(np.nanmax(values)) if np.isfinite(values).any() else None
+
+    device = summary["devices"][0]
+    return {
+        "run_dir": run_dir.name,
+        "part": part,
+        "rate": rate,
+        "cold": device["cold"]["throughput"].get(part),
+        "steady": device["steady"]["throughput"].get(part),
+        "mean_power_w": mean("power_w"),
+        "power_limit_w": mean("power_limit_w") or info.power_limit_w,
+        "mean_sm_clock_mhz": mean("sm_clock_mhz"),
+        "max_temp_c": peak("temp_c"),
+        "verdict": summary["verdict"],
+        "reasons": summary["reasons"],
+        "verified": int(np.sum(w["verified"] == 1)),
+        "verify_failed": int(np.sum(w["verified"] == 0)),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-check")))
+    parser.add_argument("--gemm-minutes", type=float, default=2.5)
+    parser.add_argument("--membw-minutes", type=float, default=1.5)
+    parser.add_argument("--backend", default="nvml", help="cpu: a dry run without a GPU")
+    args = parser.parse_args()
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    sys.path.insert(0, str(ROOT))
+
+    import torch
+
+    gpu = args.backend == "nvml"
+    if gpu and not torch.cuda.is_available():
+        print("gpu-check: no CUDA device visible to torch", file=sys.stderr)
+        return 2
+    device = "cuda:0" if gpu else "cpu"
+    result: dict[str, Any] = {
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "backend": args.backend,
+        "device": torch.cuda.get_device_name(0) if gpu else "cpu",
+    }
+
+    def save() -> None:
+        result["wall_s"] = time.monotonic() - started
+        (out / "gpu_check.json").write_text(json.dumps(result, indent=1, default=str))
+
+    if gpu:
+        from soak.devices import nvml
+
+        (out / "nvml_probe.json").write_text(json.dumps(nvml.probe_raw(), indent=1, default=str))
+        print("gpu-check: NVML probe saved", flush=True)
+    if gpu:
+        sizes, dtype, gib = [4096, 8192, 12288, 16384], "bfloat16", 4.0
+    else:
+        sizes, dtype, gib = [512, 1024], "float32", 0.25
+    result["matmul"] = best_matmul(torch, device, sizes, dtype)
+    result["copy"] = copy_bandwidth(torch, device, gib)
+    save()
+    print(
+        f"gpu-check: best {dtype} matmul {result['matmul']['best_flops'] / 1e12:.1f} TFLOP/s "
+        f"(n={result['matmul']['best_n']}), copy {result['copy']['bytes_per_s'] / 1e12:.3f} TB/s",
+        flush=True,
+    )
+    if gpu:
+        torch.cuda.empty_cache()
+
+    runs = out / "runs"
+    for workload, minutes, ceiling in (
+        ("gemm", args.gemm_minutes, result["matmul"]["best_flops"]),
+        ("membw", args.membw_minutes, result["copy"]["bytes_per_s"]),
+    ):
+        run_dir = run_soak(args.backend, workload, minutes, runs, out / f"soak_{workload}.log")
+        if run_dir is None:
+            result[workload] = {"error": "soak run did not finish"}
+            save()
+            continue
+        figures = soak_figures(run_dir)
+        figures["ratio_to_torch_best"] = figures["rate"] / ceiling
+        if figures["mean_power_w"] and figures["power_limit_w"]:
+            figures["power_ratio"] = figures["mean_power_w"] / figures["power_limit_w"]
+        result[workload] = figures
+        shutil.copy(run_dir / "soak.sqlite", out / f"{workload}.sqlite")
+        save()
+    shutil.rmtree(runs, ignore_errors=True)
+    save()
+    report(result)
+    return 0 if all("rate" in result.get(w, {}) for w in ("gemm", "membw")) else 1
+
+
+def report(result: dict[str, Any]) -> None:
+    print("\n== gpu-check ==")
+    print(f"device {result['device']}, torch {result['torch']}, CUDA {result['cuda']}")
+    print(f"torch best matmul {result['matmul']['best_flops'] / 1e12:10.2f} TFLOP/s")
+    print(f"torch d2d copy    {result['copy']['bytes_per_s'] / 1e12:10.3f} TB/s")
+    for workload in ("gemm", "membw"):
+        r = result.get(workload, {})
+        if "rate" not in r:
+            print(f"soak {workload:5}: {r.get('error', 'missing')}")
+            continue
+        power = r.get("power_ratio")
+        power_text = "n/a" if power is None else f"{100 * power:.1f} % of limit"
+        print(
+            f"soak {workload:5}: {r['rate']:.4g} {r['part']}/s = "
+            f"{100 * r['ratio_to_torch_best']:.1f} % of torch's best; power {power_text}; "
+            f"verified {r['verified']} / failed {r['verify_failed']}; verdict {r['verdict']}"
+        )
+    print(f"wall {result['wall_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
