@@ -1,0 +1,144 @@
+"""The contract every workload keeps, and the options that size it.
+
+This module imports neither torch nor anything of ``soak``: the coordinator reads
+``WorkloadOptions`` without paying for torch, and a worker process can import it before
+its device's environment (``CUDA_VISIBLE_DEVICES``, thread counts) is in place.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any, Protocol
+
+DTYPE_NAMES = ("bf16", "fp16", "tf32", "fp32", "fp64", "fp8")
+"""Matrix dtypes the GEMM workload accepts; ``fp8`` is e4m3 with bf16 output."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadOptions:
+    """How big and how long: one field per command-line flag; ``None`` means "size it to
+    the device". Bad values raise ``ValueError`` naming the field."""
+
+    dtype: str | None = None  # GEMM dtype (DTYPE_NAMES); None: bf16 (fp16) on GPU, fp32 on CPU
+    mem_fraction: float = 0.5  # share of device memory (CPU: of MemAvailable, capped) to hold
+    mem_bytes: int | None = None  # bytes to hold; overrides mem_fraction
+    step_s: float = 1.0  # target length of one timed step, seconds
+    verify_interval_s: float = 10.0  # seconds of work between result verifications
+    gemm_n: int | None = None  # matrix side (m = n = k); None: 12288 on GPU, 1024-2048 on CPU
+    gemm_ring: int | None = (
+        None  # operand matrices rotated; None: as many as the memory share holds
+    )
+    membw_bytes: int | None = (
+        None  # bytes of each of the three STREAM arrays; None: from memory share
+    )
+    train_batch: int | None = None  # sequences per training step
+    train_seq: int | None = None  # tokens per sequence (context length)
+    train_width: int | None = None  # model width (embedding dimension)
+    train_layers: int | None = None  # transformer blocks
+    train_heads: int | None = None  # attention heads per block
+    train_vocab: int | None = None  # vocabulary size of the synthetic token stream
+    train_loader_workers: int | None = None  # DataLoader worker processes feeding the model
+    cpu_threads: int | None = None  # torch intra-op threads on a CPU device; None: torch default
+
+    def __post_init__(self) -> None:
+        if self.dtype is not None and self.dtype not in DTYPE_NAMES:
+            raise ValueError(f"dtype: {self.dtype!r} is not one of {', '.join(DTYPE_NAMES)}")
+        if not 0.0 < self.mem_fraction <= 0.95:
+            raise ValueError(f"mem_fraction: {self.mem_fraction} is not in (0, 0.95]")
+        for name in ("step_s", "verify_interval_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name}: {value} is not a positive number of seconds")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in _POSITIVE_INTS and value is not None and value < _POSITIVE_INTS[f.name]:
+                raise ValueError(f"{f.name}: {value} is below {_POSITIVE_INTS[f.name]}")
+
+
+_POSITIVE_INTS = {
+    "mem_bytes": 1,
+    "gemm_n": 16,
+    "gemm_ring": 2,
+    "membw_bytes": 4096,
+    "train_batch": 1,
+    "train_seq": 2,
+    "train_width": 8,
+    "train_layers": 1,
+    "train_heads": 1,
+    "train_vocab": 4,
+    "train_loader_workers": 0,
+    "cpu_threads": 1,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PartWork:
+    """Work of one part of a workload finished in one step, e.g. 3.2e15 "FLOP" of "gemm"."""
+
+    part: str
+    work: float
+    unit: str  # "FLOP", "B", "token"
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """One check of a part's results against a reference.
+
+    ``mismatched`` counts the checked values outside the tolerance (NaN and Inf always
+    are); ``max_rel_error`` is the largest error over the result's natural scale (the RMS
+    of the reference), so it reads the same at any size.
+    """
+
+    part: str
+    ok: bool
+    checked: int
+    mismatched: int
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    tolerance: float | None = None  # on the max_rel_error scale, where one number says it
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """One timed step: ``time.monotonic()`` at its start and at its end (device work
+    finished), the work per part, and any check that ran inside the step."""
+
+    t_start: float
+    t_end: float
+    parts: tuple[PartWork, ...]
+    verifications: tuple[Verification, ...] = ()
+
+
+class Workload(Protocol):
+    """A load generator on one device. Constructed from options (cheap), then ``setup``
+    allocates and calibrates, ``step`` runs one timed step, ``verify`` checks results."""
+
+    name: str
+
+    def setup(self, device: str, seed: int) -> None:
+        """Allocate on ``device`` (a torch device string) and size a step to ``step_s``."""
+        ...
+
+    def step(self) -> StepResult:
+        """Run one timed step and return when the device has finished it."""
+        ...
+
+    def verify(self) -> list[Verification]:
+        """Recompute a recent result in a reference precision and compare; one entry per
+        part checked."""
+        ...
+
+    def checksum(self) -> str | None:
+        """Hash of a fixed, seeded result, equal on devices of the same kind; None where the
+        workload has none."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """What was set up (dtype, sizes, per-unit figures), JSON-serialisable."""
+        ...
+
+    def close(self) -> None:
+        """Release the device and any helper processes."""
+        ...
