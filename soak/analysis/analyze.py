@@ -174,7 +174,14 @@ def device_facts(
     verified = np.concatenate([w["verified"] for w in work.values()]) if work else np.empty(0)
     errors = np.concatenate([w["verify_error"] for w in work.values()]) if work else np.empty(0)
     failed_errors = errors[(verified == 0) & np.isfinite(errors)]
-    mismatches = [e for e in mine if e.kind is EventKind.VERIFICATION_FAILED]
+    # A failed check arrives twice, as a sample with verified False and as an event; only
+    # the cross-device comparison has no sample, so only its events add to the count.
+    mismatches = [
+        e
+        for e in mine
+        if e.kind is EventKind.VERIFICATION_FAILED
+        and e.details.get("check") == "cross_device_checksum"
+    ]
     facts = DeviceFacts(
         index=info.index,
         name=info.name,
@@ -205,6 +212,16 @@ def device_facts(
         lost=any(e.kind is EventKind.DEVICE_LOST for e in mine),
     )
     return facts, start, end
+
+
+def cross_device_checks(events: Sequence[Event]) -> list[CheckResult]:
+    """Devices that computed the same fixed product and disagreed with no majority to blame
+    one: the server computes wrong somewhere, which fails it."""
+    out = []
+    for e in events:
+        if e.kind is EventKind.VERIFICATION_FAILED and e.device is None:
+            out.append(CheckResult("cross_device", Status.FAIL, e.message, None))
+    return out
 
 
 def diagnose(facts: DeviceFacts, checks: Sequence[CheckResult]) -> str:
@@ -253,7 +270,7 @@ def analyze(store: RunStore, profile: Profile) -> Analysis:
         facts, start, end = device_facts(info, tele, work, units, events, meta, profile)
         all_facts.append(facts)
         spans[info.index] = (start, end)
-    checks = run_checks(all_facts, profile)
+    checks = run_checks(all_facts, profile) + cross_device_checks(events)
     server_checks = [c for c in checks if c.device is None]
     for info, facts in zip(infos, all_facts, strict=True):
         mine = [c for c in checks if c.device == info.index]

@@ -275,6 +275,23 @@ def check_equilibrium(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     return [CheckResult("equilibrium", status, message, f.index)]
 
 
+def check_run_length(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+    """A load too short for separate cold and steady windows cannot show a cold/hot loss."""
+    if f.cold is None or f.steady is None:
+        return []
+    if f.steady.window.start_s >= f.cold.window.end_s:
+        return [
+            CheckResult("run_length", Status.PASS, "cold and steady windows are apart", f.index)
+        ]
+    needed = profile.windows.cold_start_s + profile.windows.cold_length_s + 60
+    message = (
+        f"the load was too short for separate cold and steady windows (needs over "
+        f"{needed / 60:.0f} min; {profile.windows.steady_length_s / 60:.0f} min of steady "
+        f"state after equilibrium for a full verdict)"
+    )
+    return [CheckResult("run_length", Status.WARN, message, f.index)]
+
+
 def check_floors(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     out = []
     for part, floor in sorted(profile.floors.items()):
@@ -302,6 +319,7 @@ DEVICE_CHECKS: tuple[Callable[[DeviceFacts, Profile], list[CheckResult]], ...] =
     check_hw_reasons_anytime,
     check_temp_margin,
     check_equilibrium,
+    check_run_length,
     check_jitter,
     check_floors,
 )

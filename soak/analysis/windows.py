@@ -15,6 +15,8 @@ import numpy as np
 from soak.config import Windows
 from soak.model import HW_REASONS, ClockReason
 
+MIN_SEPARATE_STEADY_S = 60.0  # shortest steady window worth keeping apart from the cold one
+
 METRICS = ("temp_c", "mem_temp_c", "sm_clock_mhz", "mem_clock_mhz", "power_w", "util_pct")
 
 # Reasons whose share of time each window reports; the HW group is one entry as well.
@@ -64,11 +66,16 @@ def cold_window(load_start_s: float, windows: Windows) -> Window:
 def steady_window(
     equilibrium_s: float | None, load_start_s: float, end_s: float, windows: Windows
 ) -> Window:
-    """After equilibrium, or the end of the run, never overlapping the cold window."""
+    """After equilibrium, or the end of the run. Without equilibrium it starts after the cold
+    window where at least a minute is left after it; a shorter run overlaps the two (its
+    steady/cold ratio is then near 1 by construction, and the run-length check says so)."""
     if equilibrium_s is not None:
         return Window(equilibrium_s, min(equilibrium_s + windows.steady_length_s, end_s))
-    cold_end = cold_window(load_start_s, windows).end_s
-    return Window(max(cold_end, end_s - windows.steady_length_s), end_s)
+    cold = cold_window(load_start_s, windows)
+    start = end_s - windows.steady_length_s
+    if start < cold.end_s:
+        start = cold.end_s if end_s - cold.end_s >= MIN_SEPARATE_STEADY_S else cold.start_s
+    return Window(max(start, cold.start_s), end_s)
 
 
 def _finite(values: np.ndarray) -> np.ndarray:
