@@ -1,8 +1,10 @@
 """Typed run configuration and acceptance profiles.
 
-Profiles are TOML files (``tomllib``) with two tables, ``[windows]`` and ``[checks]``, and an
-optional ``[floors]`` table of per-workload-part minimum steady throughputs. Every bad key or
-value gives a one-line ``ConfigError`` naming it.
+Profiles are TOML files (``tomllib``) with two tables, ``[windows]`` and ``[checks]``; a SKU
+profile adds ``device_names`` (the device names it is for) and ``[floors.WORKLOAD.PART]``
+tables, each a minimum steady throughput (``min_rate``, in the part's unit of work per
+second) and where that number comes from (``source``). Every bad key or value gives a
+one-line ``ConfigError`` naming it. The built-in profiles are ``soak/profiles/*.toml``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class Checks:
     outlier_min_rel: float = 0.05
     max_jitter_cv: float = 0.05  # steady throughput coefficient of variation (warn above)
     require_equilibrium: bool = False  # fail (not warn) when equilibrium is not reached
+    min_power_limit_fraction: float = 0.99  # warn when the enforced limit is below default
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +56,35 @@ class Profile:
     source: str = "built-in"
     windows: Windows = field(default_factory=Windows)
     checks: Checks = field(default_factory=Checks)
-    floors: dict[str, float] = field(default_factory=dict)  # part -> min steady rate
-    floor_sources: dict[str, str] = field(default_factory=dict)
+    # workload -> part -> minimum steady rate (work per second), and where it comes from
+    floors: dict[str, dict[str, float]] = field(default_factory=dict)
+    floor_sources: dict[str, dict[str, str]] = field(default_factory=dict)
+    device_names: tuple[str, ...] = ()  # devices a SKU profile is for; () for any
+    description: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, recorded: dict[str, Any]) -> Profile:
+        """The profile a run stored with itself (``as_dict``), so that re-reporting an old
+        run judges it as it was judged; keys this soak does not know are left out."""
+        known_w = {f.name for f in dataclasses.fields(Windows)}
+        known_c = {f.name for f in dataclasses.fields(Checks)}
+        floors = recorded.get("floors") or {}
+        sources = recorded.get("floor_sources") or {}
+        return cls(
+            name=recorded.get("name", "default"),
+            source=recorded.get("source", "stored"),
+            windows=Windows(
+                **{k: v for k, v in recorded.get("windows", {}).items() if k in known_w}
+            ),
+            checks=Checks(**{k: v for k, v in recorded.get("checks", {}).items() if k in known_c}),
+            floors={w: dict(p) for w, p in floors.items() if isinstance(p, dict)},
+            floor_sources={w: dict(p) for w, p in sources.items() if isinstance(p, dict)},
+            device_names=tuple(recorded.get("device_names") or ()),
+            description=recorded.get("description", ""),
+        )
 
 
 def _check_value(where: str, value: Any, default: Any) -> Any:
@@ -89,22 +116,41 @@ def _build(cls: type, table: Any, where: str) -> Any:
     return dataclasses.replace(defaults, **values)
 
 
-def _floors(table: Any, where: str) -> tuple[dict[str, float], dict[str, str]]:
+def _floors(
+    table: Any, where: str
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, str]]]:
+    """``[floors.WORKLOAD.PART]`` tables of ``min_rate`` (> 0) and ``source``."""
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: expected a table")
-    floors: dict[str, float] = {}
-    sources: dict[str, str] = {}
-    for part, entry in table.items():
-        if not isinstance(entry, dict) or set(entry) - {"min_rate", "source"}:
-            raise ConfigError(f"{where}.{part}: expected {{min_rate = N, source = '...'}}")
-        if "min_rate" not in entry:
-            raise ConfigError(f"{where}.{part}.min_rate: missing")
-        floors[part] = _check_value(f"{where}.{part}.min_rate", entry["min_rate"], 0.0)
-        source = entry.get("source", "")
-        if not isinstance(source, str):
-            raise ConfigError(f"{where}.{part}.source: expected a string")
-        sources[part] = source
+    floors: dict[str, dict[str, float]] = {}
+    sources: dict[str, dict[str, str]] = {}
+    for workload, parts in table.items():
+        if not isinstance(parts, dict):
+            raise ConfigError(f"{where}.{workload}: expected [floors.WORKLOAD.PART] tables")
+        for part, entry in parts.items():
+            at = f"{where}.{workload}.{part}"
+            if not isinstance(entry, dict):
+                raise ConfigError(f"{at}: expected {{min_rate = N, source = '...'}}")
+            unknown = sorted(set(entry) - {"min_rate", "source"})
+            if unknown:
+                raise ConfigError(f"{at}.{unknown[0]}: unknown key (known: min_rate, source)")
+            if "min_rate" not in entry:
+                raise ConfigError(f"{at}.min_rate: missing")
+            rate = _check_value(f"{at}.min_rate", entry["min_rate"], 0.0)
+            if rate <= 0:
+                raise ConfigError(f"{at}.min_rate: must be > 0, got {rate!r}")
+            source = entry.get("source", "")
+            if not isinstance(source, str):
+                raise ConfigError(f"{at}.source: expected a string")
+            floors.setdefault(workload, {})[part] = float(rate)
+            sources.setdefault(workload, {})[part] = source
     return floors, sources
+
+
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(f"{where}: expected a list of device names")
+    return tuple(v.strip() for v in value)
 
 
 def parse_profile(text: str, source: str) -> Profile:
@@ -113,7 +159,7 @@ def parse_profile(text: str, source: str) -> Profile:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML ({exc})") from exc
-    allowed = {"name", "description", "windows", "checks", "floors"}
+    allowed = {"name", "description", "device_names", "windows", "checks", "floors"}
     for key in data:
         if key not in allowed:
             raise ConfigError(
@@ -122,6 +168,10 @@ def parse_profile(text: str, source: str) -> Profile:
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str):
         raise ConfigError(f"{source}: name must be a string")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise ConfigError(f"{source}: description must be a string")
+    device_names = _names(data.get("device_names", []), f"{source}: device_names")
     windows = _build(Windows, data.get("windows", {}), f"{source}: windows")
     checks = _build(Checks, data.get("checks", {}), f"{source}: checks")
     floors, floor_sources = _floors(data.get("floors", {}), f"{source}: floors")
@@ -129,7 +179,18 @@ def parse_profile(text: str, source: str) -> Profile:
         raise ConfigError(f"{source}: windows.eq_checks must be >= 1")
     if windows.cold_length_s <= 0 or windows.steady_length_s <= 0 or windows.eq_window_s <= 0:
         raise ConfigError(f"{source}: window lengths must be > 0")
-    return Profile(name, source, windows, checks, floors, floor_sources)
+    # Checks more often than once a second would never end on a long run; a zero
+    # threshold would divide by zero.
+    if windows.eq_check_interval_s < 1:
+        raise ConfigError(f"{source}: windows.eq_check_interval_s must be >= 1 (seconds)")
+    for key in (
+        "eq_temp_slope_c_per_min",
+        "eq_rel_slope_pct_per_min",
+        "eq_power_rel_slope_pct_per_min",
+    ):
+        if getattr(windows, key) <= 0:
+            raise ConfigError(f"{source}: windows.{key} must be > 0")
+    return Profile(name, source, windows, checks, floors, floor_sources, device_names, description)
 
 
 def builtin_profiles() -> list[str]:
@@ -149,6 +210,10 @@ def load_profile(spec: str | None) -> Profile:
             text = path.read_text()
         except OSError as exc:
             raise ConfigError(f"--profile {spec}: cannot read ({exc.strerror})") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"--profile {spec}: not UTF-8 text (byte {exc.start})") from exc
+        except ValueError as exc:  # a NUL in the path
+            raise ConfigError(f"--profile {spec!r}: not a usable path ({exc})") from exc
         return parse_profile(text, str(path))
     if spec not in builtin_profiles():
         known = ", ".join(builtin_profiles())

@@ -80,3 +80,33 @@ def test_lost_device_fails_while_the_others_finish(sim_config, quiet):
     assert store.telemetry(6)["t_s"].max() < 620  # nothing after it was lost
     assert store.telemetry(5)["t_s"].max() > 1800
     assert {d.verdict for d in analysis.devices if d.index != 6} == {"PASS"}
+
+
+def test_interrupted_before_the_cold_window_ends_is_incomplete_not_fail(sim_config, tmp_path):
+    """Ctrl-C before the cold window begins: nothing is known against the devices yet."""
+    from soak.clock import VirtualClock
+    from soak.devices.sim import SimServer
+    from soak.runner import Runner, Stopper
+
+    stopper = Stopper()
+
+    class InterruptEarly:
+        def update(self, runner, t_s):
+            if t_s >= 13.0:  # 10 s baseline, 3 s of load
+                stopper.reason = "interrupted"
+
+        def close(self):
+            pass
+
+    config = sim_config(duration_s=3600.0)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    backend = SimServer(gpus=2, seed=1)
+    Runner(config, backend, VirtualClock(), run_dir, InterruptEarly()).run(stopper)
+    analysis, _ = build_outputs(run_dir, config.profile)
+    assert analysis.stop_reason == "interrupted"
+    assert analysis.verdict == "INCOMPLETE"
+    assert {d.verdict for d in analysis.devices} == {"INCOMPLETE"}
+    retention = [c for c in analysis.reasons if c.check == "throughput_retention"]
+    assert retention and all(c.status == "warn" for c in retention)
+    assert "before the run stopped" in retention[0].message

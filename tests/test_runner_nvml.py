@@ -46,18 +46,18 @@ class SteadyLoad:
         start, self.last = self.last, t_s
         if start is None:
             return LoadUpdate()
-        samples = [
-            WorkSample(d, start, t_s, "gemm", 7e14 * (t_s - start), "FLOP", verified=True)
-            for d in range(4) if d not in self.dead
-        ]  # fmt: skip
-        return LoadUpdate(samples)
+        work = 7e14 * (t_s - start)
+        alive = [d for d in range(4) if d not in self.dead]
+        return LoadUpdate([WorkSample(d, start, t_s, "gemm", work, "FLOP", True) for d in alive])
 
     def stop(self, t_s: float) -> LoadUpdate:
+        def outcome(d: int) -> str:
+            return (WorkerOutcome.DEVICE_LOST if d in self.dead else WorkerOutcome.OK).value
+
         events = [
-            Event(t_s, EventKind.WORKER_OUTCOME, "end", d,
-                  {"outcome": (WorkerOutcome.DEVICE_LOST if d in self.dead else WorkerOutcome.OK).value})
+            Event(t_s, EventKind.WORKER_OUTCOME, "end", d, {"outcome": outcome(d)})
             for d in range(4)
-        ]  # fmt: skip
+        ]
         return LoadUpdate(events=events)
 
     def failed_devices(self) -> frozenset[int]:
@@ -97,7 +97,7 @@ def stored_run(tmp_path, monkeypatch):
 
 
 def test_capability_table_is_stored_per_device(stored_run):
-    store, analysis = stored_run
+    store, _ = stored_run
     caps = store.capabilities()
     assert caps[1]["fan_pct"] == "not supported" and caps[0]["fan_pct"] == "supported"
     assert caps[0]["energy_j"] == "fallback" and caps[1]["energy_j"] == "supported"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from soak.analysis.checks import CheckResult, Counter, DeviceFacts, Status, run_checks
+from soak.analysis.diagnosis import diagnose, peers_of
 from soak.analysis.equilibrium import Equilibrium, Series, detect
 from soak.analysis.windows import (
     Window,
@@ -21,17 +22,6 @@ from soak.model import DeviceInfo, Event, EventKind, WorkerOutcome
 from soak.store import RunStore
 
 INCOMPLETE_STOPS = frozenset({"interrupted", "error"})
-HARDWARE_CHECKS = frozenset(
-    {
-        "worker",
-        "verification",
-        "ecc_uncorrected",
-        "retired_pages",
-        "remap_pending",
-        "remap_failure",
-        "xid",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +32,8 @@ class DeviceResult:
     end_s: float | None
     checks: list[CheckResult]
     verdict: str
-    diagnosis: str
+    diagnosis: str  # one of diagnosis.CAUSES
+    diagnosis_evidence: tuple[str, ...] = ()
 
     @property
     def index(self) -> int:
@@ -89,6 +80,10 @@ class Analysis:
         slowest = min(rates, key=lambda i: rates[i])
         return 1.0 - rates[slowest] / float(np.mean(list(rates.values()))), slowest
 
+    def sync_losses(self) -> dict[str, tuple[float | None, int | None]]:
+        """The synchronous loss and the device that sets it, for every workload part."""
+        return {part: self.sync_loss(part) for part in sorted(self.units)}
+
     def primary_part(self) -> str | None:
         parts = list(self.units)
         for preferred in ("gemm", "train", "membw"):
@@ -129,6 +124,13 @@ def _outcome(events: Sequence[Event]) -> tuple[WorkerOutcome | None, str]:
     except ValueError:
         return WorkerOutcome.CRASHED, f"unknown outcome {last.details.get('outcome')!r}"
     return outcome, last.details.get("detail", "") or ""
+
+
+def _power_limit(steady: WindowStats | None, info: DeviceInfo) -> float | None:
+    """The enforced power limit over the steady window, or as probed at the start."""
+    if steady is not None and steady.median.get("power_limit_w") is not None:
+        return steady.median["power_limit_w"]
+    return info.power_limit_w
 
 
 def device_facts(
@@ -192,6 +194,7 @@ def device_facts(
         final=final,
         equilibrium=equilibrium,
         slowdown_temp_c=info.slowdown_temp_c,
+        run_incomplete=(meta.get("stop") or {}).get("reason", "error") in INCOMPLETE_STOPS,
         counters={
             key: _counter(tele[key])
             for key in (
@@ -210,6 +213,9 @@ def device_facts(
         verification_failed=int(np.sum(verified == 0)) + len(mismatches),
         verification_max_error=float(failed_errors.max()) if failed_errors.size else None,
         lost=any(e.kind is EventKind.DEVICE_LOST for e in mine),
+        workload=(meta.get("run") or {}).get("workload"),
+        power_limit_w=_power_limit(steady, info),
+        default_power_limit_w=info.default_power_limit_w,
     )
     return facts, start, end
 
@@ -224,38 +230,43 @@ def cross_device_checks(events: Sequence[Event]) -> list[CheckResult]:
     return out
 
 
-def diagnose(facts: DeviceFacts, checks: Sequence[CheckResult]) -> str:
-    """The likely cause of what the checks found (DESIGN.md, Verdict)."""
-    failing = {c.check for c in checks if c.status is Status.FAIL}
-    if failing & HARDWARE_CHECKS:
-        return "hardware-fault"
-    steady, cold = facts.steady, facts.cold
-    if steady is None:
-        return "healthy" if not failing else "hardware-fault"
-    share = steady.reason_share
-    thermal = (share.get("sw_thermal") or 0) + (share.get("hw_thermal") or 0)
-    if thermal > 0.01 or "temp_margin" in failing:
-        return "thermal-limited"
-    if share.get("hw_any") and share["hw_any"] > 0.001:
-        return "hardware-fault"
-    slow = bool(failing & {"throughput_retention", "outlier", "floor"})
-    util = steady.median.get("util_pct")
-    clock_ratio = None
-    if cold is not None and cold.median.get("sm_clock_mhz") and steady.median.get("sm_clock_mhz"):
-        clock_ratio = steady.median["sm_clock_mhz"] / cold.median["sm_clock_mhz"]
-    if slow and util is not None and util < 90 and (clock_ratio is None or clock_ratio > 0.98):
-        return "host-bound"
-    if slow:
-        if (share.get("sw_power_cap") or 0) > 0.5:
-            return "power-limited"
-        return "hardware-fault"  # slower with no thermal, power or host explanation
-    return "healthy"
+@dataclass(frozen=True, slots=True)
+class RunData:
+    """A run's records in memory, as the store reads them back: what the analysis needs.
+    The accuracy benchmark builds one straight from the simulated server, without a store."""
+
+    meta: dict
+    devices: list[DeviceInfo]
+    telemetry: dict[int, dict[str, np.ndarray]]  # device -> column -> values (NaN: unread)
+    work: dict[int, dict[str, dict[str, np.ndarray]]]  # device -> part -> column -> values
+    units: dict[str, str]  # part -> unit of work
+    events: list[Event]
+    capabilities: dict[int, dict[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def from_store(cls, store: RunStore) -> RunData:
+        infos = store.devices()
+        return cls(
+            meta=store.meta(),
+            devices=infos,
+            telemetry={d.index: store.telemetry(d.index) for d in infos},
+            work={d.index: store.work(d.index) for d in infos},
+            units=store.units(),
+            events=store.events(),
+            capabilities=store.capabilities(),
+        )
 
 
 def analyze(store: RunStore, profile: Profile) -> Analysis:
-    meta = store.meta()
-    events = store.events()
-    units = store.units()
+    """The analysis of a run store."""
+    return analyze_run(RunData.from_store(store), profile)
+
+
+def analyze_run(data: RunData, profile: Profile) -> Analysis:
+    """Per-device facts, checks, verdicts and diagnoses, and the server's verdict."""
+    meta = data.meta
+    events = data.events
+    units = data.units
     stop = meta.get("stop") or {}
     stop_reason = stop.get("reason", "error")  # no stop record: the coordinator died
     incomplete = stop_reason in INCOMPLETE_STOPS
@@ -263,21 +274,25 @@ def analyze(store: RunStore, profile: Profile) -> Analysis:
     results: list[DeviceResult] = []
     all_facts: list[DeviceFacts] = []
     spans = {}
-    infos = store.devices()
+    infos = data.devices
     for info in infos:
-        tele = store.telemetry(info.index)
-        work = store.work(info.index)
+        tele = data.telemetry[info.index]
+        work = data.work.get(info.index, {})
         facts, start, end = device_facts(info, tele, work, units, events, meta, profile)
         all_facts.append(facts)
         spans[info.index] = (start, end)
     checks = run_checks(all_facts, profile) + cross_device_checks(events)
     server_checks = [c for c in checks if c.device is None]
+    peers = peers_of(all_facts)
     for info, facts in zip(infos, all_facts, strict=True):
         mine = [c for c in checks if c.device == info.index]
         failed = any(c.status is Status.FAIL for c in mine)
         verdict = "FAIL" if failed else "INCOMPLETE" if incomplete else "PASS"
         start, end = spans[info.index]
-        results.append(DeviceResult(info, facts, start, end, mine, verdict, diagnose(facts, mine)))
+        found = diagnose(facts, mine, peers)
+        results.append(
+            DeviceResult(info, facts, start, end, mine, verdict, found.cause, found.evidence)
+        )
 
     if not results:
         verdict = "FAIL" if not incomplete else "INCOMPLETE"
@@ -295,6 +310,6 @@ def analyze(store: RunStore, profile: Profile) -> Analysis:
         verdict,
         stop_reason,
         events,
-        store.capabilities(),
+        data.capabilities,
         units,
     )

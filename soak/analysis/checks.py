@@ -71,6 +71,12 @@ class DeviceFacts:
     verification_failed: int = 0
     verification_max_error: float | None = None
     lost: bool = False
+    workload: str | None = None
+    power_limit_w: float | None = None  # enforced, over the steady window (or as probed)
+    default_power_limit_w: float | None = None
+    # The run stopped early (signal, coordinator lost): a window it never reached is a
+    # reason for INCOMPLETE, not evidence against the device.
+    run_incomplete: bool = False
 
 
 def _rate(value: float | None, part: str, facts: DeviceFacts) -> str:
@@ -99,8 +105,14 @@ def _retention(
     floor = profile.checks.min_throughput_retention
     out = []
     parts = sorted(set(f.cold.throughput if f.cold else {}) | set(late.throughput if late else {}))
+    missing_status = Status.WARN if f.run_incomplete else Status.FAIL
+    early = " before the run stopped" if f.run_incomplete else ""
     if not parts:
-        return [CheckResult("throughput_retention", Status.FAIL, "no work was measured", f.index)]
+        return [
+            CheckResult(
+                "throughput_retention", missing_status, f"no work was measured{early}", f.index
+            )
+        ]
     for part in parts:
         cold = f.cold.throughput.get(part) if f.cold else None
         steady = late.throughput.get(part) if late else None
@@ -109,8 +121,8 @@ def _retention(
             out.append(
                 CheckResult(
                     "throughput_retention",
-                    Status.FAIL,
-                    f"{part}: no {missing} throughput measured",
+                    missing_status,
+                    f"{part}: no {missing} throughput measured{early}",
                     f.index,
                 )
             )
@@ -293,20 +305,62 @@ def check_run_length(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
 
 
 def check_floors(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+    """Per-SKU floors: a minimum steady throughput per workload and part, with its source.
+    Floors are per workload because a part shares the device in ``mix`` and runs alone
+    otherwise; a workload the profile gives no floors for is not judged by them."""
     out = []
-    for part, floor in sorted(profile.floors.items()):
-        steady = f.steady.throughput.get(part) if f.steady else None
-        if part not in (f.steady.throughput if f.steady else {}):
-            continue
-        source = profile.floor_sources.get(part, "")
+    floors = profile.floors.get(f.workload or "", {})
+    sources = profile.floor_sources.get(f.workload or "", {})
+    if not isinstance(floors, dict):  # a run stored before floors were per workload
+        message = f"floor {f.workload}: {floors!r} is in an older profile format; not applied"
+        return [CheckResult("floor", Status.WARN, message, f.index)]
+    sources = sources if isinstance(sources, dict) else {}
+    for part, floor in sorted(floors.items()):
+        source = sources.get(part, "").split(";")[0].strip()
         src = f" ({source})" if source else ""
+        steady = f.steady.throughput.get(part) if f.steady else None
         if steady is None:
-            out.append(CheckResult("floor", Status.FAIL, f"{part}: no steady throughput", f.index))
+            message = f"steady {part} throughput not measured; floor {_rate(floor, part, f)}{src}"
+            out.append(CheckResult("floor", Status.FAIL, message, f.index))
             continue
         status = Status.PASS if steady >= floor else Status.FAIL
-        message = f"steady {part} {_rate(steady, part, f)}; floor {_rate(floor, part, f)}{src}"
+        message = (
+            f"steady {part} {_rate(steady, part, f)} is {pct(steady / floor)} of the "
+            f"{profile.name} floor {_rate(floor, part, f)}{src}"
+        )
         out.append(CheckResult("floor", status, message, f.index))
     return out
+
+
+def check_power_limit(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+    """An enforced power limit below the device's default caps its throughput by
+    configuration; a warning, since an operator may have chosen it (the within-server rule
+    fails a device that it makes slower than its peers)."""
+    limit, default = f.power_limit_w, f.default_power_limit_w
+    if limit is None or default is None:
+        return []
+    if limit >= profile.checks.min_power_limit_fraction * default:
+        message = f"power limit {limit:.0f} W (default {default:.0f} W)"
+        return [CheckResult("power_limit", Status.PASS, message, f.index)]
+    message = (
+        f"power limit {limit:.0f} W is {pct(limit / default)} of the default {default:.0f} W; "
+        f"limit {pct(profile.checks.min_power_limit_fraction, 0)}"
+    )
+    return [CheckResult("power_limit", Status.WARN, message, f.index)]
+
+
+def check_profile_applies(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+    """A SKU profile names the devices its floors are for; on another device they mislead."""
+    if not profile.device_names:
+        return []
+    name = f.name.removesuffix(" (simulated)").strip().casefold()
+    if any(name == n.casefold() for n in profile.device_names):
+        return []
+    message = (
+        f"profile {profile.name} is for {' / '.join(profile.device_names)}, "
+        f"this device is {f.name}: its floors may not apply"
+    )
+    return [CheckResult("profile", Status.WARN, message, f.index)]
 
 
 DEVICE_CHECKS: tuple[Callable[[DeviceFacts, Profile], list[CheckResult]], ...] = (
@@ -321,6 +375,8 @@ DEVICE_CHECKS: tuple[Callable[[DeviceFacts, Profile], list[CheckResult]], ...] =
     check_equilibrium,
     check_run_length,
     check_jitter,
+    check_power_limit,
+    check_profile_applies,
     check_floors,
 )
 

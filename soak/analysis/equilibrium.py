@@ -1,16 +1,24 @@
 """Thermal equilibrium: one rule, used online while running and offline on the store.
 
-Equilibrium is the first time at which, over a trailing window (default 5 min), the
-temperature slope is under 0.1 °C/min and the relative slopes of SM clock and of every
-workload part's throughput are under 0.2 %/min, holding for 3 consecutive checks
-(DESIGN.md). Requiring clocks and throughput to be flat as well as temperature keeps a
-thermally limited device (temperature pinned at its limit while clocks keep sliding) from
-passing for settled. Where temperature cannot be read, power takes its place; where neither
-can, clock and throughput decide alone. The basis is recorded.
+The rule (DESIGN.md): over a trailing window (default 5 min), the temperature slope is under
+0.1 °C/min and the relative slopes of SM clock and of every workload part's throughput are
+under 0.2 %/min, for 3 consecutive checks. Requiring clocks and throughput to be flat as well
+as temperature keeps a plateau that throttling makes (temperature pinned at a limit while the
+clocks slide, or a clock step that bends a rising temperature flat for a while) from passing
+for equilibrium on its own. Where temperature cannot be read, power takes its place; where
+neither can, clock and throughput decide alone. The basis is recorded.
+
+A least-squares slope over a window measures the slope at the window's centre (exactly so
+for a quadratic), so the equilibrium time is the centre of the first of the passing windows:
+the time the evidence is about, not the time the rule could confirm it, which is half a
+window and the further checks later (``Equilibrium.confirmed_s``). Dating it at the window's
+end would put it minutes after the device settled (bench/verdict_accuracy.py measures both
+against the simulator's truth).
 
 Checks happen on a fixed schedule from the device's load start (``load_start + window +
-k * interval``) and look only at data up to the check time, so that the online detector and
-the offline pass over the store find the same time.
+k * interval``) and look only at the window's data, so that the online detector and the
+offline pass over the store make the same checks and find the same time
+(``EquilibriumRule`` is that shared part).
 """
 
 from __future__ import annotations
@@ -42,13 +50,16 @@ class Series:
 
 @dataclass(frozen=True, slots=True)
 class CheckResult:
-    t_s: float
+    """One check of the rule: the window ``(t_s - eq_window_s, t_s]`` and its slopes."""
+
+    t_s: float  # the window's end: when the check can be made
     passed: bool
     temp_slope_c_per_min: float | None
     power_rel_slope_pct_per_min: float | None
     clock_rel_slope_pct_per_min: float | None
     throughput_rel_slope_pct_per_min: dict[str, float | None]
     basis: str
+    centre_s: float = math.nan  # the time the window's slopes describe
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,12 +73,12 @@ class Fit:
     rms_c: float
 
     def predicted_equilibrium_s(self, windows: Windows) -> float:
-        """When the model's slope falls under the temperature threshold, plus half a
-        window, since the trailing-window slope lags the instantaneous one by about that."""
+        """When the model's slope falls under the temperature threshold: the time the rule
+        will date equilibrium at (a window's centre, where its slope is measured)."""
         threshold = windows.eq_temp_slope_c_per_min / 60.0
         rate0 = abs(self.delta_c) / self.tau_s
         settle = self.tau_s * math.log(rate0 / threshold) if rate0 > threshold else 0.0
-        return self.t0_s + settle + windows.eq_window_s / 2
+        return self.t0_s + settle
 
 
 def slope_per_min(s: Series) -> float | None:
@@ -100,11 +111,15 @@ def _covers(s: Series, start: float, end: float) -> bool:
     return (finite[-1] - finite[0]) >= MIN_COVERAGE * (end - start)
 
 
-def choose_basis(temp: Series, power: Series) -> str:
-    """Temperature where it can be read, else power, else throughput alone."""
+def choose_basis(temp: Series, power: Series, previous: str | None = None) -> str:
+    """Temperature where it can be read, else power, else throughput alone. A basis once
+    chosen is only ever upgraded (throughput to power or temperature), never dropped: a
+    sensor that stops answering then blocks the rule instead of loosening it."""
+    if previous == "temperature":
+        return previous
     if np.isfinite(temp.y).sum() >= MIN_POINTS:
         return "temperature"
-    if np.isfinite(power.y).sum() >= MIN_POINTS:
+    if previous == "power" or np.isfinite(power.y).sum() >= MIN_POINTS:
         return "power"
     return "throughput"
 
@@ -143,7 +158,10 @@ def check_window(
     elif basis == "power":
         ok = ok and _covers(w_power, start, t_check)
         ok = ok and flat(power_slope, windows.eq_power_rel_slope_pct_per_min)
-    return CheckResult(t_check, ok, temp_slope, power_slope, clock_slope, rate_slopes, basis)
+    centre = t_check - windows.eq_window_s / 2
+    return CheckResult(
+        t_check, ok, temp_slope, power_slope, clock_slope, rate_slopes, basis, centre
+    )
 
 
 def check_times(load_start_s: float, end_s: float, windows: Windows) -> np.ndarray:
@@ -154,13 +172,52 @@ def check_times(load_start_s: float, end_s: float, windows: Windows) -> np.ndarr
     return first + windows.eq_check_interval_s * np.arange(count)
 
 
+class EquilibriumRule:
+    """The rule's state from one check to the next: the basis and the streak of passing
+    checks. The online detector and the offline pass both feed it, check by check."""
+
+    def __init__(self, windows: Windows) -> None:
+        self.windows = windows
+        self.basis: str | None = None
+        self.streak: list[CheckResult] = []
+        self.last: CheckResult | None = None
+        self.time_s: float | None = None  # the first passing window's centre
+        self.confirmed_s: float | None = None  # the check that completed the streak
+
+    @property
+    def reached(self) -> bool:
+        return self.time_s is not None
+
+    def check(
+        self,
+        t_check: float,
+        temp: Series,
+        power: Series,
+        clock: Series,
+        rates: Mapping[str, Series],
+    ) -> CheckResult:
+        """Make the check at ``t_check`` on series holding at least its window."""
+        start = t_check - self.windows.eq_window_s
+        basis = choose_basis(temp.window(start, t_check), power.window(start, t_check), self.basis)
+        if basis != self.basis:  # a better sensor came: its checks start their own streak
+            self.basis, self.streak = basis, []
+        result = check_window(t_check, temp, power, clock, rates, self.windows, basis)
+        self.last = result
+        self.streak = [*self.streak, result] if result.passed else []
+        if self.time_s is None and len(self.streak) >= self.windows.eq_checks:
+            self.time_s = self.streak[0].centre_s
+            self.confirmed_s = result.t_s
+        return result
+
+
 @dataclass(frozen=True, slots=True)
 class Equilibrium:
     reached: bool
-    time_s: float | None  # run time of the first of the consecutive passing checks
+    time_s: float | None  # centre of the first of the consecutive passing windows
     basis: str
     fit: Fit | None
     last_check: CheckResult | None
+    confirmed_s: float | None = None  # when the rule had its consecutive checks
 
 
 def detect(
@@ -173,19 +230,15 @@ def detect(
     windows: Windows,
 ) -> Equilibrium:
     """The offline pass: the same checks the online detector makes, over stored series."""
-    basis = choose_basis(temp, power)
-    streak: list[float] = []
-    last: CheckResult | None = None
-    found: float | None = None
+    rule = EquilibriumRule(windows)
     for t_check in check_times(load_start_s, end_s, windows):
-        last = check_window(float(t_check), temp, power, clock, rates, windows, basis)
-        streak = [*streak, last.t_s] if last.passed else []
-        if len(streak) >= windows.eq_checks:
-            found = streak[0]
+        rule.check(float(t_check), temp, power, clock, rates)
+        if rule.reached:
             break
-    since = Series(temp.t, temp.y).window(load_start_s, end_s)
+    basis = rule.basis or choose_basis(temp, power)
+    since = temp.window(load_start_s, end_s)
     fit = fit_exponential(since.t, since.y, load_start_s) if basis == "temperature" else None
-    return Equilibrium(found is not None, found, basis, fit, last)
+    return Equilibrium(rule.reached, rule.time_s, basis, fit, rule.last, rule.confirmed_s)
 
 
 def fit_exponential(t: np.ndarray, y: np.ndarray, t0: float) -> Fit | None:
@@ -229,10 +282,8 @@ class OnlineDetector:
     def __init__(self, windows: Windows, fit_every_s: float = 60.0, lag_s: float = 5.0) -> None:
         self.windows = windows
         self.load_start_s: float | None = None
-        self.equilibrium_s: float | None = None
-        self.basis: str | None = None
         self.fit: Fit | None = None
-        self.last_check: CheckResult | None = None
+        self.rule = EquilibriumRule(windows)
         # A check runs lag_s after its time, so that work finished before it but delivered
         # a little later by a worker is in, as it is in the offline pass.
         self._lag_s = lag_s
@@ -241,13 +292,29 @@ class OnlineDetector:
         self._rates: dict[str, deque[tuple[float, float]]] = {}
         self._history = _CoarseHistory()
         self._next_check: float | None = None
-        self._streak: list[float] = []
         self._fit_every_s = fit_every_s
         self._next_fit = 0.0
 
     @property
+    def equilibrium_s(self) -> float | None:
+        """The equilibrium time, once the rule has confirmed it (None before)."""
+        return self.rule.time_s
+
+    @property
+    def confirmed_s(self) -> float | None:
+        return self.rule.confirmed_s
+
+    @property
+    def basis(self) -> str | None:
+        return self.rule.basis
+
+    @property
+    def last_check(self) -> CheckResult | None:
+        return self.rule.last
+
+    @property
     def reached(self) -> bool:
-        return self.equilibrium_s is not None
+        return self.rule.reached
 
     def start(self, load_start_s: float) -> None:
         self.load_start_s = load_start_s
@@ -275,13 +342,13 @@ class OnlineDetector:
         self._trim(now_s)
         made = None
         while (
-            self.equilibrium_s is None
+            not self.reached
             and self._next_check is not None
             and now_s >= self._next_check + self._lag_s
         ):
             made = self._check(self._next_check)
             self._next_check += self.windows.eq_check_interval_s
-        if self.equilibrium_s is None and now_s >= self._next_fit:
+        if not self.reached and now_s >= self._next_fit:
             self._next_fit = now_s + self._fit_every_s
             if self.load_start_s is not None:
                 t, y = self._history.arrays()
@@ -289,16 +356,19 @@ class OnlineDetector:
         return made
 
     def eta_s(self, now_s: float) -> float | None:
-        """Predicted seconds until equilibrium, from the fit; 0 once reached."""
-        if self.equilibrium_s is not None:
+        """Predicted seconds until the rule confirms equilibrium, from the fit; 0 once it
+        has. Confirmation comes half a window after the dated time, plus the further
+        checks, plus the lag."""
+        if self.reached:
             return 0.0
         if self.fit is None:
             return None
-        predicted = self.fit.predicted_equilibrium_s(self.windows)
-        # The rule confirms only after eq_checks checks; never promise sooner than that.
-        earliest = (self._next_check or now_s) + (
-            self.windows.eq_checks - 1 - len(self._streak)
-        ) * self.windows.eq_check_interval_s
+        w = self.windows
+        after = w.eq_window_s / 2 + (w.eq_checks - 1) * w.eq_check_interval_s + self._lag_s
+        predicted = self.fit.predicted_equilibrium_s(w) + after
+        # Never promise sooner than the checks still needed can be made.
+        needed = w.eq_checks - 1 - len(self.rule.streak)
+        earliest = (self._next_check or now_s) + needed * w.eq_check_interval_s + self._lag_s
         return max(predicted, earliest, now_s) - now_s
 
     def _check(self, t_check: float) -> CheckResult:
@@ -309,14 +379,7 @@ class OnlineDetector:
             part: Series(*np.array(q, dtype=float).reshape(-1, 2).T)
             for part, q in self._rates.items()
         }
-        if self.basis is None or self.basis == "throughput":
-            self.basis = choose_basis(temp, power)
-        result = check_window(t_check, temp, power, clock, rates, self.windows, self.basis)
-        self.last_check = result
-        self._streak = [*self._streak, t_check] if result.passed else []
-        if len(self._streak) >= self.windows.eq_checks:
-            self.equilibrium_s = self._streak[0]
-        return result
+        return self.rule.check(t_check, temp, power, clock, rates)
 
     def _trim(self, now_s: float) -> None:
         horizon = now_s - self._keep_s

@@ -17,7 +17,16 @@ from soak.model import HW_REASONS, ClockReason
 
 MIN_SEPARATE_STEADY_S = 60.0  # shortest steady window worth keeping apart from the cold one
 
-METRICS = ("temp_c", "mem_temp_c", "sm_clock_mhz", "mem_clock_mhz", "power_w", "util_pct")
+METRICS = (
+    "temp_c",
+    "mem_temp_c",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "power_w",
+    "power_limit_w",
+    "util_pct",
+    "mem_util_pct",
+)
 
 # Reasons whose share of time each window reports; the HW group is one entry as well.
 REASONS = {
@@ -96,7 +105,8 @@ def window_stats(
     mask = window.mask(t)
     median, p10, p90 = {}, {}, {}
     for name in METRICS:
-        values = tele[name][mask]
+        column = tele.get(name)
+        values = column[mask] if column is not None else np.empty(0)
         median[name] = _quantile(values, 0.5)
         p10[name] = _quantile(values, 0.1)
         p90[name] = _quantile(values, 0.9)

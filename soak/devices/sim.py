@@ -478,6 +478,37 @@ class _Physics:
         self.t_mem = self.mem_target(no_mem)
         self.power_w = p
 
+    def asymptote_die_c(self, t_s: float) -> np.ndarray:
+        """Truth for accuracy benchmarks, never read by the simulation: the die temperature
+        each device would settle to if its present load, faults and room air held (the
+        fans' short cycle left out: it swings around the equilibrium, it does not move it).
+        It is the fixed point of temperature -> leakage -> governor -> power ->
+        temperature, reached in damped steps (a thermal limit makes plain steps overshoot);
+        the HW-thermal latch is left out."""
+        s = self.sku
+        saved = (self.t_die, self.t_sink)
+        busy = np.where(self.loaded, 1.0 - self.stall, 1.0)  # once the input queue ran dry
+        activity = np.where(self.loaded, self.activity * busy, self.chassis.idle_activity)
+        mem_w = self.loaded * busy * (self.mem_power_frac * s.hbm_power_w)
+        room = self.inlet_c(t_s, fans=False) + self.inlet_delta
+        halved = (self.hw_slowdown > 0) | (self.power_brake > 0)
+        damping = 1.0 / (1.0 + self.r_sa / self.r_ds)
+        try:
+            for _ in range(200):
+                terms = self.power_terms(activity, mem_w)
+                f = np.where(self.loaded, self.govern(terms)[0], s.idle_sm_clock_mhz)
+                f = np.where(halved, np.maximum(0.5 * f, s.idle_sm_clock_mhz), f)
+                power = np.where(self.lost, 0.0, self.power_of(f, terms))
+                air = room.copy()
+                air[self.rear] += self.chassis.preheat_k_w * power[self.up[self.rear]]
+                self.t_sink = self.t_sink + damping * (air + power * self.r_sa - self.t_sink)
+                die, self.t_die = self.t_die, self.t_sink + power * self.r_ds
+                if np.max(np.abs(self.t_die - die)) < 1e-6:
+                    break
+            return self.t_die.copy()
+        finally:
+            self.t_die, self.t_sink = saved
+
     def set_airflow(self, factor: np.ndarray) -> None:
         """Scale the heat-sink-to-air resistance; the sink's heat capacity stays."""
         self.r_sa = self.sku.r_sink_air_k_w * factor
@@ -516,12 +547,15 @@ class _Physics:
 
     # -- physics -------------------------------------------------------------------------
 
-    def inlet_c(self, t_s: float) -> float:
-        """Cold-aisle air: a slow room drift plus the chassis fans' small cycle."""
+    def inlet_c(self, t_s: float, fans: bool = True) -> float:
+        """Cold-aisle air: a slow room drift plus the chassis fans' small cycle (left out
+        with ``fans=False``)."""
         c, d = self.chassis, self.draws
         drift = c.inlet_drift_c * math.sin(2 * math.pi * t_s / d.inlet_period_s + d.inlet_phase)
-        fans = c.fan_cycle_c * math.sin(2 * math.pi * t_s / c.fan_period_s + d.fan_phase)
-        return c.inlet_c + drift + fans
+        if not fans:
+            return c.inlet_c + drift
+        cycle = c.fan_cycle_c * math.sin(2 * math.pi * t_s / c.fan_period_s + d.fan_phase)
+        return c.inlet_c + drift + cycle
 
     def air_temp(self, t_s: float, heat_to_air: np.ndarray | None = None) -> np.ndarray:
         """Air at each heat sink: inlet, plus the upstream GPU's heat for the rear row."""
@@ -878,6 +912,13 @@ class SimServer:
 
     def close(self) -> None:
         """Nothing to release: the server is numbers in memory."""
+
+    def thermal_truth(self) -> tuple[np.ndarray, np.ndarray]:
+        """Truth for accuracy benchmarks, not telemetry: per GPU, the die temperature now
+        (no sensor noise or rounding) and the one it would settle to at the present
+        operating point (``_Physics.asymptote_die_c``)."""
+        p = self.physics
+        return p.t_die.copy(), p.asymptote_die_c(self.now_s)
 
     # -- time ---------------------------------------------------------------------------
 

@@ -85,3 +85,134 @@ def test_eta_shrinks_as_the_device_warms():
         if i in (200, 600):
             etas[i] = online.eta_s(t[i] + 1.0)
     assert etas[200] > etas[600] > 0
+
+
+# --- dating, throttling plateaus, sensors ------------------------------------------------
+
+
+def _settled(t, temp_true, t_inf, within):
+    """First time after which the true temperature stays within ``within`` of t_inf."""
+    outside = np.flatnonzero(np.abs(temp_true - t_inf) > within)
+    return float(t[outside[-1] + 1]) if outside.size else float(t[0])
+
+
+def test_equilibrium_is_dated_at_the_centre_of_the_first_passing_window():
+    t, temp, clock, rate, power = _curves(tau_s=150.0)
+    eq = _detect(t, temp, clock, rate, power)
+    # The rule confirms at its third passing check; the time it reports is the centre of the
+    # first passing window, where a least-squares slope is measured.
+    assert eq.confirmed_s == eq.time_s + W.eq_window_s / 2 + 2 * W.eq_check_interval_s
+    # Truth: within 0.5 °C at 150 ln(40/0.5) = 657 s, within 1 °C at 553 s.
+    assert 553 - 60 <= eq.time_s <= 657 + 180
+
+
+def _throttled(seconds=3600, pin_c=87.0, clock_tau_s=600.0, seed=3):
+    """Temperature pinned at a throttle limit from ~5 min on, while the clock the throttle
+    holds it with slides down (the heat sink behind the die still warms)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(0.0, seconds)
+    temp = np.minimum(95 - 55 * np.exp(-t / 120), pin_c)
+    temp = np.round(temp + rng.normal(0, 0.2, t.size))
+    clock = 1500 + 200 * np.exp(-t / clock_tau_s) + rng.normal(0, 2, t.size)
+    rate = 6e14 * clock / 1700 * (1 + rng.normal(0, 0.003, t.size))
+    power = np.full_like(t, 700.0) + rng.normal(0, 3, t.size)
+    return t, temp, clock, rate, power
+
+
+def test_a_temperature_plateau_made_by_throttling_is_not_equilibrium_while_clocks_slide():
+    t, temp, clock, rate, power = _throttled()
+    pinned_from = float(t[np.argmax(temp >= 87)])
+    eq = _detect(t, temp, clock, rate, power)
+    # The clock slope 200/600 MHz/s x e^(-t/600) falls under 0.2 %/min of ~1550 MHz only at
+    # 600 ln(200 * 60 / 600 / (0.002 * 1550)) = 1100 s; the temperature was flat from ~200 s.
+    assert pinned_from < 300
+    assert eq.reached and eq.time_s > 1000
+    # The same plateau with steady clocks settles at once: the clocks were what held it.
+    steady_clock = np.full_like(clock, 1500.0)
+    flat = _detect(t, temp, steady_clock, rate * 0 + 6e14, power)
+    assert flat.time_s < 500
+
+
+def test_a_clock_step_that_bends_a_rising_temperature_flat_is_not_equilibrium():
+    rng = np.random.default_rng(5)
+    t = np.arange(0.0, 3600.0)
+    step_s = 400.0
+    before = 75 - 40 * np.exp(-t / 150)
+    at_step = 75 - 40 * np.exp(-step_s / 150)
+    after = 66 + (at_step - 66) * np.exp(-(t - step_s) / 150)  # 15 % lower clock: cooler
+    true = np.where(t < step_s, before, after)
+    temp = np.round(true + rng.normal(0, 0.2, t.size))
+    clock = np.where(t < step_s, 1700.0, 1445.0) + rng.normal(0, 2, t.size)
+    rate = 6e14 * clock / 1700
+    power = np.where(t < step_s, 700.0, 600.0) + rng.normal(0, 3, t.size)
+    eq = _detect(t, temp, clock, rate, power)
+    # Windows that straddle the step see a temperature that rises then falls, a least-squares
+    # slope near zero; the clock and throughput step fails them. Equilibrium comes only once
+    # the window has left the step behind and the cooling has settled.
+    assert eq.reached and eq.time_s - W.eq_window_s / 2 >= step_s
+    assert eq.time_s >= _settled(t, true, 66.0, 1.0) - 60
+
+
+@pytest.mark.parametrize("noise_c", [0.0, 0.2])
+def test_whole_degree_sensors_neither_hasten_nor_stall_equilibrium(noise_c):
+    rng = np.random.default_rng(11)
+    t, _, clock, rate, power = _curves(tau_s=200.0)
+    true = 70.0 - 40 * np.exp(-t / 200) + 0.4  # settles between two whole degrees
+    temp = np.round(true + rng.normal(0, noise_c, t.size)) if noise_c else np.round(true)
+    eq = _detect(t, temp, clock, rate, power)
+    assert eq.reached
+    assert eq.time_s >= _settled(t, true, 70.4, 1.0) - 60
+    assert eq.time_s <= _settled(t, true, 70.4, 0.5) + 300
+
+
+def test_fan_cycling_neither_hastens_nor_stalls_equilibrium():
+    rng = np.random.default_rng(13)
+    t, _, clock, rate, power = _curves(tau_s=180.0)
+    true = 70.0 - 40 * np.exp(-t / 180)
+    fans = 0.3 * np.sin(2 * np.pi * t / 240)  # chassis fans stepping every 4 min
+    temp = np.round(true + fans + rng.normal(0, 0.2, t.size))
+    eq = _detect(t, temp, clock, rate, power)
+    assert eq.reached
+    assert _settled(t, true, 70.0, 1.0) - 60 <= eq.time_s <= _settled(t, true, 70.0, 0.5) + 300
+
+
+def _feed_online(t, temp, clock, rate, power, lag_s=0.0):
+    online = OnlineDetector(W, lag_s=lag_s)
+    online.start(0.0)
+    for i in range(t.size):
+        value = None if np.isnan(temp[i]) else temp[i]
+        watts = None if np.isnan(power[i]) else power[i]
+        online.add_telemetry(t[i], value, watts, clock[i])
+        online.add_rate("gemm", t[i] + 0.5, rate[i])
+        online.update(t[i] + 1.0)
+    return online
+
+
+@pytest.mark.parametrize(
+    "case", ["temperature appears late", "power only", "throughput only", "throttled"]
+)
+def test_online_and_offline_agree_on_time_and_basis(case):
+    if case == "throttled":
+        t, temp, clock, rate, power = _throttled()
+    else:
+        t, temp, clock, rate, power = _curves(tau_s=200.0)
+    if case == "temperature appears late":
+        temp = np.where(t < 200, np.nan, temp)  # the first window still has enough
+    if case in ("power only", "throughput only"):
+        temp = np.full_like(temp, np.nan)
+    if case == "throughput only":
+        power = np.full_like(power, np.nan)
+    online = _feed_online(t, temp, clock, rate, power)
+    offline = _detect(t, temp, clock, rate, power)
+    assert offline.reached
+    assert online.equilibrium_s == offline.time_s
+    assert online.basis == offline.basis
+    expected = {"power only": "power", "throughput only": "throughput"}.get(case, "temperature")
+    assert offline.basis == expected
+
+
+def test_not_enough_data_in_a_window_never_passes():
+    t, temp, clock, rate, power = _curves(tau_s=60.0)
+    keep = (t % 40) == 0  # 7 or 8 readings a window: too few for the rule
+    eq = _detect(t[keep], temp[keep], clock[keep], rate[keep], power[keep])
+    assert not eq.reached

@@ -1,0 +1,512 @@
+"""How often the verdict is right: the analysis measured like a classifier on the sim.
+
+Runs the simulated server (no store: the same records, straight into the analysis; a test in
+tests/scenarios checks that both paths give the same analysis) over many seeds:
+
+- healthy servers (``HEALTHY``: the default H100 server and workload over ``--seeds``, other
+  SKUs, GEMM alone and a warmer room over ``--sku-seeds``): the false-fail rate per device,
+  how close the worst device came to the throughput floors, and the equilibrium time
+  against the simulator's own truth (``SimServer.thermal_truth``): the first time after
+  which the die stays within 0.5 °C of the temperature it settles to. "Early" counts a
+  declared time more than a minute before the die stays within 1 °C; "delay" is declared
+  minus truth;
+- each fault kind at several severities (``CASES``), on one GPU drawn per seed: the
+  detection rate (the faulted device FAILs), how often the diagnosis names the right
+  cause, and the false-fail rate of the other devices of those servers.
+
+Prints a table and one JSON line. ``--seeds`` (200), ``--sku-seeds`` (50), ``--fault-seeds``
+(50; the 7 %-slower case runs ``--seeds``) and ``--jobs`` (the CPU count) set the size: about
+1,650 one-hour 8-GPU runs, some 20 minutes on 2 cores. ``--quick`` runs 10 seeds of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from operator import attrgetter
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from soak.analysis.analyze import Analysis, DeviceResult, RunData, analyze_run
+from soak.config import Profile, load_profile
+from soak.devices.sim import SimServer
+from soak.model import TELEMETRY_FIELDS, Event, Telemetry, WorkSample
+
+BASELINE_S = 10.0
+TRUTH_EVERY_S = 10.0
+NEAR_C, CLOSE_C = 0.5, 1.0  # truth: within 0.5 °C; "early": still over 1 °C away
+EARLY_GRACE_S = 60.0
+
+
+# ---------------------------------------------------------------------------------------
+# Driving the sim without a store
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class SimRun:
+    """What one simulated run leaves: the records as the store would hold them, and the
+    thermal truth every TRUTH_EVERY_S seconds of load."""
+
+    data: RunData
+    truth_t: np.ndarray
+    truth_die: np.ndarray  # (time, device)
+    truth_asymptote: np.ndarray
+
+
+@dataclass
+class _Records:
+    tele: dict[int, list[Telemetry]] = field(default_factory=dict)
+    work: dict[int, list[WorkSample]] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+
+    def add(self, rows: list[Telemetry], samples: list[WorkSample], events: list[Event]) -> None:
+        for r in rows:
+            self.tele.setdefault(r.device, []).append(r)
+        for s in samples:
+            self.work.setdefault(s.device, []).append(s)
+        self.events += events
+
+
+def _telemetry_arrays(rows: list[Telemetry]) -> dict[str, np.ndarray]:
+    names = TELEMETRY_FIELDS[1:]
+    table = np.array([attrgetter(*names)(r) for r in rows], dtype=object).reshape(-1, len(names))
+    table[np.equal(table, None)] = math.nan
+    table = table.astype(float)
+    return {n: table[:, i] for i, n in enumerate(names)}
+
+
+def _work_arrays(samples: list[WorkSample]) -> dict[str, dict[str, np.ndarray]]:
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for part in sorted({s.part for s in samples}):
+        mine = sorted((s for s in samples if s.part == part), key=lambda s: s.t_end_s)
+        nan = math.nan
+        out[part] = {
+            "t_start_s": np.array([s.t_start_s for s in mine]),
+            "t_end_s": np.array([s.t_end_s for s in mine]),
+            "work": np.array([s.work for s in mine]),
+            "verified": np.array([nan if s.verified is None else float(s.verified) for s in mine]),
+            "verify_error": np.array(
+                [nan if s.verify_error is None else s.verify_error for s in mine]
+            ),
+        }
+    return out
+
+
+def simulate(
+    *,
+    seed: int,
+    faults: tuple[str, ...] = (),
+    gpus: int = 8,
+    sku: str = "h100-sxm",
+    workload: str = "mix",
+    duration_s: float = 3600.0,
+    truth: bool = False,
+) -> SimRun:
+    """One run on the runner's tick schedule: a 10-s idle baseline, the load from t = 10 s,
+    stop ``duration_s`` after every device's first finished work (t = 11 s)."""
+    server = SimServer(gpus=gpus, sku=sku, faults=faults, seed=seed)
+    load = server.simulated_load(workload)
+    rec = _Records()
+    t = 0.0
+    while t < BASELINE_S:
+        rec.add(server.sample(t), [], server.poll_events(t))
+        t += 1.0
+    load.start(0.0)
+    truth_t, truth_die, truth_asym = [], [], []
+    stop_at = BASELINE_S + 1.0 + duration_s
+    while True:
+        rows = server.sample(t)
+        update = load.poll(t)
+        rec.add(rows, update.samples, server.poll_events(t) + update.events)
+        if truth and (t - BASELINE_S) % TRUTH_EVERY_S == 0:
+            die, asym = server.thermal_truth()
+            truth_t.append(t)
+            truth_die.append(die)
+            truth_asym.append(asym)
+        if t >= stop_at or not set(range(gpus)) - load.failed_devices():
+            break
+        t += 1.0
+    update = load.stop(t)
+    rec.add([], update.samples, update.events)
+    meta = {
+        "run": {"backend": "sim", "workload": workload, "seed": seed, "sim": {"sku": sku}},
+        "load_start_s": BASELINE_S,
+        "stop": {"reason": "duration", "load_stop_s": t, "duration_s": t - BASELINE_S},
+    }
+    infos = server.devices()
+    data = RunData(
+        meta=meta,
+        devices=infos,
+        telemetry={d.index: _telemetry_arrays(rec.tele.get(d.index, [])) for d in infos},
+        work={d.index: _work_arrays(rec.work.get(d.index, [])) for d in infos},
+        units={p.name: p.unit for p in load.workload.parts},
+        events=sorted(rec.events, key=lambda e: e.t_s),
+        capabilities={
+            i: {k: str(v) for k, v in c.items()} for i, c in server.capabilities().items()
+        },
+    )
+    shape = (len(truth_t), gpus)
+    return SimRun(
+        data,
+        np.array(truth_t),
+        np.array(truth_die).reshape(shape),
+        np.array(truth_asym).reshape(shape),
+    )
+
+
+def settled_at(t: np.ndarray, distance: np.ndarray, within_c: float) -> float | None:
+    """The first time after which ``distance`` stays within ``within_c``; None if never."""
+    outside = np.flatnonzero(distance > within_c)
+    if outside.size == 0:
+        return float(t[0])
+    if outside[-1] + 1 >= t.size:
+        return None
+    return float(t[outside[-1] + 1])
+
+
+# ---------------------------------------------------------------------------------------
+# The cases
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One fault at one severity; ``{gpu}`` in the spec is drawn per seed."""
+
+    kind: str
+    spec: str
+    expect: str  # the diagnosis a FAIL should carry
+    clear: bool  # a clear fault: the goal is to catch it in every seed
+    goal: float | None = None  # detection goal where it is not 1.0
+    flag: str | None = None  # a check whose warning also counts as flagging it
+    seeds: str = "faults"  # which seed count it runs with: "faults" or "seeds" (the goal's)
+
+    @property
+    def label(self) -> str:
+        return self.spec.replace(":gpu={gpu}", "")
+
+
+CASES = (
+    Case("airflow", "airflow:gpu={gpu}:factor=1.5", "thermal-limited", False),
+    Case("airflow", "airflow:gpu={gpu}:factor=2.2", "thermal-limited", True),
+    Case("airflow", "airflow:gpu={gpu}:factor=3", "thermal-limited", True),
+    Case("power-cap", "power-cap:gpu={gpu}:watts=600", "power-limited", True),
+    Case("power-cap", "power-cap:gpu={gpu}:watts=450", "power-limited", True),
+    Case("hw-slowdown", "hw-slowdown:gpu={gpu}:at=900", "hardware-fault", True),
+    Case(
+        "hw-slowdown",
+        "hw-slowdown:gpu={gpu}:at=2400:for=120",
+        "hardware-fault",
+        False,
+        flag="hw_events",
+    ),
+    Case("power-brake", "power-brake:gpu={gpu}:at=600", "hardware-fault", True),
+    Case("ecc", "ecc:gpu={gpu}:at=300", "hardware-fault", True),
+    Case("xid", "xid:gpu={gpu}:code=48:at=1200", "hardware-fault", True),
+    Case("xid", "xid:gpu={gpu}:code=79:at=1800", "hardware-fault", True),
+    Case("sdc", "sdc:gpu={gpu}:rate=0.01", "hardware-fault", True),
+    Case("sdc", "sdc:gpu={gpu}:rate=0.001", "hardware-fault", False),
+    Case("stall", "stall:gpu={gpu}:fraction=0.1", "host-bound", True),
+    Case("stall", "stall:gpu={gpu}:fraction=0.3", "host-bound", True),
+    Case("slow", "slow:gpu={gpu}:factor=0.97", "hardware-fault", False),
+    Case("slow", "slow:gpu={gpu}:factor=0.93", "hardware-fault", True, 0.99, seeds="seeds"),
+    Case("slow", "slow:gpu={gpu}:factor=0.85", "hardware-fault", True),
+    Case("leaky", "leaky:gpu={gpu}:factor=1.5", "power-limited", False),
+    Case("leaky", "leaky:gpu={gpu}:factor=2", "power-limited", True),
+    Case("leaky", "leaky:gpu={gpu}:factor=3", "power-limited", True),
+)
+
+
+@dataclass(frozen=True)
+class Healthy:
+    """Healthy servers of one SKU and workload, perhaps in a warmer room (``faults``)."""
+
+    sku: str
+    workload: str
+    faults: tuple[str, ...] = ()
+    seeds: str = "sku"  # "seeds" (the headline group) or "sku" (the others)
+
+    @property
+    def label(self) -> str:
+        room = f" {' '.join(self.faults)}" if self.faults else ""
+        return f"{self.sku} {self.workload}{room}"
+
+
+HEALTHY = (
+    Healthy("h100-sxm", "mix", seeds="seeds"),
+    Healthy("h100-sxm", "gemm"),
+    Healthy("h100-sxm", "mix", ("inlet:delta=4",)),
+    Healthy("h200", "mix"),
+    Healthy("a100-sxm", "mix"),
+    Healthy("mi300x", "mix"),
+)
+
+
+def _gpu_for(seed: int, gpus: int) -> int:
+    return int(np.random.default_rng([seed, 7]).integers(gpus))
+
+
+def healthy_job(args: tuple[Healthy, int, int, float]) -> dict:
+    group, seed, gpus, duration_s = args
+    run = simulate(
+        seed=seed,
+        faults=group.faults,
+        gpus=gpus,
+        sku=group.sku,
+        workload=group.workload,
+        duration_s=duration_s,
+        truth=True,
+    )
+    analysis = analyze_run(run.data, PROFILE)
+    devices = []
+    for d in analysis.devices:
+        dist = np.abs(run.truth_die[:, d.index] - run.truth_asymptote[:, d.index])
+        eq = d.facts.equilibrium
+        devices.append(
+            {
+                "margins": _margins(d, analysis),
+                "verdict": d.verdict,
+                "diagnosis": d.diagnosis,
+                "fails": sorted({c.check for c in d.checks if c.status == "fail"}),
+                "eq_s": eq.time_s if eq else None,
+                "truth_near_s": settled_at(run.truth_t, dist, NEAR_C),
+                "truth_close_s": settled_at(run.truth_t, dist, CLOSE_C),
+            }
+        )
+    return {"group": group.label, "seed": seed, "verdict": analysis.verdict, "devices": devices}
+
+
+def _margins(d: DeviceResult, analysis: Analysis) -> dict[str, float | None]:
+    """How close a device came to failing the throughput rules: its worst steady/cold ratio
+    and its worst steady rate over the server median, across parts."""
+    f = d.facts
+    retention, vs_median = [], []
+    for part, rate in (f.steady.throughput if f.steady else {}).items():
+        cold = f.cold.throughput.get(part) if f.cold else None
+        if rate is not None and cold:
+            retention.append(rate / cold)
+        rates = [x.facts.steady.throughput.get(part) for x in analysis.devices if x.facts.steady]
+        finite = [r for r in rates if r is not None]
+        if rate is not None and finite:
+            vs_median.append(rate / float(np.median(finite)))
+    return {"retention": min(retention, default=None), "vs_median": min(vs_median, default=None)}
+
+
+def fault_job(args: tuple[Case, int, int, str, float]) -> dict:
+    case, seed, gpus, workload, duration_s = args
+    gpu = _gpu_for(seed, gpus)
+    spec = case.spec.format(gpu=gpu)
+    run = simulate(seed=seed, faults=(spec,), gpus=gpus, workload=workload, duration_s=duration_s)
+    analysis = analyze_run(run.data, PROFILE)
+    target = next(d for d in analysis.devices if d.index == gpu)
+    others = [d for d in analysis.devices if d.index != gpu]
+    flagged = target.verdict == "FAIL" or any(
+        c.check == case.flag and c.status != "pass" for c in target.checks
+    )
+    return {
+        "case": case.spec,
+        "seed": seed,
+        "gpu": gpu,
+        "verdict": target.verdict,
+        "flagged": flagged,
+        "diagnosis": target.diagnosis,
+        "fails": sorted({c.check for c in target.checks if c.status == "fail"}),
+        "others_failed": sum(d.verdict == "FAIL" for d in others),
+        "others": len(others),
+    }
+
+
+PROFILE: Profile = load_profile(None)
+
+
+def _share(hits: int, total: int) -> float:
+    return hits / total if total else math.nan
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    return float(np.quantile(values, q)) if values else None
+
+
+def _summarise_healthy(label: str, results: list[dict]) -> dict:
+    devices = [d for r in results for d in r["devices"]]
+    false_fails = [d for d in devices if d["verdict"] == "FAIL"]
+    delays, early, missing = [], 0, 0
+    for d in devices:
+        if d["eq_s"] is None or d["truth_near_s"] is None:
+            missing += 1
+            continue
+        delays.append(d["eq_s"] - d["truth_near_s"])
+        if d["truth_close_s"] is not None and d["eq_s"] < d["truth_close_s"] - EARLY_GRACE_S:
+            early += 1
+    fail_checks: dict[str, int] = {}
+    for d in false_fails:
+        for c in d["fails"]:
+            fail_checks[c] = fail_checks.get(c, 0) + 1
+    retention = [d["margins"]["retention"] for d in devices if d["margins"]["retention"]]
+    vs_median = [d["margins"]["vs_median"] for d in devices if d["margins"]["vs_median"]]
+    return {
+        "group": label,
+        "servers": len(results),
+        "devices": len(devices),
+        "false_fail_devices": len(false_fails),
+        "false_fail_rate": _share(len(false_fails), len(devices)),
+        "false_fail_servers": sum(r["verdict"] == "FAIL" for r in results),
+        "false_fail_checks": fail_checks,
+        "retention_min": min(retention, default=None),
+        "retention_p01": _quantile(retention, 0.01),
+        "vs_median_min": min(vs_median, default=None),
+        "equilibrium": {
+            "devices": len(delays),
+            "not_found": missing,
+            "early": early,
+            "delay_median_s": _quantile(delays, 0.5),
+            "delay_p10_s": _quantile(delays, 0.1),
+            "delay_p90_s": _quantile(delays, 0.9),
+            "delay_min_s": min(delays, default=None),
+            "delay_max_s": max(delays, default=None),
+        },
+    }
+
+
+def _summarise_faults(results: list[dict]) -> list[dict]:
+    rows = []
+    for case in CASES:
+        mine = [r for r in results if r["case"] == case.spec]
+        if not mine:
+            continue
+        caught = [r for r in mine if r["verdict"] == "FAIL"]
+        right = [r for r in caught if r["diagnosis"] == case.expect]
+        others = sum(r["others"] for r in mine)
+        goal = case.goal if case.goal is not None else 1.0 if case.clear else None
+        rate = _share(len(caught), len(mine))
+        rows.append(
+            {
+                "kind": case.kind,
+                "fault": case.label,
+                "seeds": len(mine),
+                "detected": len(caught),
+                "detection_rate": rate,
+                "flagged_rate": _share(sum(r["flagged"] for r in mine), len(mine)),
+                "goal": goal,
+                "met": None if goal is None else rate >= goal,
+                "diagnosis": case.expect,
+                "diagnosis_right": _share(len(right), len(caught)),
+                "wrong_diagnoses": sorted({r["diagnosis"] for r in caught} - {case.expect}),
+                "missed_seeds": [r["seed"] for r in mine if r["verdict"] != "FAIL"][:10],
+                "bystander_false_fail_rate": _share(sum(r["others_failed"] for r in mine), others),
+            }
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=200, help="headline groups (200)")
+    parser.add_argument("--sku-seeds", type=int, default=50, help="other healthy groups (50)")
+    parser.add_argument("--fault-seeds", type=int, default=50, help="per fault case (50)")
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--hours", type=float, default=1.0)
+    parser.add_argument("--workload", default="mix", help="of the fault cases")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--quick", action="store_true", help="10 seeds everywhere, for a look")
+    parser.add_argument("--only", default=None, help="only groups and cases containing this")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds = args.sku_seeds = args.fault_seeds = 10
+    count = {"seeds": args.seeds, "sku": args.sku_seeds, "faults": args.fault_seeds}
+    duration = args.hours * 3600
+    groups = [g for g in HEALTHY if args.only is None or args.only in f"healthy {g.label}"]
+    cases = [c for c in CASES if args.only is None or args.only in c.spec]
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        healthy_jobs = [(g, s, args.gpus, duration) for g in groups for s in range(count[g.seeds])]
+        healthy = list(pool.map(healthy_job, healthy_jobs, chunksize=2))
+        fault_jobs = [
+            (c, 1000 + s, args.gpus, args.workload, duration)
+            for c in cases
+            for s in range(count[c.seeds])
+        ]
+        faults = list(pool.map(fault_job, fault_jobs, chunksize=2))
+    wall = time.perf_counter() - start
+    report = {
+        "bench": "verdict_accuracy",
+        "gpus": args.gpus,
+        "hours": args.hours,
+        "fault_workload": args.workload,
+        "retention_floor": PROFILE.checks.min_throughput_retention,
+        "outlier_limit": 1 - PROFILE.checks.outlier_min_rel,
+        "healthy": [
+            _summarise_healthy(g.label, [r for r in healthy if r["group"] == g.label])
+            for g in groups
+        ],
+        "faults": _summarise_faults(faults),
+        "wall_s": wall,
+    }
+    _print_table(report)
+    print(json.dumps(report))
+    return 0
+
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None or math.isnan(value) else f"{100 * value:.{digits}f} %"
+
+
+def _s(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0f}"
+
+
+def _print_table(report: dict) -> None:
+    print(
+        f"Healthy servers ({report['gpus']} GPUs, {report['hours']:g} h): false fails, how "
+        f"close the worst device came (floor {_pct(report['retention_floor'], 0)} of cold, "
+        f"{_pct(report['outlier_limit'], 0)} of the server median), and equilibrium against "
+        f"the sim's truth (delay = declared - within {NEAR_C} °C; early = declared over "
+        f"{EARLY_GRACE_S:.0f} s before within {CLOSE_C} °C)"
+    )
+    print(
+        f"{'group':<30} {'devices':>7} {'false fail':>10} {'worst ret':>9} {'worst/med':>9} "
+        f"{'early':>5} {'delay p10/med/p90/max s':>24}"
+    )
+    for h in report["healthy"]:
+        eq = h["equilibrium"]
+        delays = "/".join(
+            _s(eq[k]) for k in ("delay_p10_s", "delay_median_s", "delay_p90_s", "delay_max_s")
+        )
+        print(
+            f"{h['group']:<30} {h['devices']:>7} {_pct(h['false_fail_rate'], 2):>10} "
+            f"{_pct(h['retention_min']):>9} {_pct(h['vs_median_min']):>9} "
+            f"{eq['early']:>5} {delays:>24}"
+            + (f"  {h['false_fail_checks']}" if h["false_fail_checks"] else "")
+        )
+    print()
+    print(
+        f"Faults on one GPU drawn per seed ({report['fault_workload']}): detection (the device "
+        f"FAILs), flagged (FAIL or the fault's warning), right diagnosis among those caught, "
+        f"false fails of the other GPUs"
+    )
+    print(
+        f"{'fault':<30} {'seeds':>5} {'caught':>7} {'goal':>6} {'flagged':>8} {'diag ok':>8} "
+        f"{'bystander FF':>12}  wrong diagnoses"
+    )
+    for r in report["faults"]:
+        goal = "—" if r["goal"] is None else f"{100 * r['goal']:.0f} %"
+        print(
+            f"{r['fault']:<30} {r['seeds']:>5} {_pct(r['detection_rate']):>7} {goal:>6} "
+            f"{_pct(r['flagged_rate']):>8} {_pct(r['diagnosis_right']):>8} "
+            f"{_pct(r['bystander_false_fail_rate'], 2):>12}  {', '.join(r['wrong_diagnoses'])}"
+        )
+    print(f"wall {report['wall_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,306 @@
+"""Diagnosis: the likely cause of a device's failure, with its evidence (DESIGN.md, Verdict).
+
+It follows what slows a training GPU, most certain first:
+
+- **hardware-fault**: the device reported errors (ECC, XID, row remap), was lost, computed
+  wrong, or the hardware itself slowed it (HW slowdown, power brake);
+- **thermal-limited**: thermal clock reasons, no margin to the slowdown temperature, or a
+  device much hotter than its peers that lost throughput;
+
+and for a device that is slow (throughput retention, the within-server rule or a floor):
+
+- **host-bound**: utilisation fell while the clocks did not (the input, not the GPU, is short);
+- **hardware-fault**: less work per clock than its peers (a weak part), whatever its clocks;
+- **power-limited**: held at its power limit, and that limit is below the default, or it
+  runs at its peers' power with lower clocks, or its clocks fell from cold to steady at the
+  limit (leakage grows with temperature);
+- **hardware-fault** for what is left: slower with no thermal, input or power explanation.
+
+A device that did not fail is **healthy**, and so is one that failed only a requirement of
+the run (equilibrium not reached where the profile requires it): its FAIL has no device
+cause, and the failing check says why. Peers are the server's other devices; with fewer
+than three, only the device's own cold-to-steady change can speak.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from soak.analysis.checks import CheckResult, DeviceFacts, Status
+from soak.analysis.windows import WindowStats
+
+HEALTHY = "healthy"
+THERMAL = "thermal-limited"
+POWER = "power-limited"
+HOST = "host-bound"
+HARDWARE = "hardware-fault"
+CAUSES = (HEALTHY, THERMAL, POWER, HOST, HARDWARE)
+
+HARDWARE_CHECKS = frozenset(
+    {
+        "worker",
+        "verification",
+        "ecc_uncorrected",
+        "retired_pages",
+        "remap_pending",
+        "remap_failure",
+        "xid",
+    }
+)
+SLOW_CHECKS = frozenset({"throughput_retention", "outlier", "floor"})
+
+MIN_PEERS = 3
+BUSY_UTIL_PCT = 95.0  # a saturating load keeps NVML utilisation at 100 %
+UTIL_GAP_PCT = 3.0  # below the peers' utilisation by more than this
+CLOCK_GAP = 0.02  # relative: clocks below the peers' by more than this
+POWER_SAME = 0.03  # relative: power within this of the peers' counts as the same
+CAPPED_SHARE = 0.5  # share of the steady window under the SW power cap
+LIMIT_BELOW_DEFAULT = 0.99  # an enforced limit under 99 % of the default is lowered
+HOTTER_C = 5.0  # hotter than the peers' median by more than this
+PER_CLOCK_GAP = 0.03  # relative: less work per clock than the peers' by more than this
+# The clock each unit of work scales with: tensor math and training steps with the SM
+# clock, memory traffic with the memory clock.
+CLOCK_OF_UNIT = {"FLOP": "sm_clock_mhz", "token": "sm_clock_mhz", "B": "mem_clock_mhz"}
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    cause: str
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Peers:
+    """Medians over the server's devices of what the diagnosis compares a device with."""
+
+    count: int = 0
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    power_w: float | None = None
+    temp_c: float | None = None
+    util_pct: float | None = None
+    clock_retention: float | None = None  # steady / cold SM clock
+    throughput: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def usable(self) -> bool:
+        return self.count >= MIN_PEERS
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    finite = [v for v in values if v is not None and np.isfinite(v)]
+    return float(np.median(finite)) if finite else None
+
+
+def _steady(f: DeviceFacts, key: str) -> float | None:
+    return f.steady.median.get(key) if f.steady else None
+
+
+def _clock_retention(f: DeviceFacts) -> float | None:
+    cold = f.cold.median.get("sm_clock_mhz") if f.cold else None
+    steady = _steady(f, "sm_clock_mhz")
+    return steady / cold if cold and steady is not None else None
+
+
+def peers_of(devices: Sequence[DeviceFacts]) -> Peers:
+    with_steady = [f for f in devices if f.steady is not None and not f.lost]
+    steadies = [f.steady for f in with_steady if f.steady is not None]
+    throughput = {}
+    for part in sorted({p for s in steadies for p in s.throughput}):
+        median = _median([s.throughput.get(part) for s in steadies])
+        if median is not None:
+            throughput[part] = median
+    return Peers(
+        count=len(with_steady),
+        sm_clock_mhz=_median([_steady(f, "sm_clock_mhz") for f in with_steady]),
+        mem_clock_mhz=_median([_steady(f, "mem_clock_mhz") for f in with_steady]),
+        power_w=_median([_steady(f, "power_w") for f in with_steady]),
+        temp_c=_median([_steady(f, "temp_c") for f in with_steady]),
+        util_pct=_median([_steady(f, "util_pct") for f in with_steady]),
+        clock_retention=_median([_clock_retention(f) for f in with_steady]),
+        throughput=throughput,
+    )
+
+
+def _late(f: DeviceFacts) -> list[WindowStats]:
+    return [s for s in (f.steady, f.final) if s is not None]
+
+
+def _share(f: DeviceFacts, key: str) -> float:
+    """The larger share of the steady and final windows under a clock reason (0 if unread)."""
+    return max((s.reason_share.get(key) or 0.0 for s in _late(f)), default=0.0)
+
+
+def _messages(checks: Sequence[CheckResult], names: frozenset[str] | set[str]) -> list[str]:
+    return [c.message for c in checks if c.status is Status.FAIL and c.check in names]
+
+
+def _hardware(f: DeviceFacts, failing: set[str], checks: Sequence[CheckResult]) -> Diagnosis | None:
+    if f.lost:
+        return Diagnosis(HARDWARE, ("device lost during the run",))
+    if failing & HARDWARE_CHECKS:
+        return Diagnosis(HARDWARE, tuple(_messages(checks, HARDWARE_CHECKS)))
+    hw = max(_share(f, "hw_slowdown"), _share(f, "hw_power_brake"))
+    if "hw_slowdown" in failing and hw > _share(f, "hw_thermal"):
+        return Diagnosis(HARDWARE, tuple(_messages(checks, {"hw_slowdown"})))
+    return None
+
+
+def _thermal(
+    f: DeviceFacts, failing: set[str], checks: Sequence[CheckResult], peers: Peers, slow: bool
+) -> Diagnosis | None:
+    evidence = _messages(checks, {"sw_thermal", "temp_margin", "hw_slowdown"})
+    thermal_share = max(_share(f, "sw_thermal"), _share(f, "hw_thermal"))
+    if thermal_share > 0.01 or failing & {"sw_thermal", "temp_margin"}:
+        if thermal_share and not evidence:
+            evidence.append(f"thermal clock reasons {100 * thermal_share:.1f} % of the time")
+        return Diagnosis(THERMAL, tuple(evidence) + _clock_evidence(f, peers))
+    temp = _steady(f, "temp_c")
+    hotter = None if temp is None or peers.temp_c is None else temp - peers.temp_c
+    if slow and peers.usable and hotter is not None and hotter > HOTTER_C:
+        message = (
+            f"steady temperature {temp:.0f} °C is {hotter:.0f} °C above the server median "
+            f"{peers.temp_c:.0f} °C: poor cooling costs clocks through leakage"
+        )
+        return Diagnosis(THERMAL, (message, *_clock_evidence(f, peers)))
+    return None
+
+
+def _clock_evidence(f: DeviceFacts, peers: Peers) -> tuple[str, ...]:
+    clock = _steady(f, "sm_clock_mhz")
+    if clock is None or not peers.usable or peers.sm_clock_mhz is None:
+        return ()
+    return (f"steady SM clock {clock:.0f} MHz, server median {peers.sm_clock_mhz:.0f} MHz",)
+
+
+def _host(f: DeviceFacts, peers: Peers) -> Diagnosis | None:
+    """Utilisation down in a late window (steady, or the end of the load) while the clocks
+    held, against the peers' and against the device's own cold window."""
+    for label, late in (("steady", f.steady), ("final", f.final)):
+        util = late.median.get("util_pct") if late else None
+        clock = late.median.get("sm_clock_mhz") if late else None
+        if late is None or util is None:
+            continue
+        peer_util = peers.util_pct if peers.usable else None
+        low = util < BUSY_UTIL_PCT or (peer_util is not None and util < peer_util - UTIL_GAP_PCT)
+        if not low or not _clocks_held(f, clock, peers):
+            continue
+        peer = f" (server median {peer_util:.0f} %)" if peer_util is not None else ""
+        held = f" while the SM clock held at {clock:.0f} MHz" if clock is not None else ""
+        return Diagnosis(HOST, (f"{label} utilisation {util:.0f} %{peer}{held}",))
+    return None
+
+
+def _clocks_held(f: DeviceFacts, clock: float | None, peers: Peers) -> bool:
+    """The clocks did not fall: not below the peers', not below the cold window's by more
+    than the peers' fell."""
+    if clock is None:
+        return True
+    if peers.usable and peers.sm_clock_mhz and clock < peers.sm_clock_mhz * (1 - CLOCK_GAP):
+        return False
+    cold = f.cold.median.get("sm_clock_mhz") if f.cold else None
+    if not cold:
+        return True
+    fell = 1 - clock / cold
+    usual = 1 - peers.clock_retention if peers.usable and peers.clock_retention else 0.0
+    return fell <= usual + CLOCK_GAP
+
+
+def per_clock(f: DeviceFacts, peers: Peers) -> tuple[float, str] | None:
+    """The smallest, over workload parts, of the device's steady work per clock relative to
+    the server median's (or, with too few peers, to its own cold window's), and that part."""
+    worst: tuple[float, str] | None = None
+    for part, unit in sorted(f.units.items()):
+        key = CLOCK_OF_UNIT.get(unit)
+        rate = f.steady.throughput.get(part) if f.steady else None
+        clock = _steady(f, key) if key else None
+        if key is None or rate is None or not clock:
+            continue
+        if peers.usable:
+            ref_rate = peers.throughput.get(part)
+            ref_clock = peers.sm_clock_mhz if key == "sm_clock_mhz" else peers.mem_clock_mhz
+        else:
+            ref_rate = f.cold.throughput.get(part) if f.cold else None
+            ref_clock = f.cold.median.get(key) if f.cold else None
+        if not ref_rate or not ref_clock:
+            continue
+        ratio = (rate / ref_rate) / (clock / ref_clock)
+        if worst is None or ratio < worst[0]:
+            worst = (ratio, part)
+    return worst
+
+
+def _weak(f: DeviceFacts, peers: Peers) -> Diagnosis | None:
+    """Less work per clock than its peers: a weak part, whatever holds its clocks."""
+    found = per_clock(f, peers)
+    if found is None or found[0] >= 1 - PER_CLOCK_GAP:
+        return None
+    ratio, part = found
+    against = "the server median" if peers.usable else "its cold window"
+    message = f"steady {part} work per clock is {100 * ratio:.1f} % of {against}'s"
+    return Diagnosis(HARDWARE, (message,))
+
+
+def _power(f: DeviceFacts, peers: Peers) -> Diagnosis | None:
+    """At its power limit: say what makes that limit cost this device more than others."""
+    capped = _share(f, "sw_power_cap")
+    power = _steady(f, "power_w")
+    limit = f.power_limit_w
+    at_limit = capped > CAPPED_SHARE or (
+        power is not None and limit is not None and power >= 0.97 * limit
+    )
+    if not at_limit:
+        return None
+    evidence = []
+    default = f.default_power_limit_w
+    if limit is not None and default is not None and limit < LIMIT_BELOW_DEFAULT * default:
+        evidence.append(f"power limit {limit:.0f} W is below the default {default:.0f} W")
+    clock = _steady(f, "sm_clock_mhz")
+    if peers.usable and clock is not None and peers.sm_clock_mhz and power and peers.power_w:
+        same_power = abs(power / peers.power_w - 1) <= POWER_SAME
+        if same_power and clock < peers.sm_clock_mhz * (1 - CLOCK_GAP):
+            evidence.append(
+                f"steady SM clock {clock:.0f} MHz is {100 * (1 - clock / peers.sm_clock_mhz):.1f}"
+                f" % below the server median {peers.sm_clock_mhz:.0f} MHz at the same "
+                f"{power:.0f} W: more power per clock (leakage)"
+            )
+    retention = _clock_retention(f)
+    if retention is not None:
+        peer = (
+            f" (server median {100 * (1 - peers.clock_retention):.1f} %)"
+            if peers.usable and peers.clock_retention is not None
+            else ""
+        )
+        evidence.append(
+            f"SM clock fell {100 * (1 - retention):.1f} % from cold to steady at the power "
+            f"limit{peer}: leakage grows with temperature"
+        )
+    return Diagnosis(POWER, tuple(evidence))
+
+
+def diagnose(f: DeviceFacts, checks: Sequence[CheckResult], peers: Peers) -> Diagnosis:
+    """The likely cause of what this device's checks found; healthy where nothing failed."""
+    failing = {c.check for c in checks if c.status is Status.FAIL and c.device == f.index}
+    if not failing:
+        return Diagnosis(HEALTHY)
+    hardware = _hardware(f, failing, checks)
+    if hardware is not None:
+        return hardware
+    slow = bool(failing & SLOW_CHECKS)
+    thermal = _thermal(f, failing, checks, peers, slow)
+    if thermal is not None:
+        return thermal
+    if "hw_slowdown" in failing:  # HW thermal time beyond the limit
+        return Diagnosis(THERMAL, tuple(_messages(checks, {"hw_slowdown"})))
+    if slow:
+        for cause in (_host(f, peers), _weak(f, peers), _power(f, peers)):
+            if cause is not None:
+                return cause
+        message = "slower with no thermal, power or input explanation"
+        return Diagnosis(HARDWARE, (message, *_clock_evidence(f, peers)))
+    # What is left failed a requirement of the run, not of the device (equilibrium where
+    # the profile requires it): nothing points to a cause, and the verdict says why.
+    return Diagnosis(HEALTHY, tuple(_messages(checks, failing)))

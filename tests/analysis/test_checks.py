@@ -1,0 +1,197 @@
+"""Acceptance checks: each a pure function whose message carries its numbers; what cannot
+be checked warns, never passes."""
+
+import dataclasses
+
+import pytest
+
+from soak.analysis import checks as c
+from soak.analysis.checks import Counter, Status
+from soak.config import Checks, Profile, load_profile
+from soak.model import WorkerOutcome
+from tests.analysis.facts import cold, facts, server, stats
+
+P = Profile()
+
+
+def _one(results, check=None):
+    mine = [r for r in results if check is None or r.check == check]
+    assert len(mine) == 1, results
+    return mine[0]
+
+
+def test_retention_fails_below_the_floor_and_says_by_how_much():
+    f = facts(
+        steady=stats(throughput={"gemm": 6.12e14}),
+        cold_stats=cold(throughput={"gemm": 6.67e14}),
+    )
+    r = _one(c.check_throughput_retention(f, P))
+    assert r.status is Status.FAIL
+    assert r.message == "steady gemm 612 TFLOP/s is 91.8 % of cold 667 TFLOP/s; floor 95 %"
+
+
+def test_retention_judges_the_end_of_the_load_too():
+    late = stats(3000.0, 3600.0, throughput={"gemm": 6.0e14})
+    results = c.check_throughput_retention(facts(final=late), P)
+    assert [r.status for r in results] == [Status.PASS, Status.FAIL]
+    assert results[1].message.startswith("final gemm 600 TFLOP/s is 83.3 % of cold")
+
+
+def test_retention_without_a_cold_figure_fails_rather_than_passes():
+    f = facts(cold_stats=cold(throughput={"gemm": None}))
+    r = _one(c.check_throughput_retention(f, P))
+    assert r.status is Status.FAIL and r.message == "gemm: no cold throughput measured"
+
+
+@pytest.mark.parametrize(
+    ("reasons", "status", "text"),
+    [
+        ({}, Status.PASS, "SW thermal slowdown 0.00 % of steady window (0 s); limit 1.00 %"),
+        ({"sw_thermal": 0.25}, Status.FAIL, "SW thermal slowdown 25.00 % of steady window (150 s)"),
+    ],
+)
+def test_sw_thermal_share(reasons, status, text):
+    r = _one(c.check_sw_thermal(facts(steady=stats(reasons=reasons)), P))
+    assert r.status is status and r.message.startswith(text)
+
+
+def test_unreadable_clock_reasons_warn_instead_of_passing():
+    f = facts(steady=stats(readable_reasons=False))
+    for check in (c.check_hw_slowdown, c.check_sw_thermal):
+        r = _one(check(f, P))
+        assert r.status is Status.WARN and "not available" in r.message
+
+
+def test_hw_slowdown_in_the_steady_window_fails_with_its_seconds():
+    r = _one(c.check_hw_slowdown(facts(steady=stats(reasons={"hw_slowdown": 0.5})), P))
+    assert r.status is Status.FAIL
+    assert r.message == (
+        "HW slowdown/thermal/power brake 50.00 % of steady window (300 s); limit 0.10 %"
+    )
+
+
+def test_temperature_margin():
+    hot = _one(c.check_temp_margin(facts(steady=stats(temp_c=85.0)), P))
+    assert hot.status is Status.FAIL
+    assert hot.message == (
+        "steady temperature (p90) 86 °C is 3 °C below slowdown 89 °C; margin needed 5 °C"
+    )
+    unknown = _one(c.check_temp_margin(facts(slowdown_temp_c=None), P))
+    assert unknown.status is Status.WARN and unknown.message == "slowdown threshold not available"
+
+
+def test_hardware_counters_fail_on_new_errors_and_warn_when_unsupported():
+    f = facts(
+        counters={
+            "ecc_uncorrected": Counter(2, 3, 3),
+            "retired_pages": Counter(None, None, None),
+            "remap_pending": Counter(0, 1, 1),
+            "remap_failure": Counter(None, None, None),
+        },
+        xids=[79],
+    )
+    by_check = {r.check: r for r in c.check_hardware_errors(f, P)}
+    assert by_check["ecc_uncorrected"].status is Status.FAIL
+    assert by_check["ecc_uncorrected"].message == "1 new uncorrectable ECC errors (from 2 to 3)"
+    assert by_check["remap_pending"].status is Status.FAIL
+    assert by_check["remap_failure"].status is Status.WARN  # not supported: never "0 errors"
+    assert "retired_pages" not in by_check  # row remapping replaces page retirement
+    assert by_check["xid"].message == "1 XID events (codes 79)"
+
+
+def test_verification_and_worker_outcome():
+    none = _one(c.check_verification(facts(verification_checked=0), P))
+    assert none.status is Status.WARN and none.message == "no results were verified"
+    bad = facts(verification_failed=2, verification_max_error=0.31)
+    r = _one(c.check_verification(bad, P))
+    assert r.status is Status.FAIL and r.message == (
+        "2 of 360 result checks failed; largest error 0.31"
+    )
+    lost = _one(c.check_outcome(facts(lost=True), P))
+    assert lost.status is Status.FAIL and lost.message == "device lost during the run"
+    hung = _one(c.check_outcome(facts(outcome=WorkerOutcome.HUNG), P))
+    assert hung.status is Status.FAIL and hung.message == "load ended: hung"
+    silent = _one(c.check_outcome(facts(outcome=None), P))
+    assert silent.status is Status.WARN
+
+
+def test_equilibrium_not_reached_warns_or_fails_as_the_profile_says():
+    f = facts(reached=False)
+    assert _one(c.check_equilibrium(f, P)).status is Status.WARN
+    strict = dataclasses.replace(P, checks=Checks(require_equilibrium=True))
+    assert _one(c.check_equilibrium(f, strict)).status is Status.FAIL
+
+
+def test_jitter_warns_above_its_limit():
+    r = _one(c.check_jitter(facts(steady=stats(cv=0.08)), P))
+    assert r.status is Status.WARN
+    assert r.message == "steady gemm throughput varies by 8.0 % (CV); limit 5.0 %"
+
+
+def test_outlier_rule_fails_a_device_7_percent_below_its_peers():
+    devices = server(8)
+    slow = dataclasses.replace(devices[5], steady=stats(throughput={"gemm": 6.51e14}))
+    devices[5] = slow
+    results = c.check_outliers(devices, P)
+    failing = [r for r in results if r.status is Status.FAIL]
+    assert [r.device for r in failing] == [5]
+    assert failing[0].message == (
+        "steady gemm 651 TFLOP/s is 93.6 % of the server median 696 TFLOP/s; limit 95.0 %"
+    )
+
+
+def test_outlier_rule_widens_with_a_spread_out_server():
+    rates = [6.0, 6.3, 6.6, 6.9, 7.2, 7.5, 7.8, 8.1]  # MAD 0.6: 3 MAD is 25 % of the median
+    devices = [
+        dataclasses.replace(d, steady=stats(throughput={"gemm": r * 1e14}))
+        for d, r in zip(server(8), rates, strict=True)
+    ]
+    assert {r.status for r in c.check_outliers(devices, P)} == {Status.PASS}
+
+
+def test_outlier_rule_needs_three_devices():
+    assert c.check_outliers(server(2), P) == []
+
+
+def test_floors_are_per_workload_and_name_their_source():
+    h100 = load_profile("h100-sxm")
+    ok = _one(c.check_floors(facts(), h100))
+    assert ok.status is Status.PASS
+    assert ok.message.startswith("steady gemm 700 TFLOP/s is 114.8 % of the h100-sxm floor 610")
+    assert "[measured] 679 TFLOP/s" in ok.message
+    low = _one(c.check_floors(facts(steady=stats(throughput={"gemm": 5.0e14})), h100))
+    assert low.status is Status.FAIL
+    # In mix the GEMM part shares the device: the GEMM-alone floor does not apply.
+    assert c.check_floors(facts(workload="mix"), h100) == []
+    missing = _one(c.check_floors(facts(steady=stats(throughput={"gemm": None})), h100))
+    assert missing.status is Status.FAIL
+
+
+def test_a_lowered_power_limit_warns():
+    r = _one(c.check_power_limit(facts(power_limit_w=450.0), P))
+    assert r.status is Status.WARN
+    assert r.message == "power limit 450 W is 64.3 % of the default 700 W; limit 99 %"
+    assert _one(c.check_power_limit(facts(), P)).status is Status.PASS
+    assert c.check_power_limit(facts(default_power_limit_w=None), P) == []
+
+
+def test_a_sku_profile_on_another_device_warns():
+    h200 = load_profile("h200")
+    r = _one(c.check_profile_applies(facts(), h200))
+    assert r.status is Status.WARN and "NVIDIA H100 80GB HBM3" in r.message
+    sim = facts(name="NVIDIA H200 (simulated)")
+    assert c.check_profile_applies(sim, h200) == []
+    assert c.check_profile_applies(facts(), P) == []
+
+
+def test_every_device_check_returns_results_with_their_device():
+    f = facts(index=3, final=stats(3000.0, 3600.0))
+    for check in c.DEVICE_CHECKS:
+        for r in check(f, P):
+            assert r.device == 3 and r.message and r.status in Status
+
+
+def test_floors_of_a_run_stored_in_the_old_format_warn_instead_of_vanishing():
+    old = Profile(floors={"gemm": 6.1e14}, floor_sources={"gemm": "x"})  # part-keyed
+    r = _one(c.check_floors(facts(), old))
+    assert r.status is Status.WARN and "older profile format" in r.message

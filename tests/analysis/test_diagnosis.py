@@ -1,0 +1,117 @@
+"""Diagnosis: the cause a failing device's evidence points to, named with its numbers."""
+
+import dataclasses
+
+from soak.analysis.checks import Counter, run_checks
+from soak.analysis.diagnosis import diagnose, peers_of, per_clock
+from soak.config import Profile
+from soak.model import WorkerOutcome
+from tests.analysis.facts import cold, server, stats
+
+P = Profile()
+
+
+def _diagnose(devices, index):
+    checks = run_checks(devices, P)
+    mine = [c for c in checks if c.device == index]
+    return diagnose(devices[index], mine, peers_of(devices))
+
+
+def _with(devices, index, **changes):
+    devices = list(devices)
+    devices[index] = dataclasses.replace(devices[index], **changes)
+    return devices
+
+
+def test_a_passing_device_is_healthy():
+    devices = server(8)
+    assert {_diagnose(devices, i).cause for i in range(8)} == {"healthy"}
+
+
+def test_errors_the_device_reported_are_a_hardware_fault():
+    ecc = _with(server(8), 2, counters={"ecc_uncorrected": Counter(0, 1, 1)})
+    found = _diagnose(ecc, 2)
+    assert found.cause == "hardware-fault"
+    assert "1 new uncorrectable ECC errors (from 0 to 1)" in found.evidence
+    lost = _with(server(8), 4, lost=True, outcome=WorkerOutcome.DEVICE_LOST)
+    assert _diagnose(lost, 4).cause == "hardware-fault"
+
+
+def test_hw_slowdown_is_a_hardware_fault_and_hw_thermal_a_thermal_limit():
+    slowed = stats(clock_mhz=850, throughput={"gemm": 3.5e14}, reasons={"hw_slowdown": 1.0})
+    assert _diagnose(_with(server(8), 1, steady=slowed), 1).cause == "hardware-fault"
+    hot = stats(clock_mhz=850, throughput={"gemm": 3.5e14}, reasons={"hw_thermal": 1.0})
+    assert _diagnose(_with(server(8), 1, steady=hot), 1).cause == "thermal-limited"
+
+
+def test_thermal_reasons_mean_thermal_limited():
+    steady = stats(
+        temp_c=86.0, clock_mhz=1450, throughput={"gemm": 6.0e14}, reasons={"sw_thermal": 1.0}
+    )
+    found = _diagnose(_with(server(8), 3, steady=steady), 3)
+    assert found.cause == "thermal-limited"
+    assert any("SW thermal slowdown 100.00 % of steady window" in e for e in found.evidence)
+    assert any("steady SM clock 1450 MHz" in e for e in found.evidence)
+
+
+def test_a_device_much_hotter_than_its_peers_that_lost_throughput_is_thermal_limited():
+    # Weak airflow: no thermal reason yet, but 12 °C hotter, so leakage took its clocks.
+    steady = stats(temp_c=78.0, clock_mhz=1580, throughput={"gemm": 6.5e14})
+    found = _diagnose(_with(server(8), 6, steady=steady), 6)
+    assert found.cause == "thermal-limited"
+    assert found.evidence[0].startswith("steady temperature 78 °C is 12 °C above the server median")
+
+
+def test_utilisation_that_falls_while_clocks_hold_is_host_bound():
+    steady = stats(util_pct=70.0, clock_mhz=1750, throughput={"gemm": 4.9e14})
+    found = _diagnose(_with(server(8), 0, steady=steady), 0)
+    assert found.cause == "host-bound"
+    assert found.evidence == (
+        "steady utilisation 70 % (server median 100 %) while the SM clock held at 1750 MHz",
+    )
+
+
+def test_a_lowered_power_limit_is_power_limited():
+    steady = stats(
+        power_w=449.0, limit_w=450.0, clock_mhz=1300, throughput={"gemm": 5.4e14}, temp_c=58.0
+    )
+    devices = _with(server(8), 1, steady=steady, power_limit_w=450.0)
+    found = _diagnose(devices, 1)
+    assert found.cause == "power-limited"
+    assert found.evidence[0] == "power limit 450 W is below the default 700 W"
+
+
+def test_lower_clocks_at_the_same_power_are_power_limited_by_leakage():
+    # A leaky die: the same 700 W buys fewer MHz, more so as it warms.
+    steady = stats(clock_mhz=1560, throughput={"gemm": 6.42e14})
+    devices = _with(
+        server(8), 5, steady=steady, cold=cold(clock_mhz=1700, throughput={"gemm": 7.0e14})
+    )
+    found = _diagnose(devices, 5)
+    assert found.cause == "power-limited"
+    assert any("below the server median" in e and "(leakage)" in e for e in found.evidence)
+    assert any(e.startswith("SM clock fell 8.2 % from cold to steady") for e in found.evidence)
+
+
+def test_slower_at_the_same_clocks_is_a_weak_part():
+    steady = stats(clock_mhz=1700, throughput={"gemm": 6.5e14})  # 7 % less work per clock
+    devices = _with(server(8), 4, steady=steady)
+    ratio, part = per_clock(devices[4], peers_of(devices))
+    assert part == "gemm" and 0.92 < ratio < 0.94
+    found = _diagnose(devices, 4)
+    assert found.cause == "hardware-fault"
+    assert found.evidence[0].startswith("steady gemm work per clock is 93.")
+
+
+def test_a_lone_device_is_judged_against_its_own_cold_window():
+    # One GPU: no peers; its clocks fell 9 % at the power cap from cold to steady.
+    alone = server(1)
+    alone = _with(
+        alone,
+        0,
+        steady=stats(clock_mhz=1600, throughput={"gemm": 6.4e14}),
+        cold=cold(clock_mhz=1755, throughput={"gemm": 7.02e14}),
+    )
+    found = _diagnose(alone, 0)
+    assert found.cause == "power-limited"
+    assert found.evidence[-1].startswith("SM clock fell 8.8 % from cold to steady")

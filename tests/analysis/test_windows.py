@@ -1,0 +1,79 @@
+"""Cold and steady windows, and the figures taken over them for every metric and part."""
+
+import numpy as np
+import pytest
+
+from soak.analysis.windows import METRICS, Window, cold_window, steady_window, window_stats
+from soak.config import Windows
+from soak.model import ClockReason
+
+W = Windows()
+
+
+def test_cold_window_is_the_first_minute_after_warm_up():
+    assert cold_window(10.0, W) == Window(15.0, 75.0)
+
+
+def test_steady_window_follows_equilibrium_or_ends_the_run():
+    assert steady_window(700.0, 10.0, 3610.0, W) == Window(700.0, 1300.0)
+    assert steady_window(3300.0, 10.0, 3610.0, W) == Window(3300.0, 3610.0)  # cut by the end
+    assert steady_window(None, 10.0, 3610.0, W) == Window(3010.0, 3610.0)
+    # A run too short for both: the steady window starts where the cold one ends...
+    assert steady_window(None, 10.0, 400.0, W) == Window(75.0, 400.0)
+    # ... or, under a minute after it, overlaps it (the run-length check warns).
+    assert steady_window(None, 10.0, 100.0, W) == Window(15.0, 100.0)
+
+
+def _records(seconds=1200):
+    t = np.arange(0.0, seconds)
+    tele = {name: np.full(t.size, np.nan) for name in METRICS}
+    tele["t_s"] = t
+    tele["temp_c"] = np.where(t < 600, 50.0, 70.0)
+    tele["sm_clock_mhz"] = 1700 + (t % 10)  # 1700..1709
+    tele["power_w"] = np.full(t.size, 700.0)
+    tele["energy_j"] = 700.0 * t
+    bits = int(ClockReason.SW_POWER_CAP)
+    reasons = np.full(t.size, float(bits))
+    reasons[(t >= 700) & (t < 760)] = float(bits | ClockReason.SW_THERMAL | 0x10000)
+    tele["clock_reasons"] = reasons
+    start = t[:-1]
+    work = {
+        "gemm": {"t_start_s": start, "t_end_s": start + 1, "work": np.full(start.size, 7e14)},
+        "membw": {
+            "t_start_s": start,
+            "t_end_s": start + 1,
+            "work": np.where(start < 600, 3e12, 2.7e12),
+        },
+    }
+    return tele, work
+
+
+def test_window_stats_give_median_spread_and_throughput_per_part():
+    tele, work = _records()
+    s = window_stats(Window(600.0, 1200.0), tele, work)
+    assert s.median["temp_c"] == 70.0
+    assert s.p10["sm_clock_mhz"] == pytest.approx(1700.9, abs=0.2)
+    assert s.p90["sm_clock_mhz"] == pytest.approx(1708.1, abs=0.2)
+    assert s.throughput == pytest.approx({"gemm": 7e14, "membw": 2.7e12})
+    assert s.throughput_cv["gemm"] == pytest.approx(0.0, abs=1e-12)
+    assert s.energy_j == pytest.approx(700 * 599)  # first to last reading: 600 to 1199 s
+    # Unread metrics are None, never 0.
+    assert s.median["mem_temp_c"] is None and s.p90["util_pct"] is None
+
+
+def test_reason_shares_count_each_bit_and_keep_unknown_bits():
+    tele, work = _records()
+    s = window_stats(Window(600.0, 1200.0), tele, work)
+    assert s.reason_share["sw_power_cap"] == 1.0
+    assert s.reason_share["sw_thermal"] == pytest.approx(60 / 600)
+    assert s.reason_share["hw_any"] == 0.0
+    assert s.unknown_reason_bits == 0x10000
+    tele["clock_reasons"][:] = np.nan
+    unread = window_stats(Window(600.0, 1200.0), tele, work)
+    assert set(unread.reason_share.values()) == {None}
+
+
+def test_a_window_without_work_has_no_throughput():
+    tele, work = _records(300)
+    s = window_stats(Window(400.0, 500.0), tele, work)
+    assert s.throughput == {"gemm": None, "membw": None} and s.samples == {"gemm": 0, "membw": 0}

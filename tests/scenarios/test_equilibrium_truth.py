@@ -1,0 +1,111 @@
+"""Equilibrium against the simulator's own truth (``SimServer.thermal_truth``), and the
+accuracy benchmark's store-less path against the product's path through the store."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from soak.analysis import analyze
+from soak.analysis.analyze import analyze_run
+from soak.config import RunConfig, load_profile
+from soak.display import QuietDisplay
+from soak.runner import run
+from soak.store import RunStore
+
+PROFILE = load_profile(None)
+
+
+def _bench():
+    path = Path(__file__).parents[2] / "bench" / "verdict_accuracy.py"
+    spec = importlib.util.spec_from_file_location("verdict_accuracy", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("verdict_accuracy", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _bench()
+
+
+def test_the_bench_path_gives_the_analysis_the_store_path_gives(tmp_path):
+    faults = ("slow:gpu=1:factor=0.93", "ecc:gpu=2:at=300")
+    direct = analyze_run(
+        bench.simulate(seed=9, gpus=4, faults=faults, workload="mix", duration_s=1800).data,
+        PROFILE,
+    )
+    config = RunConfig(
+        backend="sim",
+        workload="mix",
+        duration_s=1800,
+        seed=9,
+        out=tmp_path,
+        sim_gpus=4,
+        sim_faults=faults,
+    )
+    store = RunStore.open(run(config, display=QuietDisplay()).run_dir)
+    stored = analyze(store, PROFILE)
+    store.close_read()
+    assert direct.verdict == stored.verdict == "FAIL"
+    for a, b in zip(direct.devices, stored.devices, strict=True):
+        assert (a.verdict, a.diagnosis) == (b.verdict, b.diagnosis)
+        assert a.facts.equilibrium.time_s == b.facts.equilibrium.time_s
+        assert a.facts.steady.throughput == pytest.approx(b.facts.steady.throughput, rel=1e-9)
+        assert [(c.check, c.status) for c in a.checks] == [(c.check, c.status) for c in b.checks]
+
+
+def test_healthy_equilibrium_is_never_early_and_soon_after_the_truth():
+    sim = bench.simulate(seed=4, gpus=8, workload="mix", duration_s=3600, truth=True)
+    analysis = analyze_run(sim.data, PROFILE)
+    delays = []
+    for d in analysis.devices:
+        distance = np.abs(sim.truth_die[:, d.index] - sim.truth_asymptote[:, d.index])
+        near = bench.settled_at(sim.truth_t, distance, 0.5)
+        close = bench.settled_at(sim.truth_t, distance, 1.0)
+        declared = d.facts.equilibrium.time_s
+        assert declared >= close - 60, (d.index, declared, close)
+        delays.append(declared - near)
+    assert np.median(delays) < 180 and max(delays) < 420
+
+
+def _device(sim, index):
+    tele = sim.data.telemetry[index]
+    return tele["t_s"], tele["temp_c"], tele["sm_clock_mhz"], tele["clock_reasons"]
+
+
+def test_a_thermal_throttle_plateau_is_equilibrium_only_once_the_clocks_settle():
+    # Airflow 3x worse: the die reaches its thermal limit within minutes and is held there,
+    # flat, while the heat sink behind it still warms and the clocks keep sliding.
+    sim = bench.simulate(
+        seed=3, gpus=4, workload="gemm", faults=("airflow:gpu=1:factor=3",), duration_s=3000
+    )
+    eq = analyze_run(sim.data, PROFILE).devices[1].facts.equilibrium
+    t, temp, clock, reasons = _device(sim, 1)
+    pinned = t[np.argmax((reasons.astype(int) & 0x20) != 0)]  # SW thermal slowdown from here
+    final = np.median(clock[t > t[-1] - 600])
+    assert np.ptp(temp[(t > pinned + 60) & (t < pinned + 240)]) <= 1  # flat as a plateau
+    assert np.median(clock[(t > pinned + 60) & (t < pinned + 120)]) > 1.02 * final  # sliding
+    assert eq.reached and eq.time_s > pinned + 240
+    assert np.median(clock[(t >= eq.time_s) & (t < eq.time_s + 60)]) <= 1.01 * final
+
+
+def test_a_throttling_step_before_settling_is_not_taken_for_equilibrium():
+    # HW slowdown halves the clocks at 6 minutes, while the die is still warming: it turns
+    # round and cools to a new, lower equilibrium, which is the one that must be found.
+    sim = bench.simulate(
+        seed=5,
+        gpus=4,
+        workload="mix",
+        faults=("hw-slowdown:gpu=2:at=360",),
+        duration_s=2400,
+        truth=True,
+    )
+    eq = analyze_run(sim.data, PROFILE).devices[2].facts.equilibrium
+    after = sim.truth_t >= 10 + 360
+    distance = np.abs(sim.truth_die[after, 2] - sim.truth_asymptote[after, 2])
+    close = bench.settled_at(sim.truth_t[after], distance, 1.0)
+    assert eq.reached and eq.time_s >= close - 60
