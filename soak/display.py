@@ -22,6 +22,19 @@ class Display(Protocol):
     def close(self) -> None: ...
 
 
+def _write(stream: TextIO | None, text: str) -> TextIO | None:
+    """Write and flush; a stream that fails (a closed terminal, a log pipe whose reader
+    died) is dropped, so that losing the progress display never stops a soak."""
+    if stream is None:
+        return None
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError):  # ValueError: the stream was closed
+        return None
+    return stream
+
+
 def _value(v: float | None, fmt: str) -> str:
     return "n/a" if v is None else format(v, fmt)
 
@@ -55,50 +68,49 @@ class LiveDisplay:
     """Redraws the table in place, at most a few times a second of wall time."""
 
     def __init__(self, stream: TextIO, min_redraw_s: float = 0.5) -> None:
-        self.stream = stream
+        self.stream: TextIO | None = stream
         self.min_redraw_s = min_redraw_s
         self._last = 0.0
         self._height = 0
 
     def update(self, runner: Runner, t_s: float) -> None:
         now = time.monotonic()
-        if now - self._last < self.min_redraw_s:
+        if self.stream is None or now - self._last < self.min_redraw_s:
             return
         self._last = now
         header = f"soak {runner.backend.name} · {t_s / 60:6.1f} min · Ctrl-C stops and reports"
         lines = [header, *device_lines(runner, t_s)]
         up = f"\x1b[{self._height}F" if self._height else ""
-        self.stream.write(up + "".join(f"\x1b[2K{line}\n" for line in lines))
-        self.stream.flush()
+        self.stream = _write(self.stream, up + "".join(f"\x1b[2K{line}\n" for line in lines))
         self._height = len(lines)
 
     def close(self) -> None:
-        self.stream.flush()
+        self.stream = _write(self.stream, "")
 
 
 class LogDisplay:
     """One line per minute of run time, then the device table at the end of each minute."""
 
     def __init__(self, stream: TextIO, every_s: float = 60.0) -> None:
-        self.stream = stream
+        self.stream: TextIO | None = stream
         self.every_s = every_s
         self._next = 0.0
 
     def update(self, runner: Runner, t_s: float) -> None:
-        if t_s < self._next:
+        if self.stream is None or t_s < self._next:
             return
         self._next = (t_s // self.every_s + 1) * self.every_s
         temps = [r.temp_c for r in runner.latest.values() if r.temp_c is not None]
         reached = sum(d.reached for d in runner.detectors.values())
         hottest = f"{max(temps):.0f} °C" if temps else "n/a"
-        self.stream.write(
+        self.stream = _write(
+            self.stream,
             f"soak: t={t_s / 60:.0f} min, {len(runner.latest)} devices reporting, "
-            f"hottest {hottest}, {reached}/{len(runner.detectors)} at equilibrium\n"
+            f"hottest {hottest}, {reached}/{len(runner.detectors)} at equilibrium\n",
         )
-        self.stream.flush()
 
     def close(self) -> None:
-        self.stream.flush()
+        self.stream = _write(self.stream, "")
 
 
 class QuietDisplay:

@@ -9,6 +9,7 @@ then analyse the store and write the report.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -48,19 +49,40 @@ class RunResult:
 
 
 class Stopper:
-    """SIGINT/SIGTERM: the first asks for a clean stop, a second one stops at once."""
+    """SIGINT/SIGTERM: the first asks for a clean stop, a second one stops at once.
+
+    "At once" is a KeyboardInterrupt, held back while a tick is being written so that a
+    tick lands whole (``holding``); later signals are ignored while soak stops.
+    """
 
     def __init__(self) -> None:
         self.reason: str | None = None
         self.count = 0
+        self._holding = False
+        self._pending: str | None = None  # a second signal that came during a write
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
         self.reason = "interrupted"
-        if self.count > 1:
-            raise KeyboardInterrupt(f"second {signal.Signals(signum).name}")
         name = signal.Signals(signum).name
-        print(f"soak: {name}: stopping cleanly (again to stop at once)", file=sys.stderr)
+        if self.count == 1:
+            _say(f"soak: {name}: stopping cleanly (again to stop at once)")
+        elif self.count == 2:
+            _say(f"soak: second {name}: stopping at once")
+            if self._holding:
+                self._pending = name
+            else:
+                raise KeyboardInterrupt(f"second {name}")
+
+    def __enter__(self) -> None:
+        """``with stopper:`` holds a stop-at-once back until the block ends."""
+        self._holding = True
+
+    def __exit__(self, *exc: object) -> None:
+        self._holding = False
+        if self._pending:
+            name, self._pending = self._pending, None
+            raise KeyboardInterrupt(f"second {name}")
 
     @contextmanager
     def installed(self) -> Iterator[Stopper]:
@@ -70,6 +92,13 @@ class Stopper:
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
+
+
+def _say(message: str) -> None:
+    """One line on stderr from a signal handler: ``os.write``, since ``print`` would raise
+    when the handler interrupts another write to the same stream."""
+    with contextlib.suppress(OSError):
+        os.write(2, (message + "\n").encode())
 
 
 def host_info() -> dict[str, str | None]:
@@ -125,6 +154,8 @@ def make_run_dir(out: Path, host: str, now: dt.datetime) -> Path:
         run_dir.mkdir(parents=True)
     except OSError as exc:
         raise ConfigError(f"--out {out}: cannot create {run_dir} ({exc.strerror})") from exc
+    except ValueError as exc:  # a NUL in the path
+        raise ConfigError(f"--out {str(out)!r}: not a usable path ({exc})") from exc
     return run_dir
 
 
@@ -148,15 +179,15 @@ def make_load(config: RunConfig, backend: Backend, devices: list[DeviceInfo]) ->
 
     try:
         options = WorkloadOptions(**config.workload_options)
-    except TypeError as exc:
+        return WorkerPool(
+            devices,
+            config.workload,
+            options,
+            heartbeat_timeout_s=config.heartbeat_timeout_s,
+            seed=config.seed or 0,
+        )
+    except (TypeError, ValueError) as exc:  # the command line checks these first
         raise ConfigError(f"workload options: {exc}") from exc
-    return WorkerPool(
-        devices,
-        config.workload,
-        options,
-        heartbeat_timeout_s=config.heartbeat_timeout_s,
-        seed=config.seed or 0,
-    )
 
 
 class Runner:
@@ -185,8 +216,11 @@ class Runner:
         self.load_started_s: float | None = None
         self.running_since_s: float | None = None  # every device has finished work
         self.steady_done: set[int] = set()
+        self.lost: set[int] = set()  # devices the backend reported lost
         self.latest: dict[int, Telemetry] = {}
         self.latest_rate: dict[int, dict[str, float]] = {}
+        self.load: Load | None = None
+        self.stopper = Stopper()
 
     def now_s(self) -> float:
         return self.clock.now() - self.t0
@@ -204,6 +238,9 @@ class Runner:
             "duration_asked_s": config.duration_s,
             "until_steady": config.until_steady,
             "interval_s": config.interval_s,
+            # The run's zero on CLOCK_MONOTONIC (seconds since boot, as dmesg stamps XIDs),
+            # so that run times map to kernel log lines; None on a virtual clock.
+            "t0_monotonic_s": None if isinstance(self.clock, VirtualClock) else self.t0,
             "sim": {
                 "gpus": config.sim_gpus,
                 "sku": config.sim_sku,
@@ -228,7 +265,11 @@ class Runner:
         update = load.poll(t) if load is not None else LoadUpdate()
         events = self.backend.poll_events(t) + update.events
         events += self._digest(t, telemetry, update)
-        self.store.append(telemetry, update.samples, events)
+        for e in events:
+            if e.kind is EventKind.DEVICE_LOST and e.device is not None:
+                self.lost.add(e.device)
+        with self.stopper:  # a tick lands whole, even on a second Ctrl-C
+            self.store.append(telemetry, update.samples, events)
         self.display.update(self, t)
 
     def _digest(self, t: float, telemetry: list[Telemetry], update: LoadUpdate) -> list[Event]:
@@ -263,7 +304,8 @@ class Runner:
         return events
 
     def active_devices(self, load: Load) -> set[int]:
-        return {d.index for d in self.devices} - set(load.failed_devices())
+        """Devices still under test: not failed by their load, not lost to the backend."""
+        return {d.index for d in self.devices} - set(load.failed_devices()) - self.lost
 
     def should_stop(self, load: Load, stopper: Stopper) -> str | None:
         if stopper.reason:
@@ -291,34 +333,49 @@ class Runner:
         return None
 
     def run(self, stopper: Stopper) -> str:
-        config = self.config
+        """Baseline, load and loop; then stop the load, record why and close the store,
+        whatever happened.
+
+        A store that cannot be written (disk full) stops the load with reason "error"; the
+        store keeps every tick committed before. A KeyboardInterrupt (a second Ctrl-C) kills
+        the workers without waiting, records the stop where it can and is raised again.
+        """
+        self.stopper = stopper
+        reason, detail = "error", ""
+        try:
+            try:
+                reason = self._soak(stopper)
+                t_stop = self.now_s()
+                if self.load is not None:
+                    self._stop_load(self.load, store_ok=True)
+            except StoreError as exc:
+                log.error("%s", exc)
+                print(f"soak: {exc}; stopping the load", file=sys.stderr)
+                reason, detail, t_stop = "error", str(exc), self.now_s()
+                if self.load is not None:
+                    self._stop_load(self.load, store_ok=False)
+            self._record_stop(reason, detail, t_stop)
+        except StoreError as exc:
+            print(f"soak: {exc}; the store keeps every tick before it", file=sys.stderr)
+        except BaseException as exc:
+            self._abort(exc)
+            raise
+        finally:
+            self._close()
+        return reason
+
+    def _soak(self, stopper: Stopper) -> str:
         self.record_start()
         self._baseline(stopper)
         if stopper.reason:
-            return self._finish(None, stopper.reason)
-        load = make_load(config, self.backend, self.devices)
-        try:
-            self.load_started_s = self.now_s()
-            self.store.set_meta(load_start_s=self.load_started_s)
-            self.store.append(
-                events=[
-                    Event(
-                        self.load_started_s, EventKind.LOAD_START, f"load {config.workload} started"
-                    )
-                ]
-            )
-            load.start(self.t0)
-            reason = self._loop(load, stopper)
-        except StoreError as exc:
-            log.error("%s", exc)
-            print(f"soak: {exc}; stopping", file=sys.stderr)
-            reason = "error"
-            self._stop_load(load, store_ok=False)
-            return self._finish(None, reason, detail=str(exc))
-        except BaseException:
-            self._stop_load(load, store_ok=False)
-            raise
-        return self._finish(load, reason)
+            return stopper.reason
+        self.load = make_load(self.config, self.backend, self.devices)
+        self.load_started_s = self.now_s()
+        self.store.set_meta(load_start_s=self.load_started_s)
+        message = f"load {self.config.workload} started"
+        self.store.append(events=[Event(self.load_started_s, EventKind.LOAD_START, message)])
+        self.load.start(self.t0)
+        return self._loop(self.load, stopper)
 
     def _baseline(self, stopper: Stopper) -> None:
         end = self.now_s() + self.config.baseline_s
@@ -353,29 +410,41 @@ class Runner:
             self.store.append(samples=update.samples, events=update.events)
         return update
 
-    def _finish(self, load: Load | None, reason: str, detail: str = "") -> str:
-        t = self.now_s()
+    def _abort(self, exc: BaseException) -> None:
+        """Stop at once: kill the load without waiting for it and record the stop where the
+        store still takes it. The exception in flight is the one to report."""
         try:
-            if load is not None:
-                self._stop_load(load, store_ok=True)
-            load_stop = t
-            duration = None if self.load_started_s is None else load_stop - self.load_started_s
-            message = f"stopped: {reason}" + (f" ({detail})" if detail else "")
-            self.store.append(events=[Event(self.now_s(), EventKind.STOP, message)])
-            self.store.set_meta(
-                stop={
-                    "reason": reason,
-                    "load_stop_s": load_stop,
-                    "duration_s": duration,
-                    "detail": detail,
-                }
-            )
-        except StoreError as exc:
-            print(f"soak: {exc}; the store keeps everything up to the last tick", file=sys.stderr)
-        finally:
+            if self.load is not None:
+                kill = getattr(self.load, "kill", None)
+                update = kill(self.now_s()) if kill is not None else self.load.stop(self.now_s())
+                self.store.append(samples=update.samples, events=update.events)
+            if isinstance(exc, KeyboardInterrupt):
+                self._record_stop("interrupted", "stopped at once", self.now_s())
+            else:
+                self._record_stop("error", f"{type(exc).__name__}: {exc}", self.now_s())
+        except Exception:
+            log.exception("stopping at once after %r", exc)
+
+    def _record_stop(self, reason: str, detail: str, t_stop: float) -> None:
+        duration = None if self.load_started_s is None else t_stop - self.load_started_s
+        message = f"stopped: {reason}" + (f" ({detail})" if detail else "")
+        self.store.append(events=[Event(self.now_s(), EventKind.STOP, message)])
+        self.store.set_meta(
+            stop={
+                "reason": reason,
+                "load_stop_s": t_stop,
+                "duration_s": duration,
+                "detail": detail,
+            }
+        )
+
+    def _close(self) -> None:
+        try:
             self.store.close()
+        except StoreError as exc:
+            print(f"soak: {exc}; the store keeps every tick before it", file=sys.stderr)
+        finally:
             self.display.close()
-        return reason
 
 
 def run(
@@ -391,9 +460,17 @@ def run(
         if clock is None:
             clock = VirtualClock() if backend.name == "sim" else WallClock()
         run_dir = make_run_dir(config.out, socket.gethostname(), dt.datetime.now(dt.UTC))
-        runner = Runner(config, backend, clock, run_dir, display or make_display(config))
         with Stopper().installed() as stopper:
-            reason = runner.run(stopper)
+            runner = Runner(config, backend, clock, run_dir, display or make_display(config))
+            try:
+                reason = runner.run(stopper)
+            except KeyboardInterrupt:
+                print(
+                    f"soak: stopped at once; the store in {run_dir} is closed and "
+                    f"`soak report {run_dir}` builds its report",
+                    file=sys.stderr,
+                )
+                raise
     finally:
         backend.close()
     return RunResult(run_dir, reason)

@@ -13,7 +13,7 @@ import dataclasses
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -100,11 +100,38 @@ def _event_row(e: Event) -> tuple[Any, ...]:
     return (e.t_s, e.device, str(e.kind), e.message, _dumps(e.details))
 
 
+# Meta entries every reader relies on, and the JSON type each must have.
+_META_TYPES: dict[str, type | tuple[type, ...]] = {
+    "run": dict,
+    "host": dict,
+    "profile": dict,
+    "stop": dict,
+    "load_start_s": (int, float, type(None)),
+}
+
+
 def _translate(exc: sqlite3.Error, path: Path) -> StoreError:
     text = str(exc)
     if "full" in text:
         return StoreError(f"{path}: disk full ({text})")
     return StoreError(f"{path}: {text}")
+
+
+def _text(*values: Any) -> None:
+    """Columns that must hold text: SQLite would hand back a BLOB written there as bytes."""
+    for value in values:
+        if not isinstance(value, str):
+            raise TypeError(f"{value!r:.40} where text belongs")
+
+
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Damage found while reading (a torn copy, a flipped bit, a hand-edited file) is one
+    StoreError naming the file, never a traceback from deep inside the report."""
+    try:
+        yield
+    except (sqlite3.Error, ValueError, TypeError) as exc:  # ValueError: JSON, UTF-8, enums
+        raise StoreError(f"{path}: damaged run store ({exc})") from exc
 
 
 class RunStore:
@@ -179,6 +206,11 @@ class RunStore:
         except sqlite3.Error as exc:
             self._rollback()
             raise _translate(exc, self.path) from exc
+        except BaseException:
+            # Interrupted half-way (KeyboardInterrupt): a part of a tick never lands. The
+            # runner holds a second Ctrl-C back while it writes, so this is a last resort.
+            self._rollback()
+            raise
 
     def commit(self) -> None:
         """Commit whatever is pending."""
@@ -199,6 +231,9 @@ class RunStore:
         except sqlite3.Error as exc:
             self._rollback()
             raise _translate(exc, self.path) from exc
+        except BaseException:  # interrupted: all of it or none
+            self._rollback()
+            raise
 
     def _rollback(self) -> None:
         if self._conn.in_transaction:
@@ -229,83 +264,115 @@ class RunStore:
             path = path / STORE_NAME
         if not path.is_file():
             raise StoreError(f"{path.parent}: not a soak run folder (no {STORE_NAME})")
+        conn = None
         try:
             conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            version = conn.execute("SELECT value FROM meta WHERE key='store_version'").fetchone()
-        except sqlite3.DatabaseError as exc:
+            row = conn.execute("SELECT value FROM meta WHERE key='store_version'").fetchone()
+        except (sqlite3.Error, ValueError) as exc:
+            if conn is not None:
+                conn.close()
             raise StoreError(f"{path}: not a soak run store ({exc})") from exc
-        if version is None or int(version[0]) != STORE_VERSION:
-            found = None if version is None else version[0]
+        found = None if row is None else row[0]
+        if found != str(STORE_VERSION):
+            conn.close()
             raise StoreError(
-                f"{path}: store version {found} is not one this soak reads ({STORE_VERSION})"
+                f"{path}: store version {found!r} is not one this soak reads ({STORE_VERSION})"
             )
         return cls(path, conn)
 
     def meta(self) -> dict[str, Any]:
-        rows = self._conn.execute("SELECT key, value FROM meta").fetchall()
-        return {key: json.loads(value) for key, value in rows}
+        with _reading(self.path):
+            rows = self._conn.execute("SELECT key, value FROM meta").fetchall()
+            meta = {key: json.loads(value) for key, value in rows}
+        for key, kind in _META_TYPES.items():
+            if key in meta and not isinstance(meta[key], kind):
+                found = type(meta[key]).__name__
+                raise StoreError(f"{self.path}: damaged run store (meta {key!r} is a {found})")
+        return meta
 
     def devices(self) -> list[DeviceInfo]:
-        rows = self._conn.execute("SELECT info FROM devices ORDER BY idx").fetchall()
         known = {f.name for f in dataclasses.fields(DeviceInfo)}
         out = []
-        for (text,) in rows:
-            data = json.loads(text)
-            out.append(DeviceInfo(**{k: v for k, v in data.items() if k in known}))
+        with _reading(self.path):
+            rows = self._conn.execute("SELECT info FROM devices ORDER BY idx").fetchall()
+            for (text,) in rows:
+                data = json.loads(text)
+                if not isinstance(data, dict):
+                    raise TypeError(f"device record {text[:40]!r} is not an object")
+                out.append(DeviceInfo(**{k: v for k, v in data.items() if k in known}))
         return out
 
     def capabilities(self) -> dict[int, dict[str, str]]:
         table: dict[int, dict[str, str]] = {}
-        rows = self._conn.execute("SELECT device, metric, status FROM capabilities ORDER BY 1, 2")
-        for device, metric, status in rows:
-            table.setdefault(device, {})[metric] = status
+        with _reading(self.path):
+            rows = self._conn.execute(
+                "SELECT device, metric, status FROM capabilities ORDER BY 1, 2"
+            ).fetchall()
+            for device, metric, status in rows:
+                _text(metric, status)
+                table.setdefault(device, {})[metric] = status
         return table
 
     def telemetry(self, device: int) -> dict[str, np.ndarray]:
         """Every telemetry column of one device as float arrays ordered by time; NaN where
         the value could not be read."""
-        rows = self._conn.execute(
-            f"SELECT {', '.join(TELEMETRY_FIELDS[1:])} FROM telemetry WHERE device=? ORDER BY t_s",
-            (device,),
-        ).fetchall()
-        array = np.array(rows, dtype=float).reshape(len(rows), len(TELEMETRY_FIELDS) - 1)
+        with _reading(self.path):
+            rows = self._conn.execute(
+                f"SELECT {', '.join(TELEMETRY_FIELDS[1:])} FROM telemetry "
+                "WHERE device=? ORDER BY t_s",
+                (device,),
+            ).fetchall()
+            array = np.array(rows, dtype=float).reshape(len(rows), len(TELEMETRY_FIELDS) - 1)
         return {name: array[:, i] for i, name in enumerate(TELEMETRY_FIELDS[1:])}
 
     def work(self, device: int) -> dict[str, dict[str, np.ndarray]]:
         """Per workload part: t_start_s, t_end_s, work, verified (1/0/NaN), verify_error."""
-        rows = self._conn.execute(
-            "SELECT part, t_start_s, t_end_s, work, verified, verify_error FROM work "
-            "WHERE device=? ORDER BY t_end_s",
-            (device,),
-        ).fetchall()
-        parts: dict[str, list[tuple[Any, ...]]] = {}
-        for part, *rest in rows:
-            parts.setdefault(part, []).append(rest)
         columns = ("t_start_s", "t_end_s", "work", "verified", "verify_error")
         out: dict[str, dict[str, np.ndarray]] = {}
-        for part, part_rows in parts.items():
-            array = np.array(part_rows, dtype=float)
-            out[part] = {name: array[:, i] for i, name in enumerate(columns)}
+        with _reading(self.path):
+            rows = self._conn.execute(
+                "SELECT part, t_start_s, t_end_s, work, verified, verify_error FROM work "
+                "WHERE device=? ORDER BY t_end_s",
+                (device,),
+            ).fetchall()
+            parts: dict[str, list[tuple[Any, ...]]] = {}
+            for part, *rest in rows:
+                _text(part)
+                parts.setdefault(part, []).append(rest)
+            for part, part_rows in parts.items():
+                array = np.array(part_rows, dtype=float)
+                out[part] = {name: array[:, i] for i, name in enumerate(columns)}
         return out
 
     def units(self) -> dict[str, str]:
         """The unit of each workload part's work."""
-        return dict(self._conn.execute("SELECT DISTINCT part, unit FROM work").fetchall())
+        with _reading(self.path):
+            rows = self._conn.execute("SELECT DISTINCT part, unit FROM work").fetchall()
+            for row in rows:
+                _text(*row)
+        return dict(rows)
 
     def events(self) -> list[Event]:
-        rows = self._conn.execute(
-            "SELECT t_s, device, kind, message, details FROM events ORDER BY t_s, rowid"
-        ).fetchall()
-        return [
-            Event(t_s=t, kind=EventKind(kind), message=msg, device=dev, details=json.loads(det))
-            for t, dev, kind, msg, det in rows
-        ]
+        with _reading(self.path):
+            rows = self._conn.execute(
+                "SELECT t_s, device, kind, message, details FROM events ORDER BY t_s, rowid"
+            ).fetchall()
+            events = []
+            for t, dev, kind, msg, det in rows:
+                _text(kind, msg)
+                details = json.loads(det)
+                if not isinstance(details, dict):
+                    raise TypeError(f"event details {det[:40]!r} are not an object")
+                events.append(Event(t, EventKind(kind), msg, dev, details))
+        return events
 
     def last_t_s(self) -> float | None:
         """Time of the last stored telemetry tick, or None for an empty store."""
-        (value,) = self._conn.execute("SELECT MAX(t_s) FROM telemetry").fetchone()
+        with _reading(self.path):
+            (value,) = self._conn.execute("SELECT MAX(t_s) FROM telemetry").fetchone()
         return value
 
     def telemetry_rows(self) -> int:
-        (count,) = self._conn.execute("SELECT COUNT(*) FROM telemetry").fetchone()
+        with _reading(self.path):
+            (count,) = self._conn.execute("SELECT COUNT(*) FROM telemetry").fetchone()
         return int(count)

@@ -376,6 +376,33 @@ class WorkerPool:
         atexit.unregister(self._kill_all)
         return LoadUpdate(samples, events)
 
+    def kill(self, t_s: float, wait_s: float = 2.0) -> LoadUpdate:
+        """Stop at once (a second Ctrl-C): SIGKILL every worker still running, wait at most
+        ``wait_s`` in all for them to go, and return what they had sent. A worker killed
+        this way before it reported an outcome gets none (its device did nothing wrong):
+        a WARNING event says it was killed."""
+        samples: list[WorkSample] = []
+        events: list[Event] = []
+        live = self._live()
+        for worker in live:
+            worker.process.kill()
+        deadline = time.monotonic() + wait_s
+        for worker in live:
+            worker.process.join(timeout=max(0.0, deadline - time.monotonic()))
+            self._drain(worker, samples, events)
+            if worker.final is not None:
+                events.append(self._finish(worker, t_s, worker.final))
+                continue
+            worker.done = True
+            worker.commands.close()
+            worker.data.close()
+            gone = "" if worker.process.exitcode is not None else "; it has not exited yet"
+            message = f"device {worker.index}: worker killed, soak stopped at once{gone}"
+            details = {"phase": "stop", **_exit_details(worker.process)}
+            events.append(Event(t_s, EventKind.WARNING, message, worker.index, details))
+        atexit.unregister(self._kill_all)
+        return LoadUpdate(samples, events)
+
     def failed_devices(self) -> frozenset[int]:
         return frozenset(self._failed)
 
@@ -465,14 +492,19 @@ class WorkerPool:
 
     def _hang(self, worker: _Worker) -> tuple[WorkerOutcome, dict[str, Any]]:
         if worker.ready:
-            silent = time.monotonic() - worker.last_progress
-            return WorkerOutcome.HUNG, {"phase": "run", "silent_s": round(silent, 1)}
-        setup = time.monotonic() - worker.started
-        return WorkerOutcome.HUNG, {"phase": "setup", "setup_s": round(setup, 1)}
+            silent = round(time.monotonic() - worker.last_progress, 1)
+            limit = self._heartbeat_timeout_s
+            detail = f"no heartbeat for {silent:g} s (limit {limit:g} s); killed"
+            return WorkerOutcome.HUNG, {"phase": "run", "silent_s": silent, "detail": detail}
+        setup = round(time.monotonic() - worker.started, 1)
+        detail = f"setup unfinished after {setup:g} s (limit {self._setup_timeout_s:g} s); killed"
+        return WorkerOutcome.HUNG, {"phase": "setup", "setup_s": setup, "detail": detail}
 
     def _unstopped(self, worker: _Worker) -> tuple[WorkerOutcome, dict[str, Any]]:
         if worker.ready:
-            return WorkerOutcome.HUNG, {"phase": "stop", "stop_timeout_s": self._stop_timeout_s}
+            limit = self._stop_timeout_s
+            detail = f"did not stop within {limit:g} s; killed"
+            return WorkerOutcome.HUNG, {"phase": "stop", "stop_timeout_s": limit, "detail": detail}
         note = f"setup unfinished after {time.monotonic() - worker.started:.0f} s, at stop"
         return WorkerOutcome.SETUP_FAILED, {"phase": "setup", "exception": note}
 
@@ -506,7 +538,9 @@ class WorkerPool:
         worker.commands.close()
         worker.data.close()
         details = {"outcome": outcome.value, **details, **_exit_details(worker.process)}
-        message = f"device {worker.index}: worker {outcome.value}{_reason(details)}"
+        details.setdefault("detail", _detail(details))  # the report's reason names it
+        suffix = f": {details['detail']}" if details["detail"] else ""
+        message = f"device {worker.index}: worker {outcome.value}{suffix}"
         return Event(t_s, EventKind.WORKER_OUTCOME, message, worker.index, details)
 
     def _kill_all(self) -> None:
@@ -603,12 +637,17 @@ def _exit_details(process: BaseProcess) -> dict[str, Any]:
     return {"pid": process.pid, "exit_code": code}
 
 
-def _reason(details: Mapping[str, Any]) -> str:
-    for key in ("exception", "signal"):
-        if details.get(key):
-            return f": {details[key]}"
+def _detail(details: Mapping[str, Any]) -> str:
+    """What ended a worker, in a few words: its exception, the signal that killed it, its
+    exit code, or its failed result checks."""
+    if details.get("exception"):
+        return str(details["exception"])
+    if details.get("signal"):
+        return f"killed by {details['signal']}"
     if details.get("exit_code"):
-        return f": exit code {details['exit_code']}"
+        return f"exit code {details['exit_code']}"
+    if details.get("verification_failures"):
+        return f"{details['verification_failures']} failed result checks"
     return ""
 
 
