@@ -108,9 +108,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--sim-sku", default="h100-sxm")
     run.add_argument("--sim-fault", action="append", default=[], metavar="SPEC")
 
-    report = sub.add_parser("report", help="rebuild summary.json and report.html from a run")
+    report = sub.add_parser(
+        "report", help="rebuild summary.json, junit.xml and report.html from a run"
+    )
     report.add_argument("run_dir", type=Path)
     report.add_argument("--profile", help="judge with another profile than the run's own")
+
+    compare = sub.add_parser("compare", help="compare two runs of the same server")
+    compare.add_argument("run_a", type=Path, help="run folder (or its summary.json): before")
+    compare.add_argument("run_b", type=Path, help="run folder (or its summary.json): after")
+    compare.add_argument("--out", type=Path, help="comparison report (default RUN_B/compare.html)")
 
     devices = sub.add_parser("devices", help="list devices and their capability table")
     devices.add_argument("--backend", default="auto")
@@ -137,6 +144,15 @@ def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     if args.sim_gpus > 64:
         raise ConfigError(f"--sim-gpus: at most 64, got {args.sim_gpus}")
     options = _workload_options(args.option)
+    if args.backend != "sim":
+        from workloads.base import WorkloadOptions
+
+        step_s = options.get("step_s", WorkloadOptions().step_s)
+        if isinstance(step_s, float) and args.heartbeat_timeout <= step_s:
+            raise ConfigError(
+                f"--heartbeat-timeout: {args.heartbeat_timeout:g} s must exceed the "
+                f"workload's step_s of {step_s:g} s"
+            )
     if args.backend == "sim":
         from soak.devices.sim import SKUS, parse_fault
 
@@ -171,21 +187,20 @@ def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
 
 
 def _workload_options(pairs: Sequence[tuple[str, str]]) -> dict[str, object]:
-    """Map --option KEY=VALUE onto the workload options' fields, typed by their defaults."""
+    """Map --option KEY=VALUE onto the workload options' fields, typed by their annotations
+    (``gemm_n: int | None`` takes a whole number), so that a bad value names its key."""
     if not pairs:
         return {}
-    import dataclasses
+    import typing
 
     from workloads.base import WorkloadOptions
 
-    fields = {f.name: f for f in dataclasses.fields(WorkloadOptions)}
-    defaults = WorkloadOptions()
+    hints = typing.get_type_hints(WorkloadOptions)
     out: dict[str, object] = {}
     for key, text in pairs:
-        if key not in fields:
-            raise ConfigError(f"--option {key}: unknown (known: {', '.join(sorted(fields))})")
-        default = getattr(defaults, key)
-        out[key] = _typed(key, text, default)
+        if key not in hints:
+            raise ConfigError(f"--option {key}: unknown (known: {', '.join(sorted(hints))})")
+        out[key] = _typed(key, text, set(typing.get_args(hints[key])) or {hints[key]})
     try:
         WorkloadOptions(**out)
     except (TypeError, ValueError) as exc:
@@ -193,20 +208,28 @@ def _workload_options(pairs: Sequence[tuple[str, str]]) -> dict[str, object]:
     return out
 
 
-def _typed(key: str, text: str, default: object) -> object:
-    try:
-        if isinstance(default, bool):
-            if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError
-            return text.lower() in ("true", "1", "yes")
-        if isinstance(default, int):
+def _typed(key: str, text: str, kinds: set[object]) -> object:
+    """``text`` as the first of bool, int, float, str that the field takes."""
+    if bool in kinds:
+        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ConfigError(f"--option {key}: {text!r} is not true or false")
+        return text.lower() in ("true", "1", "yes")
+    if int in kinds:
+        try:
             return int(text)
-        if isinstance(default, float):
+        except ValueError:
+            try:
+                value = float(text)  # 4e9 bytes
+            except ValueError:
+                value = math.nan
+            if not value.is_integer():
+                raise ConfigError(f"--option {key}: {text!r} is not a whole number") from None
+            return int(value)
+    if float in kinds:
+        try:
             return float(text)
-        if default is None and text.replace(".", "", 1).replace("e", "", 1).isdigit():
-            return float(text) if any(c in text for c in ".e") else int(text)
-    except ValueError:
-        raise ConfigError(f"--option {key}: {text!r} is not a {type(default).__name__}") from None
+        except ValueError:
+            raise ConfigError(f"--option {key}: {text!r} is not a number") from None
     return text
 
 
@@ -216,7 +239,13 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     config = _run_config(args, argv)
     result = run(config)
-    analysis, report = build_outputs(result.run_dir, config.profile)
+    try:
+        analysis, report = build_outputs(result.run_dir, config.profile)
+    except OSError as exc:  # a disk that filled up: the store has the run, the report waits
+        raise SoakError(
+            f"{result.run_dir}: cannot write the report ({exc.strerror or exc}); the store "
+            f"keeps the run: make room, then run `soak report {result.run_dir}`"
+        ) from exc
     _print_verdict(analysis)
     print(report)
     return VERDICT_EXIT[analysis.verdict]
@@ -238,6 +267,21 @@ def cmd_report(args: argparse.Namespace) -> int:
     _print_verdict(analysis)
     print(report)
     return VERDICT_EXIT[analysis.verdict]
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from soak.report import compare
+
+    comparison = compare.compare_runs(args.run_a, args.run_b)
+    out = compare.write_comparison(comparison, args.out or compare.default_output(args.run_b))
+    print(f"A: {comparison.a.label}  ({comparison.a.path})")
+    print(f"B: {comparison.b.label}  ({comparison.b.path})")
+    for note in comparison.notes:
+        print(f"note: {note}")
+    print(compare.table(comparison))
+    print(f"compare: {compare.headline(comparison)}")
+    print(out)
+    return EXIT_PASS
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
@@ -272,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
     except ConfigError as exc:
-        print(f"soak: error: {exc}", file=sys.stderr)
+        _error(exc)
         return EXIT_USAGE
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
@@ -283,13 +327,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args, argv)
         if args.command == "report":
             return cmd_report(args)
+        if args.command == "compare":
+            return cmd_compare(args)
         return cmd_devices(args)
     except (ConfigError, BackendUnavailable) as exc:
-        print(f"soak: error: {exc}", file=sys.stderr)
+        _error(exc)
         return EXIT_USAGE
     except StoreError as exc:
-        print(f"soak: error: {exc}", file=sys.stderr)
+        _error(exc)
         return EXIT_USAGE if args.command != "run" else EXIT_INCOMPLETE
     except SoakError as exc:
-        print(f"soak: error: {exc}", file=sys.stderr)
+        _error(exc)
         return EXIT_INCOMPLETE
+    except KeyboardInterrupt:  # a second Ctrl-C: the runner has closed the store
+        print("soak: interrupted", file=sys.stderr)
+        return EXIT_INCOMPLETE
+
+
+def _error(exc: BaseException) -> None:
+    """One line on stderr, whatever the message holds: control characters in what the
+    operator typed (a newline, a carriage return) are shown escaped."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(exc))
+    print(f"soak: error: {text}", file=sys.stderr)

@@ -1,185 +1,547 @@
-"""A first self-contained ``report.html``: verdict, reasons, cold vs steady per device and a
-timeline per device, figures inlined as SVG. Jinja2 autoescapes every value."""
+"""The self-contained ``report.html``: verdict and reasons first, then the server, each
+device's cold vs steady table and timeline, and everything needed to check or reproduce the
+run. Jinja2 autoescapes every value; figures are SVG data URIs (``figures.py``)."""
 
 from __future__ import annotations
 
-import io
-import platform
+import dataclasses
+import math
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import numpy as np
-from matplotlib.figure import Figure
 
 from soak import __version__
-from soak.analysis.analyze import Analysis, DeviceResult
-from soak.analysis.equilibrium import Equilibrium
-from soak.model import RATE_UNITS
+from soak.analysis.analyze import INCOMPLETE_STOPS, Analysis, DeviceResult
+from soak.analysis.checks import CheckResult
+from soak.analysis.windows import REASONS, WindowStats
+from soak.config import Checks, Windows
+from soak.model import RATE_UNITS, EventKind
+from soak.report import figures
+from soak.report.junit import case_names
+from soak.report.measures import DeviceMeasures
 from soak.store import RunStore
 from soak.units import NOT_AVAILABLE, num, pct, si
 
-MAX_POINTS = 1500  # per plotted series; min/max envelope kept when downsampling
+MAX_EVENTS = 2000  # event rows shown; the store keeps every one
+SMALL_PREFIXES = ((1e-3, "m"), (1e-6, "µ"), (1e-9, "n"), (1e-12, "p"), (1e-15, "f"))
 
-_env = jinja2.Environment(
+env = jinja2.Environment(
     loader=jinja2.PackageLoader("soak.report", "templates"),
-    autoescape=jinja2.select_autoescape(["html", "j2"]),
+    autoescape=True,  # every template, whatever its name
     undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+DIAGNOSES = {
+    "healthy": "no loss from cold to steady state that the checks flag",
+    "thermal-limited": "clocks held back by thermal slowdown, or too little margin below the "
+    "slowdown temperature: check airflow, fans, inlet temperature and heat-sink contact",
+    "power-limited": "slower at steady state with the power cap in force most of the time "
+    "(leakage grows with temperature): check the power limit and the cooling",
+    "host-bound": "utilisation fell before throughput did: the host (CPU, input, PCIe) did "
+    "not keep the device busy",
+    "hardware-fault": "hardware errors, failed results, a lost device or a slowdown with no "
+    "thermal, power or host explanation: see the failing checks",
+}
+
+WINDOW_MEANINGS = {
+    "cold_start_s": "cold window starts this long after the device's load starts (s)",
+    "cold_length_s": "length of the cold window (s)",
+    "eq_window_s": "trailing window of the equilibrium slope tests (s)",
+    "eq_check_interval_s": "time between equilibrium checks (s)",
+    "eq_checks": "consecutive passing checks that make equilibrium",
+    "eq_temp_slope_c_per_min": "temperature slope limit (°C/min)",
+    "eq_rel_slope_pct_per_min": "SM clock and throughput relative slope limit (%/min)",
+    "eq_power_rel_slope_pct_per_min": "power relative slope limit where temperature is "
+    "unreadable (%/min)",
+    "steady_length_s": "length of the steady window after equilibrium (s)",
+}
+CHECK_MEANINGS = {
+    "min_throughput_retention": "steady / cold throughput at least",
+    "max_hw_reason_fraction": "HW slowdown, HW thermal, power brake: largest share of steady time",
+    "max_sw_thermal_fraction": "SW thermal slowdown: largest share of steady time",
+    "min_temp_margin_c": "steady temperature at least this far below slowdown (°C)",
+    "outlier_mad_k": "within-server rule: k in median − max(k·MAD, rel·median)",
+    "outlier_min_rel": "within-server rule: rel in median − max(k·MAD, rel·median)",
+    "max_jitter_cv": "steady throughput coefficient of variation above this warns",
+    "require_equilibrium": "fail (not warn) when equilibrium is not reached",
+}
+
+REASON_LABELS = {
+    "sw_power_cap": "SW power cap",
+    "sw_thermal": "SW thermal slowdown",
+    "hw_slowdown": "HW slowdown",
+    "hw_thermal": "HW thermal slowdown",
+    "hw_power_brake": "HW power brake",
+    "hw_any": "any HW reason",
+}
+COUNTER_LABELS = {
+    "ecc_uncorrected": "uncorrectable ECC errors",
+    "ecc_corrected": "correctable ECC errors",
+    "retired_pages": "retired pages",
+    "remap_pending": "row remap pending",
+    "remap_failure": "row remap failure",
+    "pcie_replay": "PCIe replays",
+}
+NOTABLE_EVENTS = frozenset(
+    {
+        EventKind.XID,
+        EventKind.ECC,
+        EventKind.DEVICE_LOST,
+        EventKind.VERIFICATION_FAILED,
+        EventKind.FAULT_INJECTED,
+        EventKind.WARNING,
+    }
 )
 
 
-def envelope(t: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> tuple[np.ndarray, ...]:
-    """Downsample to at most ``max_points`` bins of (t, mean, min, max), so a short dip is
-    still drawn as the bin's minimum rather than averaged away."""
-    finite = np.isfinite(y)
-    t, y = t[finite], y[finite]
-    if t.size <= max_points:
-        return t, y, y, y
-    edges = np.linspace(0, t.size, max_points + 1).astype(int)
-    starts = edges[:-1]
-    tm = np.add.reduceat(t, starts) / np.diff(edges)
-    ym = np.add.reduceat(y, starts) / np.diff(edges)
-    return tm, ym, np.minimum.reduceat(y, starts), np.maximum.reduceat(y, starts)
+def text(value: Any) -> str:
+    """A value for a table cell: None and NaN are "not available", never 0 or blank."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return NOT_AVAILABLE
+    return str(value)
 
 
-def _svg(fig: Figure) -> str:
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
-    text = buf.getvalue()
-    return text[text.index("<svg") :]
+def small_si(value: float | None, unit: str, digits: int = 3) -> str:
+    """Like ``si`` but for values below one too: 1.02e-12 J/FLOP → "1.02 pJ/FLOP"."""
+    if value is None or not math.isfinite(value):
+        return NOT_AVAILABLE
+    if value == 0 or abs(value) >= 1:
+        return si(value, unit, digits)
+    scale, prefix = next(((s, p) for s, p in SMALL_PREFIXES if abs(value) >= s), SMALL_PREFIXES[-1])
+    scaled = value / scale
+    decimals = max(digits - 1 - math.floor(math.log10(abs(scaled))), 0)
+    return f"{scaled:.{decimals}f} {prefix}{unit}"
 
 
-def _timeline(d: DeviceResult, tele: dict[str, np.ndarray], work: dict, units: dict) -> str:
-    panels = [
-        ("temp_c", "temperature (°C)"),
-        ("sm_clock_mhz", "SM clock (MHz)"),
-        ("power_w", "power (W)"),
-    ]
-    # Figure without pyplot: no global state, no GUI backend, nothing to close.
-    fig = Figure(figsize=(9, 6.4))
-    axes = fig.subplots(4, 1, sharex=True)
-    t0 = d.load_start_s or 0.0
-    for ax, (key, label) in zip(axes, panels, strict=False):
-        tm, ym, lo, hi = envelope(tele["t_s"] - t0, tele[key])
-        if tm.size:
-            ax.fill_between(tm / 60, lo, hi, color="tab:blue", alpha=0.25, linewidth=0)
-            ax.plot(tm / 60, ym, color="tab:blue", linewidth=0.8)
-        else:
-            ax.text(0.5, 0.5, NOT_AVAILABLE, transform=ax.transAxes, ha="center", color="gray")
-        ax.set_ylabel(label, fontsize=8)
-    ax = axes[-1]
-    for part, w in work.items():
-        mid = (w["t_start_s"] + w["t_end_s"]) / 2 - t0
-        rate = w["work"] / (w["t_end_s"] - w["t_start_s"])
-        tm, ym, lo, hi = envelope(mid, rate)
-        if not tm.size:
-            continue
-        scale = float(np.nanmax(ym)) or 1.0
-        ax.plot(
-            tm / 60,
-            ym / scale,
-            linewidth=0.8,
-            label=f"{part} (÷ {si(scale, RATE_UNITS.get(units.get(part, ''), ''))})",
-        )
-    ax.set_ylabel("throughput (rel.)", fontsize=8)
-    if work:
-        ax.legend(fontsize=7, loc="lower right")
-    ax.set_xlabel("minutes since load start", fontsize=8)
-    for axis in axes:
-        axis.tick_params(labelsize=7)
-        axis.grid(alpha=0.3)
-        for stats, color in ((d.facts.cold, "tab:cyan"), (d.facts.steady, "tab:orange")):
-            if stats is not None:
-                axis.axvspan(
-                    (stats.window.start_s - t0) / 60,
-                    (stats.window.end_s - t0) / 60,
-                    color=color,
-                    alpha=0.15,
-                    linewidth=0,
-                )
-    fig.suptitle(f"GPU {d.index}: {d.info.name}", fontsize=9)
-    return _svg(fig)
+def duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return NOT_AVAILABLE
+    if abs(seconds) < 120:
+        return f"{seconds:.0f} s"
+    if abs(seconds) < 3 * 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"
 
 
-def _device_rows(d: DeviceResult, units: dict[str, str]) -> list[dict[str, str]]:
+def clock_time(seconds: float) -> str:
+    sign = "−" if seconds < 0 else ""
+    s = abs(seconds)
+    return f"{sign}{int(s // 3600)}:{int(s % 3600 // 60):02d}:{s % 60:04.1f}"
+
+
+def _ratio(cold: float | None, steady: float | None) -> str:
+    return num(steady / cold if cold and steady is not None else None, ".3f")
+
+
+def _stat(stats: WindowStats | None, attr: str, key: str) -> float | None:
+    return getattr(stats, attr).get(key) if stats is not None else None
+
+
+def _metric_rows(d: DeviceResult) -> list[dict[str, str]]:
     f = d.facts
-    rows = []
-    metrics = (
-        ("temperature", "temp_c", lambda v: num(v, ".0f", " °C")),
-        ("HBM temperature", "mem_temp_c", lambda v: num(v, ".0f", " °C")),
+    metrics: tuple[tuple[str, str, Callable[[float | None], str]], ...] = (
         ("SM clock", "sm_clock_mhz", lambda v: num(v, ".0f", " MHz")),
         ("memory clock", "mem_clock_mhz", lambda v: num(v, ".0f", " MHz")),
+        ("temperature", "temp_c", lambda v: num(v, ".0f", " °C")),
+        ("HBM temperature", "mem_temp_c", lambda v: num(v, ".0f", " °C")),
         ("power", "power_w", lambda v: num(v, ".0f", " W")),
         ("utilisation", "util_pct", lambda v: num(v, ".0f", " %")),
     )
+    rows = []
     for label, key, fmt in metrics:
-        cold = f.cold.median.get(key) if f.cold else None
-        steady = f.steady.median.get(key) if f.steady else None
-        ratio = steady / cold if cold and steady is not None else None
-        rows.append(
-            {"label": label, "cold": fmt(cold), "steady": fmt(steady), "ratio": num(ratio, ".3f")}
-        )
-    for part in sorted(f.units):
-        unit = RATE_UNITS.get(units.get(part, ""), "")
-        cold = f.cold.throughput.get(part) if f.cold else None
-        steady = f.steady.throughput.get(part) if f.steady else None
-        ratio = steady / cold if cold and steady is not None else None
+        cold, steady = _stat(f.cold, "median", key), _stat(f.steady, "median", key)
+        lo, hi = _stat(f.steady, "p10", key), _stat(f.steady, "p90", key)
+        spread = f"{fmt(lo)} – {fmt(hi)}" if lo is not None and hi is not None else NOT_AVAILABLE
         rows.append(
             {
-                "label": f"{part} throughput",
-                "cold": si(cold, unit),
-                "steady": si(steady, unit),
-                "ratio": num(ratio, ".3f"),
+                "label": label,
+                "cold": fmt(cold),
+                "steady": fmt(steady),
+                "ratio": _ratio(cold, steady),
+                "spread": spread,
             }
         )
     return rows
 
 
-def _equilibrium_text(eq: Equilibrium | None) -> str:
-    if eq is None or not eq.reached or eq.time_s is None:
-        return "not reached"
-    return f"{eq.time_s / 60:.1f} min after start"
-
-
-def _context(analysis: Analysis, summary: dict[str, Any], store: RunStore) -> dict[str, Any]:
-    devices = []
-    for d in analysis.devices:
-        tele = store.telemetry(d.index)
-        work = store.work(d.index)
-        eq = d.facts.equilibrium
-        shares = d.facts.steady.reason_share if d.facts.steady else {}
-        devices.append(
+def _part_rows(d: DeviceResult, units: dict[str, str], m: DeviceMeasures) -> list[dict[str, str]]:
+    f = d.facts
+    rows = []
+    for part in sorted(f.units):
+        unit = units.get(part, "")
+        rate_unit = RATE_UNITS.get(unit, f"{unit}/s")
+        cold, steady = _stat(f.cold, "throughput", part), _stat(f.steady, "throughput", part)
+        cv = _stat(f.steady, "throughput_cv", part)
+        rows.append(
             {
-                "index": d.index,
-                "info": d.info,
-                "verdict": d.verdict,
-                "diagnosis": d.diagnosis,
-                "rows": _device_rows(d, analysis.units),
-                "equilibrium": _equilibrium_text(eq),
-                "tau": num(eq.fit.tau_s / 60 if eq and eq.fit else None, ".1f", " min"),
-                "basis": eq.basis if eq else NOT_AVAILABLE,
-                "reason_share": {k: pct(v, 2) for k, v in shares.items()},
-                "figure": _timeline(d, tele, work, analysis.units),
+                "label": f"{part} throughput",
+                "cold": si(cold, rate_unit),
+                "steady": si(steady, rate_unit),
+                "ratio": _ratio(cold, steady),
+                "spread": f"CV {pct(cv, 2)}" if cv is not None else NOT_AVAILABLE,
             }
         )
-    loss, slowest = analysis.sync_loss()
+        e_cold = m.cold.per_work.get(part) if m.cold else None
+        e_steady = m.steady.per_work.get(part) if m.steady else None
+        rows.append(
+            {
+                "label": f"energy per {unit or 'unit'} ({part})",
+                "cold": small_si(e_cold, f"J/{unit}"),
+                "steady": small_si(e_steady, f"J/{unit}"),
+                "ratio": _ratio(e_cold, e_steady),
+                "spread": "",
+            }
+        )
+    return rows
+
+
+def _reason_rows(d: DeviceResult) -> list[dict[str, str]]:
+    f = d.facts
+    names = [*REASONS, "hw_any"]
+    rows = []
+    for name in names:
+        rows.append(
+            {
+                "label": REASON_LABELS.get(name, name),
+                "cold": pct(_stat(f.cold, "reason_share", name), 2),
+                "steady": pct(_stat(f.steady, "reason_share", name), 2),
+                "whole": pct(_stat(f.whole, "reason_share", name), 2),
+            }
+        )
+    return rows
+
+
+def _counter_rows(d: DeviceResult) -> list[dict[str, str]]:
+    rows = []
+    for key, c in d.facts.counters.items():
+        rows.append(
+            {
+                "label": COUNTER_LABELS.get(key, key),
+                "first": num(c.first, ".0f"),
+                "last": num(c.last, ".0f"),
+                "change": num(c.delta, "+.0f") if c.readable else NOT_AVAILABLE,
+                "bad": bool(c.delta) and key != "ecc_corrected" and key != "pcie_replay",
+            }
+        )
+    return rows
+
+
+def _checks(checks: list[CheckResult], parts: list[str]) -> list[dict[str, str]]:
+    return [
+        {"status": str(c.status), "name": name, "message": c.message}
+        for c, name in zip(checks, case_names(checks, parts), strict=True)
+    ]
+
+
+def _equilibrium(d: DeviceResult) -> dict[str, str]:
+    eq = d.facts.equilibrium
+    t0 = d.load_start_s or 0.0
+    fit = eq.fit if eq else None
+    reached = eq is not None and eq.reached and eq.time_s is not None
     return {
-        "summary": summary,
-        "analysis": analysis,
-        "devices": devices,
-        "sync_loss": pct(loss, 2),
-        "slowest": slowest,
-        "reasons": analysis.reasons,
-        "events": analysis.events,
-        "capabilities": analysis.capabilities,
-        "meta": analysis.meta,
-        "soak_version": __version__,
-        "python": platform.python_version(),
+        "time": duration(eq.time_s - t0) if reached else "not reached",
+        "tau": duration(fit.tau_s) if fit else NOT_AVAILABLE,
+        "t_inf": num(fit.t_inf_c, ".1f", " °C") if fit else NOT_AVAILABLE,
+        "basis": eq.basis if eq else NOT_AVAILABLE,
     }
 
 
-def write_report(path: Path, analysis: Analysis, summary: dict[str, Any], store: RunStore) -> None:
-    html = _env.get_template("report.html.j2").render(**_context(analysis, summary, store))
+def _device(
+    d: DeviceResult,
+    analysis: Analysis,
+    m: DeviceMeasures,
+    tele: dict[str, np.ndarray],
+    work: dict[str, dict[str, np.ndarray]],
+) -> dict[str, Any]:
+    f = d.facts
+    parts = sorted(analysis.units)
+    energy_basis = {e.basis for e in (m.cold, m.steady) if e is not None and e.basis}
+    windows = {}
+    t0 = d.load_start_s or 0.0
+    for name, stats in (("cold", f.cold), ("steady", f.steady)):
+        windows[name] = (
+            f"{duration(stats.window.start_s - t0)} – {duration(stats.window.end_s - t0)}"
+            if stats is not None
+            else NOT_AVAILABLE
+        )
+    return {
+        "index": d.index,
+        "info": d.info,
+        "verdict": d.verdict,
+        "diagnosis": d.diagnosis,
+        "diagnosis_text": DIAGNOSES.get(d.diagnosis, ""),
+        "rows": _metric_rows(d),
+        "part_rows": _part_rows(d, analysis.units, m),
+        "mixed": len(f.units) > 1,
+        "energy_basis": ", ".join(sorted(energy_basis)) or NOT_AVAILABLE,
+        "windows": windows,
+        "equilibrium": _equilibrium(d),
+        "reason_rows": _reason_rows(d),
+        "unknown_bits": f"{f.steady.unknown_reason_bits:#x}"
+        if f.steady is not None and f.steady.unknown_reason_bits
+        else None,
+        "counters": _counter_rows(d),
+        "checks": _checks(d.checks, parts),
+        "outcome": f.outcome.value if f.outcome else NOT_AVAILABLE,
+        "outcome_detail": f.outcome_detail,
+        "figure": figures.device_timeline(d, tele, work),
+    }
+
+
+def _overview(d: DeviceResult, part: str | None, units: dict[str, str]) -> dict[str, Any]:
+    f = d.facts
+    rate_unit = RATE_UNITS.get(units.get(part or "", ""), "")
+    cold = _stat(f.cold, "throughput", part) if part else None
+    steady = _stat(f.steady, "throughput", part) if part else None
+    temp = _stat(f.steady, "median", "temp_c")
+    margin = (
+        d.info.slowdown_temp_c - temp
+        if d.info.slowdown_temp_c is not None and temp is not None
+        else None
+    )
+    eq = _equilibrium(d)
+    return {
+        "index": d.index,
+        "name": d.info.name,
+        "verdict": d.verdict,
+        "diagnosis": d.diagnosis,
+        "cold": si(cold, rate_unit),
+        "steady": si(steady, rate_unit),
+        "ratio": pct(steady / cold if cold and steady is not None else None),
+        "temp": num(temp, ".0f", " °C"),
+        "margin": num(margin, ".0f", " °C"),
+        "clock": num(_stat(f.steady, "median", "sm_clock_mhz"), ".0f", " MHz"),
+        "power": num(_stat(f.steady, "median", "power_w"), ".0f", " W"),
+        "equilibrium": eq["time"],
+        "hw": pct(_stat(f.steady, "reason_share", "hw_any"), 2),
+        "thermal": pct(_stat(f.steady, "reason_share", "sw_thermal"), 2),
+    }
+
+
+def _host_rows(meta: dict, analysis: Analysis) -> list[tuple[str, str]]:
+    host = meta.get("host") or {}
+    run = meta.get("run") or {}
+
+    def distinct(attr: str) -> str:
+        values = sorted({str(getattr(d.info, attr)) for d in analysis.devices} - {"None"})
+        return ", ".join(values) or NOT_AVAILABLE
+
+    cpu = text(host.get("cpu"))
+    if host.get("cpu_count"):
+        cpu += f" ({host['cpu_count']} logical CPUs)"
+    return [
+        ("host", text(host.get("hostname") or run.get("host"))),
+        ("CPU", cpu),
+        ("OS", text(host.get("os"))),
+        ("backend", text(run.get("backend"))),
+        ("driver", distinct("driver_version")),
+        ("CUDA", distinct("cuda_version")),
+        ("torch", text(host.get("torch"))),
+        ("Python", text(host.get("python"))),
+        ("numpy", text(host.get("numpy"))),
+        ("nvidia-ml-py", text(host.get("nvidia_ml_py"))),
+        ("soak (run)", text(host.get("soak"))),
+        ("soak (this report)", __version__),
+    ]
+
+
+def _inventory(analysis: Analysis) -> list[dict[str, str]]:
+    def watts(v: float | None) -> str:
+        return num(v, ".0f", " W")
+
+    def celsius(v: float | None) -> str:
+        return num(v, ".0f", " °C")
+
+    rows = []
+    for d in analysis.devices:
+        i = d.info
+        memory = i.memory_total_b / 2**30 if i.memory_total_b is not None else None
+        rows.append(
+            {
+                "index": str(i.index),
+                "name": i.name,
+                "serial": text(i.serial),
+                "uuid": text(i.uuid),
+                "bus": text(i.pci_bus_id),
+                "vbios": text(i.vbios),
+                "memory": num(memory, ".1f", " GiB"),
+                "power": f"{watts(i.power_limit_w)} (default {watts(i.default_power_limit_w)})",
+                "clocks": f"{num(i.max_sm_clock_mhz, '.0f')} / {num(i.max_mem_clock_mhz, '.0f')}",
+                "temps": " / ".join(
+                    celsius(v)
+                    for v in (
+                        i.slowdown_temp_c,
+                        i.shutdown_temp_c,
+                        i.max_operating_temp_c,
+                        i.mem_max_temp_c,
+                    )
+                ),
+            }
+        )
+    return rows
+
+
+def _capabilities(analysis: Analysis) -> dict[str, Any]:
+    caps = analysis.capabilities
+    devices = sorted(caps)
+    metrics = sorted({m for table in caps.values() for m in table})
+    return {
+        "devices": devices,
+        "rows": [(m, [caps[i].get(m, NOT_AVAILABLE) for i in devices]) for m in metrics],
+    }
+
+
+def _events(analysis: Analysis, t0: float) -> dict[str, Any]:
+    rows = [
+        {
+            "t": clock_time(e.t_s - t0),
+            "device": "server" if e.device is None else f"GPU {e.device}",
+            "kind": str(e.kind),
+            "message": e.message,
+            "notable": e.kind in NOTABLE_EVENTS
+            or (e.kind is EventKind.WORKER_OUTCOME and e.details.get("outcome") != "ok"),
+        }
+        for e in analysis.events[:MAX_EVENTS]
+    ]
+    return {"rows": rows, "hidden": max(len(analysis.events) - MAX_EVENTS, 0)}
+
+
+def _profile(analysis: Analysis) -> dict[str, Any]:
+    p = analysis.profile
+    windows = [
+        (f.name, getattr(p.windows, f.name), WINDOW_MEANINGS.get(f.name, ""))
+        for f in dataclasses.fields(Windows)
+    ]
+    checks = [
+        (f.name, getattr(p.checks, f.name), CHECK_MEANINGS.get(f.name, ""))
+        for f in dataclasses.fields(Checks)
+    ]
+    floors = [
+        (part, floor, p.floor_sources.get(part, "")) for part, floor in sorted(p.floors.items())
+    ]
+    return {
+        "name": p.name,
+        "source": p.source,
+        "windows": windows,
+        "checks": checks,
+        "floors": floors,
+    }
+
+
+def _reproduce(meta: dict, run_dir: Path) -> dict[str, Any]:
+    run = meta.get("run") or {}
+    stop = meta.get("stop") or {}
+    sim = run.get("sim") or {}
+    return {
+        "command": text(run.get("command")),
+        "seed": text(run.get("seed")),
+        "started": text(run.get("started_utc")),
+        "stop": text(stop.get("reason")),
+        "stop_detail": stop.get("detail") or "",
+        "asked": duration(run.get("duration_asked_s")),
+        "load": duration(stop.get("duration_s")),
+        "interval": num(run.get("interval_s"), "g", " s"),
+        "until_steady": "yes" if run.get("until_steady") else "no",
+        "tags": run.get("tags") or {},
+        "workload_options": run.get("workload_options") or {},
+        "sim": sim,
+        "run_dir": run_dir.name,
+    }
+
+
+def _header(analysis: Analysis) -> dict[str, Any]:
+    meta = analysis.meta
+    run = meta.get("run") or {}
+    stop = meta.get("stop") or {}
+    names = Counter(d.info.name for d in analysis.devices)
+    return {
+        "host": text(run.get("host") or (meta.get("host") or {}).get("hostname")),
+        "models": ", ".join(f"{n} × {name}" for name, n in sorted(names.items())) or "no devices",
+        "workload": text(run.get("workload")),
+        "backend": text(run.get("backend")),
+        "started": text(run.get("started_utc")),
+        "load": duration(stop.get("duration_s")),
+        # no stop record: the coordinator died (the analysis calls that "error")
+        "stop": analysis.stop_reason,
+        "stop_detail": stop.get("detail") or "",
+        "incomplete": analysis.stop_reason in INCOMPLETE_STOPS,
+    }
+
+
+def _reasons(analysis: Analysis) -> list[dict[str, Any]]:
+    return [
+        {
+            "status": str(c.status),
+            "where": "server" if c.device is None else f"GPU {c.device}",
+            "anchor": None if c.device is None else f"gpu{c.device}",
+            "check": c.check,
+            "message": c.message,
+        }
+        for c in analysis.reasons
+    ]
+
+
+def context(
+    analysis: Analysis, store: RunStore, measures: dict[int, DeviceMeasures]
+) -> dict[str, Any]:
+    """Everything the report's template shows, formatted: the template only lays it out."""
+    meta = analysis.meta
+    part = analysis.primary_part()
+    tele = {d.index: store.telemetry(d.index) for d in analysis.devices}
+    work = {d.index: store.work(d.index) for d in analysis.devices}
+    starts = [d.load_start_s for d in analysis.devices if d.load_start_s is not None]
+    t0 = min(starts) if starts else (meta.get("load_start_s") or 0.0)
+    loss, slowest = analysis.sync_loss()
+    rate_unit = RATE_UNITS.get(analysis.units.get(part or "", ""), "")
+    parts = sorted(analysis.units)
+    server: dict[str, str | None] = {"view": None, "heatmap": None}
+    if analysis.devices and any(tele[d.index]["t_s"].size for d in analysis.devices):
+        server["view"] = figures.server_view(analysis.devices, tele, work, part, rate_unit, t0)
+        server["heatmap"] = figures.heatmap(analysis.devices, tele, work, part, t0)
+    host_rows = _host_rows(meta, analysis)
+    return {
+        "verdict": analysis.verdict,
+        "header": _header(analysis),
+        "reasons": _reasons(analysis),
+        "n_checks": len(analysis.checks),
+        "overview": [_overview(d, part, analysis.units) for d in analysis.devices],
+        "part": part,
+        "sync_loss": pct(loss, 2),
+        "slowest": slowest,
+        "server_checks": _checks(analysis.server_checks, parts),
+        "server_figures": server,
+        "devices": [
+            _device(d, analysis, measures[d.index], tele[d.index], work[d.index])
+            for d in analysis.devices
+        ],
+        "host_rows": host_rows,
+        "inventory": _inventory(analysis),
+        "capabilities": _capabilities(analysis),
+        "events": _events(analysis, t0),
+        "profile": _profile(analysis),
+        "reproduce": _reproduce(meta, Path(store.path).parent),
+        "versions": [row for row in host_rows if row[0] not in ("host", "CPU", "OS", "backend")],
+        "soak_version": __version__,
+    }
+
+
+def render(template: str, values: dict[str, Any]) -> str:
+    return env.get_template(template).render(**values)
+
+
+def write_html(path: Path, html: str) -> None:
     tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(html)
+    tmp.write_text(html, encoding="utf-8")
     tmp.replace(path)
+
+
+def write_report(
+    path: Path, analysis: Analysis, store: RunStore, measures: dict[int, DeviceMeasures]
+) -> None:
+    write_html(path, render("report.html.j2", context(analysis, store, measures)))

@@ -1,10 +1,16 @@
 """``summary.json``: the part of a run other tools rely on (DESIGN.md documents the schema).
 
-Schema versions:
+Every key is described in docs/summary-schema.md; a test keeps that page complete.
+
+Schema versions (a later version may add keys; removing or renaming one bumps the version):
   1: first version (DESIGN.md). Adds over the DESIGN.md sketch, as later keys are allowed:
      "checks" (every check with its status, also passing ones), per device "windows"
      (start/end of cold and steady), "counters", "reason_share", "outcome", and per run
-     "tags", "profile", "soak_version".
+     "tags", "profile", "soak_version". Then, still version 1: "host"; per device
+     "inventory", "steady_noise", and per window "power_mean_w", "energy_basis",
+     "energy_per_work" (tests/fixtures/summary/ keeps files from before and after); per
+     device "diagnosis_evidence", per equilibrium "confirmed_s", per server "by_part", per
+     window "util_pct", "p10", "p90" and "throughput_cv".
 """
 
 from __future__ import annotations
@@ -19,10 +25,11 @@ from soak.analysis.analyze import Analysis, DeviceResult
 from soak.analysis.windows import WindowStats
 from soak.errors import ConfigError
 from soak.model import RATE_UNITS
+from soak.report.measures import DeviceMeasures, WindowEnergy
 
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({1})
-WINDOW_KEYS = ("temp_c", "mem_temp_c", "sm_clock_mhz", "mem_clock_mhz", "power_w")
+WINDOW_KEYS = ("temp_c", "mem_temp_c", "sm_clock_mhz", "mem_clock_mhz", "power_w", "util_pct")
 
 
 def _clean(value: Any) -> Any:
@@ -36,11 +43,20 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _window(stats: WindowStats | None) -> dict[str, Any]:
+def _window(stats: WindowStats | None, energy: WindowEnergy | None = None) -> dict[str, Any]:
     if stats is None:
-        return {key: None for key in WINDOW_KEYS} | {"throughput": {}}
-    out: dict[str, Any] = {key: stats.median.get(key) for key in WINDOW_KEYS}
-    out["throughput"] = dict(stats.throughput)
+        out: dict[str, Any] = {key: None for key in WINDOW_KEYS} | {"throughput": {}}
+        out |= {"p10": dict.fromkeys(WINDOW_KEYS), "p90": dict.fromkeys(WINDOW_KEYS)}
+        out["throughput_cv"] = {}
+    else:
+        out = {key: stats.median.get(key) for key in WINDOW_KEYS}
+        out["throughput"] = dict(stats.throughput)
+        out["p10"] = {key: stats.p10.get(key) for key in WINDOW_KEYS}
+        out["p90"] = {key: stats.p90.get(key) for key in WINDOW_KEYS}
+        out["throughput_cv"] = dict(stats.throughput_cv)
+    out["power_mean_w"] = energy.power_w if energy else None
+    out["energy_basis"] = energy.basis if energy else None
+    out["energy_per_work"] = dict(energy.per_work) if energy else {}
     return out
 
 
@@ -51,27 +67,65 @@ def _ratio(cold: dict[str, Any], steady: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {key: div(steady[key], cold[key]) for key in WINDOW_KEYS}
     parts = set(cold["throughput"]) | set(steady["throughput"])
     out["throughput"] = {
-        p: div(steady["throughput"].get(p), cold["throughput"].get(p)) for p in parts
+        p: div(steady["throughput"].get(p), cold["throughput"].get(p)) for p in sorted(parts)
+    }
+    energy = set(cold["energy_per_work"]) | set(steady["energy_per_work"])
+    out["energy_per_work"] = {
+        p: div(steady["energy_per_work"].get(p), cold["energy_per_work"].get(p))
+        for p in sorted(energy)
     }
     return out
 
 
-def _device(d: DeviceResult, units: dict[str, str]) -> dict[str, Any]:
+INVENTORY_KEYS = (
+    "serial",
+    "pci_bus_id",
+    "vbios",
+    "driver_version",
+    "cuda_version",
+    "memory_total_b",
+    "power_limit_w",
+    "default_power_limit_w",
+    "max_sm_clock_mhz",
+    "max_mem_clock_mhz",
+    "slowdown_temp_c",
+    "shutdown_temp_c",
+    "max_operating_temp_c",
+    "mem_max_temp_c",
+)
+
+
+def _noise(m: DeviceMeasures | None) -> dict[str, Any] | None:
+    if m is None or m.noise is None:
+        return None
+    n = m.noise
+    return {
+        "method": "batch means",
+        "blocks": n.blocks,
+        "se": dict(n.se) | {"throughput": dict(n.throughput_se)},
+        "step": dict(n.step),
+    }
+
+
+def _device(d: DeviceResult, units: dict[str, str], m: DeviceMeasures | None) -> dict[str, Any]:
     f = d.facts
     eq = f.equilibrium
-    cold, steady = _window(f.cold), _window(f.steady)
+    cold = _window(f.cold, m.cold if m else None)
+    steady = _window(f.steady, m.steady if m else None)
     return {
         "index": d.info.index,
         "name": d.info.name,
         "uuid": d.info.uuid,
         "verdict": d.verdict,
         "diagnosis": d.diagnosis,
+        "diagnosis_evidence": list(d.diagnosis_evidence),
         "equilibrium": {
             "reached": bool(eq and eq.reached),
             "time_s": eq.time_s if eq else None,
             "tau_s": eq.fit.tau_s if eq and eq.fit else None,
             "t_inf_c": eq.fit.t_inf_c if eq and eq.fit else None,
             "basis": eq.basis if eq else None,
+            "confirmed_s": eq.confirmed_s if eq else None,
         },
         "cold": cold,
         "steady": steady,
@@ -88,10 +142,17 @@ def _device(d: DeviceResult, units: dict[str, str]) -> dict[str, Any]:
         "outcome": f.outcome.value if f.outcome else None,
         "load_start_s": d.load_start_s,
         "load_end_s": d.end_s,
+        "inventory": {key: getattr(d.info, key) for key in INVENTORY_KEYS},
+        "steady_noise": _noise(m),
     }
 
 
-def build_summary(analysis: Analysis) -> dict[str, Any]:
+def build_summary(
+    analysis: Analysis, measures: dict[int, DeviceMeasures] | None = None
+) -> dict[str, Any]:
+    """The summary of an analysed run; ``measures`` (per device index) add energy per unit
+    of work and the noise of the steady figures, which need the raw series."""
+    measures = measures or {}
     meta = analysis.meta
     run = meta.get("run", {})
     stop = meta.get("stop") or {}
@@ -116,11 +177,16 @@ def build_summary(analysis: Analysis) -> dict[str, Any]:
             "tags": run.get("tags", {}),
             "profile": analysis.profile.name,
         },
-        "devices": [_device(d, analysis.units) for d in analysis.devices],
+        "host": meta.get("host", {}),
+        "devices": [_device(d, analysis.units, measures.get(d.index)) for d in analysis.devices],
         "server": {
             "sync_loss": sync_loss,
             "slowest_device": slowest,
             "part": analysis.primary_part(),
+            "by_part": [
+                {"part": part, "sync_loss": loss, "slowest_device": device}
+                for part, (loss, device) in analysis.sync_losses().items()
+            ],
         },
         "checks": [
             {"device": c.device, "check": c.check, "status": str(c.status), "message": c.message}
@@ -145,8 +211,11 @@ def load_summary(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read ({exc.strerror})") from exc
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not JSON (not UTF-8 text at byte {exc.start})") from exc
     version = data.get("schema_version") if isinstance(data, dict) else None
-    if version not in SUPPORTED_VERSIONS:
+    # An exact int: a list would not hash, and true or 1.0 would pass for 1.
+    if type(version) is not int or version not in SUPPORTED_VERSIONS:
         known = ", ".join(map(str, sorted(SUPPORTED_VERSIONS)))
         raise ConfigError(f"{path}: summary schema_version {version!r} is not supported ({known})")
     return data

@@ -1,0 +1,531 @@
+"""The report's figures, drawn with matplotlib and returned as SVG data URIs for ``<img>``.
+
+An ``<img>`` keeps each SVG's ids and styles apart from the page's and from the other
+figures', and a browser never runs anything inside one. Figures are built on ``Figure``
+objects, not pyplot: no global state, no GUI backend. No user-supplied string (a device
+name, a tag) is drawn into a figure; those stay in the HTML, where they are escaped.
+
+Long runs are downsampled to ``MAX_POINTS`` bins per series, each drawn as its mean with the
+band between its minimum and maximum, so a one-second throttling dip in a 24-hour soak is
+still drawn at its full depth.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+import matplotlib
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from soak.analysis.analyze import DeviceResult
+from soak.model import ClockReason
+
+MAX_POINTS = 1000  # bins per plotted series; about one per pixel column of a figure
+RASTER_DPI = 130  # of the rasterised data layers: sharp on screen and printed
+WIDTH_IN = 11.0  # figure width: about the page's width at 96 CSS pixels per inch
+LEGEND_RIGHT = {"loc": "center left", "bbox_to_anchor": (1.01, 0.5), "frameon": False}
+HEATMAP_BINS = 400
+GAP_FACTOR = 5.0  # bins further apart than this many typical spacings: the line breaks
+
+COLD_COLOR, STEADY_COLOR = "#54aeff", "#fb8f44"
+REASON_ROWS = (  # always drawn, so that their absence reads as "never set"
+    ("hw_slowdown", ClockReason.HW_SLOWDOWN, "#cf222e"),
+    ("hw_thermal", ClockReason.HW_THERMAL, "#cf222e"),
+    ("hw_power_brake", ClockReason.HW_POWER_BRAKE, "#cf222e"),
+    ("sw_thermal", ClockReason.SW_THERMAL, "#e16f24"),
+    ("sw_power_cap", ClockReason.SW_POWER_CAP, "#bf8700"),
+)
+OTHER_REASON_COLOR = "#8c959f"
+
+_RC = {
+    "svg.fonttype": "none",  # text stays text: smaller files, crisp and searchable
+    "svg.hashsalt": "soak",  # stable ids: the same run gives the same file
+    "font.size": 8,
+    "axes.titlesize": 9,
+    "axes.labelsize": 8,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "legend.fontsize": 7,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "path.simplify": True,
+}
+
+
+@contextmanager
+def _style() -> Iterator[None]:
+    with matplotlib.rc_context(_RC):
+        yield
+
+
+def to_data_uri(fig: Figure) -> str:
+    """The figure as an SVG data URI (no creation date: the same run gives the same bytes)."""
+    buf = io.BytesIO()
+    with _style():
+        fig.savefig(buf, format="svg", dpi=RASTER_DPI, bbox_inches="tight", metadata={"Date": None})
+    return "data:image/svg+xml;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """A downsampled series: per bin its mean time, mean, minimum and maximum. NaN rows
+    mark gaps where nothing was read, so lines break there instead of bridging them."""
+
+    t: np.ndarray
+    mean: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    downsampled: bool = False
+
+    def __iter__(self):
+        return iter((self.t, self.mean, self.lo, self.hi))
+
+    @property
+    def empty(self) -> bool:
+        return not np.isfinite(self.mean).any()
+
+
+def envelope(t: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> Envelope:
+    """Downsample to at most ``max_points`` bins of (t, mean, min, max) over readable values,
+    so a short dip is still drawn as its bin's minimum rather than averaged away."""
+    finite = np.isfinite(y) & np.isfinite(t)
+    t, y = t[finite], y[finite]
+    downsampled = t.size > max_points
+    if downsampled:
+        edges = np.linspace(0, t.size, max_points + 1).astype(int)
+        starts, counts = edges[:-1], np.diff(edges)
+        t_mean = np.add.reduceat(t, starts) / counts
+        mean = np.add.reduceat(y, starts) / counts
+        lo, hi = np.minimum.reduceat(y, starts), np.maximum.reduceat(y, starts)
+        t, y = t_mean, mean
+    else:
+        lo = hi = y
+    return _break_gaps(Envelope(t, y, lo, hi, downsampled))
+
+
+def _break_gaps(e: Envelope) -> Envelope:
+    if e.t.size < 3:
+        return e
+    dt = np.diff(e.t)
+    typical = float(np.median(dt))
+    gaps = np.flatnonzero(dt > GAP_FACTOR * typical) + 1 if typical > 0 else np.empty(0, int)
+    if not gaps.size:
+        return e
+    nan = np.full(gaps.size, np.nan)
+    t_gap = (e.t[gaps - 1] + e.t[gaps]) / 2
+    return Envelope(
+        np.insert(e.t, gaps, t_gap),
+        np.insert(e.mean, gaps, nan),
+        np.insert(e.lo, gaps, nan),
+        np.insert(e.hi, gaps, nan),
+        e.downsampled,
+    )
+
+
+def time_scale(span_s: float) -> tuple[float, str]:
+    """Seconds for runs up to 5 minutes, minutes up to 3 hours, hours beyond."""
+    if span_s > 3 * 3600:
+        return 3600.0, "hours"
+    return (60.0, "minutes") if span_s > 300 else (1.0, "seconds")
+
+
+def _plot(ax: Axes, e: Envelope, scale: float, color: str, label: str, factor: float = 1.0):
+    # Data layers are rasterised inside the SVG (axes and text stay vector): thousands of
+    # points per series as vector paths would make a 24-hour report tens of megabytes.
+    x = e.t / scale
+    ax.fill_between(
+        x, e.lo * factor, e.hi * factor, color=color, alpha=0.2, linewidth=0, rasterized=True
+    )
+    if e.downsampled:  # outline the band, so a dip narrower than a pixel is still drawn
+        for edge in (e.lo, e.hi):  # down to its full depth
+            ax.plot(x, edge * factor, color=color, linewidth=0.35, alpha=0.6, rasterized=True)
+    ax.plot(x, e.mean * factor, color=color, linewidth=0.8, label=label, rasterized=True)
+
+
+def _not_available(ax: Axes, what: str) -> None:
+    ax.text(
+        0.5, 0.5, f"{what}: not available", transform=ax.transAxes, ha="center", color="#6e7781"
+    )
+
+
+def _shade(axes: Sequence[Axes], d: DeviceResult, t0: float, scale: float) -> None:
+    windows = ((d.facts.cold, COLD_COLOR), (d.facts.steady, STEADY_COLOR))
+    eq = d.facts.equilibrium
+    for ax in axes:
+        for stats, color in windows:
+            if stats is not None:
+                ax.axvspan(
+                    (stats.window.start_s - t0) / scale,
+                    (stats.window.end_s - t0) / scale,
+                    color=color,
+                    alpha=0.18,
+                    linewidth=0,
+                )
+        if eq is not None and eq.reached and eq.time_s is not None:
+            ax.axvline((eq.time_s - t0) / scale, color="#57606a", linewidth=0.8, linestyle=":")
+
+
+def reason_bins(
+    t: np.ndarray, reasons: np.ndarray, max_points: int = MAX_POINTS
+) -> tuple[np.ndarray, np.ndarray, dict[int, np.ndarray]]:
+    """Per bin its start and end time and, per reason bit ever set, whether any tick in the
+    bin had it: a single second under HW slowdown still marks its bin."""
+    ok = np.isfinite(reasons)
+    t, bits = t[ok], reasons[ok].astype(np.int64)
+    if not t.size:
+        return t, t, {}
+    n = min(max_points, t.size)
+    edges = np.linspace(0, t.size, n + 1).astype(int)
+    starts = edges[:-1]
+    t_start, t_end = t[starts], t[edges[1:] - 1]
+    seen = int(np.bitwise_or.reduce(bits))
+    out: dict[int, np.ndarray] = {}
+    bit = 1
+    while bit <= seen:
+        if seen & bit:
+            out[bit] = np.maximum.reduceat((bits & bit) != 0, starts)
+        bit <<= 1
+    return t_start, t_end, out
+
+
+def _runs(active: np.ndarray) -> list[tuple[int, int]]:
+    """(first, last) bin indices of each run of consecutive active bins."""
+    padded = np.concatenate(([0], active.astype(np.int8), [0]))
+    change = np.flatnonzero(np.diff(padded))
+    return list(zip(change[::2], change[1::2] - 1, strict=True))
+
+
+def _reason_strip(ax: Axes, t: np.ndarray, reasons: np.ndarray, t0: float, scale: float) -> None:
+    t_start, t_end, bins = reason_bins(t, reasons)
+    min_width = 0.002 * float(t_end[-1] - t_start[0]) / scale if t_start.size else 0.0
+    rows = [(name, int(bit), color) for name, bit, color in REASON_ROWS]
+    known = {bit for _, bit, _ in rows}
+    for bit in sorted(bins):
+        if bit not in known:
+            names = ClockReason(bit).names()
+            rows.append((names[0] if names else f"{bit:#x}", bit, OTHER_REASON_COLOR))
+    for y, (_, bit, color) in enumerate(rows):
+        active = bins.get(bit)
+        if active is None:
+            continue
+        spans = [
+            ((t_start[a] - t0) / scale, max((t_end[b] - t_start[a]) / scale, min_width))
+            for a, b in _runs(active)
+        ]
+        ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=color, linewidth=0)
+    ax.set_yticks(range(len(rows)), [name for name, _, _ in rows])
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.grid(False, axis="y")
+    ax.set_ylabel("clock-event\nreasons")
+    if not np.isfinite(reasons).any():
+        _not_available(ax, "clock-event reasons")
+
+
+def device_timeline(
+    d: DeviceResult,
+    tele: dict[str, np.ndarray],
+    work: dict[str, dict[str, np.ndarray]],
+) -> str:
+    """Temperature, clocks, power and throughput of one device over the run, the cold and
+    steady windows shaded, equilibrium dotted, clock-event reasons as bands underneath."""
+    t0 = d.load_start_s or 0.0
+    t = tele["t_s"]
+    scale, unit = time_scale(float(t[-1] - t[0]) if t.size else 0.0)
+    rel = t - t0
+    fig = Figure(figsize=(WIDTH_IN, 8.4))
+    n_reasons = len(REASON_ROWS) + 2
+    axes = fig.subplots(
+        5, 1, sharex=True, gridspec_kw={"height_ratios": [1, 1, 1, 1.1, 0.12 * n_reasons]}
+    )
+    ax_temp, ax_clock, ax_power, ax_rate, ax_reason = axes
+
+    temp = envelope(rel, tele["temp_c"])
+    hbm = envelope(rel, tele["mem_temp_c"])
+    if temp.empty and hbm.empty:
+        _not_available(ax_temp, "temperature")
+    if not temp.empty:
+        _plot(ax_temp, temp, scale, "#cf222e", "GPU")
+    if not hbm.empty:
+        _plot(ax_temp, hbm, scale, "#8250df", "HBM")
+    if d.info.slowdown_temp_c is not None:
+        ax_temp.axhline(d.info.slowdown_temp_c, color="#cf222e", linestyle="--", linewidth=0.8)
+        ax_temp.annotate(
+            f"slowdown {d.info.slowdown_temp_c:.0f} °C",
+            (0.005, d.info.slowdown_temp_c),
+            xycoords=("axes fraction", "data"),
+            va="bottom",
+            fontsize=6.5,
+            color="#cf222e",
+        )
+    ax_temp.set_ylabel("temperature (°C)")
+    handles, _ = ax_temp.get_legend_handles_labels()
+    handles += [
+        Patch(color=COLD_COLOR, alpha=0.35, label="cold window"),
+        Patch(color=STEADY_COLOR, alpha=0.35, label="steady window"),
+    ]
+    ax_temp.legend(handles=handles, **LEGEND_RIGHT)
+
+    sm = envelope(rel, tele["sm_clock_mhz"])
+    if sm.empty:
+        _not_available(ax_clock, "SM clock")
+    else:
+        _plot(ax_clock, sm, scale, "#0969da", "SM")
+    ax_clock.set_ylabel("SM clock (MHz)", color="#0969da")
+    mem = envelope(rel, tele["mem_clock_mhz"])
+    if not mem.empty:
+        ax_mem = ax_clock.twinx()
+        ax_mem.grid(False)
+        _plot(ax_mem, mem, scale, "#1a7f37", "memory")
+        ax_mem.set_ylabel("memory\nclock (MHz)", color="#1a7f37")
+
+    power = envelope(rel, tele["power_w"])
+    if power.empty:
+        _not_available(ax_power, "power")
+    else:
+        _plot(ax_power, power, scale, "#bc4c00", "power")
+    limit = envelope(rel, tele["power_limit_w"])
+    if not limit.empty:
+        ax_power.plot(
+            limit.t / scale, limit.hi, color="#57606a", linestyle="--", linewidth=0.8, label="limit"
+        )
+    if ax_power.lines:
+        ax_power.legend(**LEGEND_RIGHT)
+    ax_power.set_ylabel("power (W)")
+
+    _throughput_panel(ax_rate, d, work, t0, scale)
+    _reason_strip(ax_reason, t, tele["clock_reasons"], t0, scale)
+    ax_reason.set_xlabel(f"{unit} since load start")
+    _shade(axes, d, t0, scale)
+    fig.align_ylabels(axes)
+    return to_data_uri(fig)
+
+
+def work_rates(w: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per work sample: its mid time and its rate."""
+    duration = w["t_end_s"] - w["t_start_s"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(duration > 0, w["work"] / duration, np.nan)
+    return (w["t_start_s"] + w["t_end_s"]) / 2, rate
+
+
+def _throughput_panel(
+    ax: Axes, d: DeviceResult, work: dict[str, dict[str, np.ndarray]], t0: float, scale: float
+) -> None:
+    colors = ("#0969da", "#1a7f37", "#8250df", "#bc4c00")
+    basis = "cold"
+    drawn = False
+    for i, (part, w) in enumerate(sorted(work.items())):
+        mid, rate = work_rates(w)
+        ref = d.facts.cold.throughput.get(part) if d.facts.cold else None
+        if not ref:
+            finite = rate[np.isfinite(rate)]
+            ref = float(np.median(finite)) if finite.size else None
+            basis = "run median"
+        if not ref:
+            continue
+        e = envelope(mid - t0, rate)
+        if not e.empty:
+            _plot(ax, e, scale, colors[i % len(colors)], part, factor=100.0 / ref)
+            drawn = True
+    if drawn:
+        ax.legend(**LEGEND_RIGHT)
+        ax.axhline(100.0, color="#57606a", linewidth=0.6)
+    else:
+        _not_available(ax, "throughput")
+    ax.set_ylabel(f"throughput\n(% of {basis})")
+
+
+def server_view(
+    results: Sequence[DeviceResult],
+    tele: dict[int, dict[str, np.ndarray]],
+    work: dict[int, dict[str, dict[str, np.ndarray]]],
+    part: str | None,
+    rate_unit: str,
+    t0: float,
+) -> str:
+    """Every device's temperature and throughput of the main workload part together."""
+    spans = [float(tele[d.index]["t_s"][-1]) - t0 for d in results if tele[d.index]["t_s"].size]
+    scale, unit = time_scale(max(spans, default=0.0))
+    fig = Figure(figsize=(WIDTH_IN, 5.4))
+    ax_temp, ax_rate = fig.subplots(2, 1, sharex=True)
+    cmap = matplotlib.colormaps["tab10" if len(results) <= 10 else "tab20"]
+    rates = {d.index: work_rates(work[d.index][part]) for d in results if part in work[d.index]}
+    finite = [r[np.isfinite(r)] for _, r in rates.values()]
+    prefix_scale, prefix = _prefix(max((float(r.max()) for r in finite if r.size), default=0.0))
+    for i, d in enumerate(results):
+        color = cmap(i % cmap.N)
+        temp = envelope(tele[d.index]["t_s"] - t0, tele[d.index]["temp_c"])
+        if not temp.empty:
+            _plot(ax_temp, temp, scale, color, f"GPU {d.index}")
+        if d.index in rates:
+            mid, rate = rates[d.index]
+            e = envelope(mid - t0, rate)
+            if not e.empty:
+                _plot(ax_rate, e, scale, color, f"GPU {d.index}", factor=1.0 / prefix_scale)
+    ax_temp.set_ylabel("temperature (°C)")
+    if not ax_temp.lines:
+        _not_available(ax_temp, "temperature")
+    ax_rate.set_ylabel(f"{part or 'throughput'} ({prefix}{rate_unit})")
+    if not ax_rate.lines:
+        _not_available(ax_rate, "throughput")
+    ax_rate.set_xlabel(f"{unit} since load start")
+    if ax_temp.lines:
+        ax_temp.legend(
+            loc="lower left", bbox_to_anchor=(0, 1.0), ncols=min(len(results), 8), frameon=False
+        )
+    fig.align_ylabels([ax_temp, ax_rate])
+    return to_data_uri(fig)
+
+
+def _prefix(value: float) -> tuple[float, str]:
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return scale, prefix
+    return 1.0, ""
+
+
+def binned(
+    t: np.ndarray, y: np.ndarray, edges: np.ndarray, how: Literal["max", "min"]
+) -> np.ndarray:
+    """Per time bin the max or min of the readable values (``t`` ascending); NaN where a bin
+    has none."""
+    ok = np.isfinite(y)
+    t, y = t[ok], y[ok]
+    out = np.full(edges.size - 1, np.nan)
+    keep = (t >= edges[0]) & (t < edges[-1])
+    t, y = t[keep], y[keep]
+    if not t.size:
+        return out
+    idx = np.searchsorted(t, edges)
+    nonempty = np.flatnonzero(idx[1:] > idx[:-1])
+    reduce = np.maximum if how == "max" else np.minimum
+    out[nonempty] = reduce.reduceat(y, idx[nonempty])
+    return out
+
+
+def heatmap(
+    results: Sequence[DeviceResult],
+    tele: dict[int, dict[str, np.ndarray]],
+    work: dict[int, dict[str, dict[str, np.ndarray]]],
+    part: str | None,
+    t0: float,
+) -> str:
+    """Device × time: the hottest reading and the lowest throughput (percent of the
+    server's median cold throughput) in each time bin, so a brief event still colours its
+    cell."""
+    t_end = max(float(tele[d.index]["t_s"][-1]) for d in results if tele[d.index]["t_s"].size)
+    scale, unit = time_scale(t_end - t0)
+    ticks = max(int(np.sum(tele[d.index]["t_s"] >= t0)) for d in results)
+    bins = max(min(HEATMAP_BINS, ticks), 1)  # never more bins than readings: no empty stripes
+    edges = np.linspace(t0, t_end + 1e-9, bins + 1)
+    temps = np.vstack(
+        [binned(tele[d.index]["t_s"], tele[d.index]["temp_c"], edges, "max") for d in results]
+    )
+    colds = [
+        d.facts.cold.throughput.get(part)
+        for d in results
+        if part and d.facts.cold is not None and d.facts.cold.throughput.get(part)
+    ]
+    ref = float(np.median(colds)) if colds else None
+    rows = []
+    for d in results:
+        if part in work[d.index] and ref:
+            mid, rate = work_rates(work[d.index][part])
+            rows.append(binned(mid, rate, edges, "min") * 100.0 / ref)
+        else:
+            rows.append(np.full(bins, np.nan))
+    rates = np.vstack(rows)
+    height = 0.9 + 0.2 * len(results)
+    fig = Figure(figsize=(WIDTH_IN, 2 * height), layout="constrained")
+    axes = fig.subplots(2, 1, sharex=True)
+    extent = (0.0, (t_end - t0) / scale, len(results) - 0.5, -0.5)
+    labels = [f"GPU {d.index}" for d in results]
+    panels = (
+        (temps, "inferno", "hottest temperature in each bin (°C)", None, None),
+        (
+            rates,
+            "RdYlGn",
+            f"lowest {part or 'throughput'} in each bin (% of the server's median cold)",
+            85,
+            105,
+        ),
+    )
+    for ax, (data, cmap, label, vmin, vmax) in zip(axes, panels, strict=True):
+        if not np.isfinite(data).any():
+            _not_available(ax, label.split(" in each bin")[0])
+            continue
+        finite = data[np.isfinite(data)]
+        if vmin is not None:
+            vmin, vmax = min(vmin, float(finite.min())), max(vmax, float(finite.max()))
+        image = ax.imshow(
+            np.ma.masked_invalid(data),
+            aspect="auto",
+            interpolation="nearest",
+            cmap=cmap,
+            extent=extent,
+            vmin=vmin,
+            vmax=vmax,
+        )
+        fig.colorbar(image, ax=ax, pad=0.01)
+        ax.set_title(label, loc="left")
+        ax.set_yticks(range(len(results)), labels)
+        ax.grid(False)
+    axes[-1].set_xlabel(f"{unit} since load start")
+    return to_data_uri(fig)
+
+
+def comparison(changes: Sequence) -> str:
+    """Per device, run B's change against run A: throughput and SM clock in percent, and
+    temperature in °C, each with its noise threshold as an error bar; changes within the
+    noise are drawn pale."""
+    devices = sorted({c.device for c in changes})
+    rel_keys = sorted({c.key for c in changes if c.key.startswith("throughput:")})
+    rel_keys.append("sm_clock_mhz")
+    fig = Figure(figsize=(WIDTH_IN, 5.2))
+    ax_rel, ax_temp = fig.subplots(2, 1, sharex=True)
+    rel_colors = ("#0969da", "#1a7f37", "#8250df", "#57606a", "#bc4c00")
+    panels = (
+        (ax_rel, rel_keys, True, "change (%)", rel_colors),
+        (ax_temp, ["temp_c", "mem_temp_c"], False, "change (°C)", ("#cf222e", "#8250df")),
+    )
+    by_key = {(c.device, c.key): c for c in changes}
+    for ax, keys, relative, ylabel, colors in panels:
+        width = 0.8 / max(len(keys), 1)
+        handles = []
+        for k, key in enumerate(keys):
+            xs, ys, errs, alphas = [], [], [], []
+            label = None
+            for i, device in enumerate(devices):
+                c = by_key.get((device, key))
+                if c is None or c.delta is None or (relative and not c.a):
+                    continue
+                label = c.label
+                scale = 100.0 / c.a if relative else 1.0
+                xs.append(i - 0.4 + width * (k + 0.5))
+                ys.append(c.delta * scale)
+                errs.append(c.threshold * abs(scale) if c.threshold is not None else 0.0)
+                alphas.append(1.0 if c.significant else 0.35)
+            if not xs:
+                continue
+            color = colors[k % len(colors)]
+            bars = ax.bar(xs, ys, width * 0.9, color=color)
+            handles.append(Patch(color=color, label=label))
+            for bar, alpha in zip(bars, alphas, strict=True):
+                bar.set_alpha(alpha)
+            ax.errorbar(xs, ys, yerr=errs, fmt="none", ecolor="#1f2328", capsize=2, linewidth=0.7)
+        ax.axhline(0, color="#57606a", linewidth=0.6)
+        ax.set_ylabel(ylabel)
+        if handles:
+            ax.legend(handles=handles, **LEGEND_RIGHT)
+        else:
+            _not_available(ax, ylabel)
+    ax_temp.set_xticks(range(len(devices)), [f"GPU {d}" for d in devices])
+    return to_data_uri(fig)

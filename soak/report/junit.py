@@ -1,0 +1,168 @@
+"""``junit.xml``: every acceptance check of a run as a JUnit test case, so that CI systems and
+fleet tools ingest a soak like any test run.
+
+One ``<testsuite>`` per device and one for the server, one ``<testcase>`` per check result.
+A failing check is a ``<failure>``. JUnit has no "warning": a warning check is ``<skipped>``,
+which every CI shows as wanting attention without failing the job, as a warning does not
+fail the verdict. Every case carries its message (with its numbers) in ``<system-out>``, a
+run that did not complete is an ``<error>`` in the server suite. Case names are stable from
+run to run (the check, and the window and workload part it is about where a device has
+several), so a CI's history follows each check. Nothing depends on when the report was
+built: rebuilding a run's report gives the same file.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+from soak.analysis.analyze import INCOMPLETE_STOPS, Analysis
+from soak.analysis.checks import CheckResult, Status
+from soak.units import pct
+
+WINDOW_WORDS = ("steady", "final", "cold")
+_BAD_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _text(value: object) -> str:
+    """Text XML 1.0 can hold: control characters a device string might carry are dropped."""
+    return _BAD_XML.sub("", str(value))
+
+
+def case_names(checks: list[CheckResult], parts: list[str]) -> list[str]:
+    """A stable name per check result: the check's name, qualified by the window and the
+    workload part its message is about where the same check appears more than once."""
+    count = Counter(c.check for c in checks)
+    names = []
+    for c in checks:
+        if count[c.check] == 1:
+            names.append(c.check)
+            continue
+        words = re.findall(r"[\w.-]+", c.message.lower())
+        window = next((w for w in words if w in WINDOW_WORDS), None)
+        part = next((w for w in words if w in parts), None)
+        qualifier = ", ".join(q for q in (window, part) if q)
+        names.append(f"{c.check} ({qualifier})" if qualifier else c.check)
+    seen: Counter[str] = Counter(names)
+    numbered: Counter[str] = Counter()
+    out = []
+    for name in names:  # still ambiguous: number them in order
+        if seen[name] > 1:
+            numbered[name] += 1
+            name = f"{name} #{numbered[name]}"
+        out.append(name)
+    return out
+
+
+def _case(suite: ET.Element, classname: str, name: str, status: Status | str, message: str):
+    case = ET.SubElement(suite, "testcase", classname=_text(classname), name=_text(name))
+    case.set("time", "0")
+    if status == Status.FAIL:
+        ET.SubElement(case, "failure", message=_text(message), type="fail").text = _text(message)
+    elif status == Status.WARN:
+        ET.SubElement(case, "skipped", message=_text(f"warning: {message}"))
+    elif status == "error":
+        ET.SubElement(case, "error", message=_text(message), type="incomplete").text = _text(
+            message
+        )
+    ET.SubElement(case, "system-out").text = _text(f"{str(status).upper()}: {message}")
+    return case
+
+
+def _suite(parent: ET.Element, name: str, run: dict, duration: float | None) -> ET.Element:
+    suite = ET.SubElement(parent, "testsuite", name=_text(name))
+    stamp = run.get("started_utc")
+    if stamp:
+        suite.set("timestamp", str(stamp).removesuffix("Z"))
+    suite.set("hostname", _text(run.get("host") or "unknown"))
+    suite.set("time", f"{duration or 0:.3f}")
+    return suite
+
+
+def _properties(suite: ET.Element, values: dict[str, object]) -> None:
+    props = ET.SubElement(suite, "properties")
+    for key, value in values.items():
+        if value is not None:
+            ET.SubElement(props, "property", name=key, value=_text(value))
+
+
+def _count(suite: ET.Element) -> None:
+    cases = suite.findall("testcase")
+    suite.set("tests", str(len(cases)))
+    for tag, attr in (("failure", "failures"), ("error", "errors"), ("skipped", "skipped")):
+        suite.set(attr, str(sum(1 for c in cases if c.find(tag) is not None)))
+
+
+def build_junit(analysis: Analysis) -> ET.ElementTree:
+    run = analysis.meta.get("run", {})
+    duration = (analysis.meta.get("stop") or {}).get("duration_s")
+    host = run.get("host") or "unknown"
+    host_id = re.sub(r"[^\w-]", "_", str(host))
+    parts = sorted(analysis.units)
+    root = ET.Element("testsuites", name=_text(f"soak {host}"))
+    for d in analysis.devices:
+        suite = _suite(root, f"{host} GPU {d.index}: {d.info.name}", run, duration)
+        _properties(
+            suite,
+            {
+                "verdict": d.verdict,
+                "diagnosis": d.diagnosis,
+                "name": d.info.name,
+                "uuid": d.info.uuid,
+                "serial": d.info.serial,
+                "pci_bus_id": d.info.pci_bus_id,
+            },
+        )
+        classname = f"soak.{host_id}.gpu{d.index}"
+        for check, name in zip(d.checks, case_names(d.checks, parts), strict=True):
+            _case(suite, classname, name, check.status, check.message)
+        _count(suite)
+
+    suite = _suite(root, f"{host} server", run, duration)
+    sync_loss, slowest = analysis.sync_loss()
+    _properties(
+        suite,
+        {
+            "verdict": analysis.verdict,
+            "stop_reason": analysis.stop_reason,
+            "command": run.get("command"),
+            "seed": run.get("seed"),
+            "sync_loss": sync_loss,
+            "slowest_device": slowest,
+        },
+    )
+    classname = f"soak.{host_id}.server"
+    server = analysis.server_checks
+    for check, name in zip(server, case_names(server, parts), strict=True):
+        _case(suite, classname, name, check.status, check.message)
+    if not analysis.devices:
+        _case(suite, classname, "devices", Status.FAIL, "no devices were found or loaded")
+    if analysis.stop_reason in INCOMPLETE_STOPS:
+        detail = (analysis.meta.get("stop") or {}).get("detail") or ""
+        message = f"the run did not complete (stop: {analysis.stop_reason}" + (
+            f": {detail})" if detail else ")"
+        )
+        _case(suite, classname, "run_complete", "error", message)
+    else:
+        _case(suite, classname, "run_complete", Status.PASS, f"stop: {analysis.stop_reason}")
+    if sync_loss is not None:
+        message = (
+            f"synchronous loss {pct(sync_loss, 2)} of steady {analysis.primary_part()}, "
+            f"set by GPU {slowest}"
+        )
+        _case(suite, classname, "sync_loss", Status.PASS, message)
+    _count(suite)
+
+    for attr in ("tests", "failures", "errors", "skipped"):
+        root.set(attr, str(sum(int(s.get(attr, "0")) for s in root.findall("testsuite"))))
+    root.set("time", f"{duration or 0:.3f}")
+    ET.indent(root)
+    return ET.ElementTree(root)
+
+
+def write_junit(path: Path, analysis: Analysis) -> None:
+    tmp = path.with_suffix(".xml.tmp")
+    build_junit(analysis).write(tmp, encoding="utf-8", xml_declaration=True)
+    tmp.replace(path)

@@ -1,0 +1,105 @@
+"""soak compare: what changed between two runs of one server, and whether it is more than
+noise."""
+
+import json
+import re
+import shutil
+
+import pytest
+
+from soak.cli import main
+from soak.report.compare import Change, compare_runs, table
+from tests.report.conftest import HOSTILE_NAME
+from tests.report.test_summary import FIXTURES
+
+
+def _change(comparison, device, key):
+    return next(c for c in comparison.changes if c.device == device and c.key == key)
+
+
+def test_fixing_the_airflow_shows_as_better_beyond_the_noise(faulty_run, fixed_run):
+    comparison = compare_runs(faulty_run, fixed_run)
+    assert comparison.matched_by == "uuid"
+    gpu1 = {c.key: c for c in comparison.changes if c.device == 1}
+    assert gpu1["temp_c"].delta < -10 and gpu1["temp_c"].verdict == "better"
+    assert gpu1["sm_clock_mhz"].verdict == "better"
+    assert gpu1["throughput:gemm"].rel > 0.05 and gpu1["throughput:gemm"].verdict == "better"
+    # a device with nothing done to it, in front of the airflow: within the noise
+    assert _change(comparison, 0, "temp_c").verdict == "within noise"
+    assert _change(comparison, 0, "throughput:gemm").verdict == "within noise"
+
+
+def test_a_run_against_itself_changes_nothing(fixed_run):
+    comparison = compare_runs(fixed_run, fixed_run / "summary.json")
+    assert {c.verdict for c in comparison.changes} == {"within noise"}
+
+
+def test_the_noise_is_estimated_from_inside_the_steady_window(fixed_run):
+    summary = json.loads((fixed_run / "summary.json").read_text())
+    noise = summary["devices"][0]["steady_noise"]
+    assert noise["method"] == "batch means" and noise["blocks"] == 10
+    assert (
+        0
+        < noise["se"]["throughput"]["gemm"]
+        < 0.01 * summary["devices"][0]["steady"]["throughput"]["gemm"]
+    )
+    assert noise["step"]["temp_c"] == 1.0  # the simulated sensor reads whole degrees
+
+
+def test_without_a_noise_estimate_a_change_is_not_called():
+    c = Change(0, "temp_c", "temperature", "°C", 60.0, 70.0, None, 1.0, -1)
+    assert c.significant is None and c.verdict == "not available"
+    small = Change(0, "temp_c", "temperature", "°C", 60.0, 61.0, 0.01, 1.0, -1)
+    assert small.threshold == 1.0 and small.verdict == "within noise"  # one sensor step
+    large = Change(0, "temp_c", "temperature", "°C", 60.0, 63.0, 0.1, 1.0, -1)
+    assert large.verdict == "worse"
+
+
+def test_old_summaries_without_noise_compare_with_noise_not_available():
+    old = FIXTURES / "v1-2026-11-30-sim-4gpu-faults.json"
+    comparison = compare_runs(old, old)
+    assert {c.verdict for c in comparison.changes} == {"not available"}
+    assert "noise (3σ)" in table(comparison)
+
+
+def test_the_command_prints_a_table_and_writes_a_self_contained_report(
+    faulty_run, fixed_run, tmp_path, capsys
+):
+    out = tmp_path / "cmp.html"
+    assert main(["compare", str(faulty_run), str(fixed_run), "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == str(out)
+    assert any(re.match(r"\s*1\s+temperature\s.*better$", line) for line in lines)
+    html = out.read_text()
+    assert "<script" not in html.lower() and 'src="data:image/svg+xml;base64,' in html
+    assert HOSTILE_NAME not in html
+    assert "batch means" in html
+
+
+def test_the_comparison_lands_in_run_b_by_default(fixed_run, tmp_path, capsys):
+    b = tmp_path / "b"
+    shutil.copytree(fixed_run, b)
+    assert main(["compare", str(fixed_run), str(b)]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == str(b / "compare.html")
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p / "missing", "no such run folder or summary file"),
+        (lambda p: p, "no summary.json in this folder"),
+        (lambda p: _write(p / "s.json", "{broken"), "not JSON"),
+        (lambda p: _write(p / "s.json", '{"schema_version": 7}'), "schema_version 7 is not"),
+        (lambda p: _write(p / "s.json", '{"schema_version": 1}'), "not a soak summary"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(fixed_run, tmp_path, capsys, make, message):
+    bad = make(tmp_path)
+    assert main(["compare", str(fixed_run), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and err.startswith("soak: error: ")
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path

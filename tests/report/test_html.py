@@ -1,0 +1,108 @@
+"""report.html: self-contained, complete, escaped, and rebuilt the same from the store."""
+
+import html as htmllib
+import json
+import re
+
+import pytest
+from markupsafe import escape
+
+from soak.report import build_outputs
+from soak.report.html import small_si
+from tests.report.conftest import HOSTILE_NAME, HOSTILE_TAG, copy_run
+
+
+def _visible_text(html: str) -> str:
+    body = re.sub(r'src="data:[^"]*"', "", html.split("</head>")[1])
+    return " ".join(htmllib.unescape(re.sub(r"<[^>]+>", " ", body)).split())
+
+
+def test_the_report_needs_nothing_from_outside(faulty_run):
+    html = (faulty_run / "report.html").read_text()
+    assert "<script" not in html.lower()  # no script of ours, and none smuggled in
+    assert "<link" not in html.lower() and "@import" not in html
+    for attr in re.findall(r'(?:src|href)="([^"]*)"', html):
+        assert attr.startswith(("data:image/svg+xml;base64,", "#")), attr[:60]
+    assert "url(" not in html.split("</style>")[0].split("<style>")[1]
+
+
+def test_banner_gives_every_failing_and_warning_reason_with_its_numbers(faulty_run):
+    html = (faulty_run / "report.html").read_text()
+    summary = json.loads((faulty_run / "summary.json").read_text())
+    banner = html[html.index('<header class="banner') : html.index('<nav class="toc">')]
+    assert summary["verdict"] == "FAIL" and summary["reasons"]
+    for reason in summary["reasons"]:
+        assert str(escape(reason["message"])) in banner
+    assert "GPU 1" in banner and "throughput_retention" in banner and "ecc_uncorrected" in banner
+    assert re.search(r"\d+(\.\d+)? %", banner)  # numbers, not just names
+
+
+def test_hostile_device_names_and_tags_are_text_never_markup(faulty_run):
+    html = (faulty_run / "report.html").read_text()
+    assert HOSTILE_NAME not in html and HOSTILE_TAG not in html
+    assert str(escape(HOSTILE_NAME)) in html
+    assert str(escape(HOSTILE_TAG)) in html
+    assert "onerror=alert" not in html.replace(str(escape(HOSTILE_TAG)), "")
+    junit = (faulty_run / "junit.xml").read_text()
+    assert "<script>" not in junit and "&lt;script&gt;" in junit
+
+
+def test_every_section_an_operator_needs_is_there(faulty_run):
+    html = (faulty_run / "report.html").read_text()
+    text = _visible_text(html)
+    summary = json.loads((faulty_run / "summary.json").read_text())
+    for heading in ("Server", "Server inventory", "Capabilities", "Events", "Reproduce"):
+        assert f">{heading}<" in html
+    assert "Acceptance profile: default" in text
+    assert "min_throughput_retention" in text and "0.95" in text
+    for d in summary["devices"]:
+        assert f'id="gpu{d["index"]}"' in html
+        for key in ("serial", "pci_bus_id"):
+            assert d["inventory"][key] in text
+        assert d["uuid"] in text
+    # cold vs steady: energy per unit of work, ratios, equilibrium and τ, reason shares
+    assert "energy per FLOP (gemm)" in text and "pJ/FLOP" in text
+    assert "time constant τ" in text and "SW thermal slowdown" in text
+    assert "Synchronous loss" in text and "set by GPU 1" in text
+    # the reproduce section: command, seed, versions; the events with the injected faults
+    assert "soak run --backend sim --minutes 40 --sim-gpus 4 --seed 3" in text
+    assert "hw-slowdown:gpu=3:at=1500:for=2" in text
+    assert "fault_injected" in text and "1 uncorrectable ECC error" in text
+    assert "Python" in text and "numpy" in text
+
+
+def test_what_cannot_be_read_is_not_available_never_zero_or_blank(faulty_run):
+    text = _visible_text((faulty_run / "report.html").read_text())
+    # the simulated SKU has no retired-page counter and no fan reading
+    row = re.search(r"retired pages\s+(\S+ \S+)\s+(\S+ \S+)\s+(\S+ \S+)", text)
+    assert row and set(row.groups()) == {"not available"}
+    assert re.search(r"fan_pct(\s+not supported){4}", text)
+    assert not re.search(r"\b(None|nan|NaN|inf)\b", text)
+
+
+def test_rebuilding_from_the_store_alone_gives_the_same_outputs(faulty_run, tmp_path):
+    one = copy_run(faulty_run, tmp_path / "one")
+    two = copy_run(faulty_run, tmp_path / "two")
+    build_outputs(one)
+    build_outputs(two)
+    build_outputs(two)  # and again in place
+    for name in ("summary.json", "junit.xml"):
+        assert (one / name).read_bytes() == (two / name).read_bytes(), name
+    # the report names its own folder (to rebuild it); apart from that it is the same too
+    html_one = (one / "report.html").read_text().replace("soak report one", "soak report X")
+    assert html_one == (two / "report.html").read_text().replace("soak report two", "soak report X")
+    assert (one / "summary.json").read_bytes() == (faulty_run / "summary.json").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (2.03e-12, "2.03 pJ/FLOP"),
+        (1.16e-9, "1.16 nJ/FLOP"),
+        (0.047, "47.0 mJ/FLOP"),
+        (None, "not available"),
+        (float("nan"), "not available"),
+    ],
+)
+def test_energy_per_unit_of_work_reads_with_a_prefix(value, text):
+    assert small_si(value, "J/FLOP") == text

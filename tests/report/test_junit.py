@@ -1,0 +1,64 @@
+"""junit.xml: one test case per device and check, as CI systems read it."""
+
+import json
+import xml.etree.ElementTree as ET
+
+from soak.report import build_outputs
+from tests.report.conftest import copy_run, set_meta
+
+
+def _suites(run_dir):
+    root = ET.parse(run_dir / "junit.xml").getroot()
+    assert root.tag == "testsuites"
+    return root, root.findall("testsuite")
+
+
+def test_one_case_per_device_and_check_and_the_counts_add_up(faulty_run):
+    summary = json.loads((faulty_run / "summary.json").read_text())
+    root, suites = _suites(faulty_run)
+    assert len(suites) == len(summary["devices"]) + 1  # and the server
+    for device, suite in zip(summary["devices"], suites, strict=False):
+        mine = [c for c in summary["checks"] if c["device"] == device["index"]]
+        cases = suite.findall("testcase")
+        assert len(cases) == len(mine)
+        names = [c.get("name") for c in cases]
+        assert len(set(names)) == len(names)  # unique, so a CI's history follows each one
+        fails = [c for c in cases if c.find("failure") is not None]
+        warns = [c for c in cases if c.find("skipped") is not None]
+        assert len(fails) == sum(c["status"] == "fail" for c in mine) == int(suite.get("failures"))
+        assert len(warns) == sum(c["status"] == "warn" for c in mine) == int(suite.get("skipped"))
+        for case, check in zip(cases, mine, strict=True):
+            assert check["message"] in case.find("system-out").text
+            assert case.get("classname").endswith(f"gpu{device['index']}")
+        props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+        assert props["verdict"] == device["verdict"] and props["uuid"] == device["uuid"]
+    total = sum(int(s.get("failures")) for s in suites)
+    assert (
+        int(root.get("failures")) == total == sum(r["status"] == "fail" for r in summary["reasons"])
+    )
+
+
+def test_a_failing_check_carries_its_numbers(faulty_run):
+    _, suites = _suites(faulty_run)
+    gpu1 = {c.get("name"): c for c in suites[1].findall("testcase")}
+    failure = gpu1["throughput_retention (steady, gemm)"].find("failure")
+    assert failure is not None and "% of cold" in failure.get("message")
+    assert gpu1["sw_thermal (steady)"].find("failure") is not None
+    assert gpu1["worker"].find("failure") is None
+
+
+def test_the_server_suite_has_the_run_and_the_synchronous_loss(faulty_run):
+    _, suites = _suites(faulty_run)
+    server = {c.get("name"): c for c in suites[-1].findall("testcase")}
+    assert server["run_complete"].find("error") is None
+    assert "synchronous loss" in server["sync_loss"].find("system-out").text
+
+
+def test_an_interrupted_run_is_an_error_not_a_pass(faulty_run, tmp_path):
+    run_dir = copy_run(faulty_run, tmp_path / "run")
+    set_meta(run_dir, "stop", {"reason": "interrupted", "detail": "SIGTERM", "duration_s": 900.0})
+    build_outputs(run_dir)
+    root, suites = _suites(run_dir)
+    error = next(c for c in suites[-1].findall("testcase") if c.get("name") == "run_complete")
+    assert "interrupted" in error.find("error").get("message")
+    assert int(root.get("errors")) == 1
