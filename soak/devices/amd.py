@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soak.devices import select
+from soak.devices.logonce import LogOnce
 from soak.errors import (
     BackendUnavailable,
     ConfigError,
@@ -153,12 +154,8 @@ def _error_name(exc: BaseException) -> str:
 class AmdQuery:
     """Calls amdsmi, translates its errors, and logs each problem once (a bounded set)."""
 
-    MAX_LOGGED = 256
-
     def __init__(self) -> None:
-        self._logged: set[tuple[str, str]] = set()
-        self._lock = threading.Lock()
-        self._full = False
+        self.log_once = LogOnce(log, "amd")
 
     def call(self, func: str, *args: Any, device: int | None = None) -> Any:
         """``amdsmi.<func>(*args)``; any amdsmi error is raised as soak's exception."""
@@ -182,20 +179,6 @@ class AmdQuery:
         except AttributeError as exc:
             raise FunctionMissing(f"{path}: not in this amdsmi") from exc
         return value
-
-    def log_once(self, what: str, problem: str, message: str, level: int = logging.INFO) -> None:
-        key = (what, problem)
-        with self._lock:
-            if key in self._logged:
-                return
-            if len(self._logged) >= self.MAX_LOGGED:
-                if self._full:
-                    return
-                self._full = True
-                message, level = "amd: too many distinct problems, logging no more", logging.WARNING
-            else:
-                self._logged.add(key)
-        log.log(level, "%s", message)
 
 
 # --------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 import pynvml
 
 from soak.devices import select
+from soak.devices.logonce import LogOnce
 from soak.errors import (
     BackendUnavailable,
     ConfigError,
@@ -136,12 +137,8 @@ def _error_name(exc: BaseException) -> str:
 class NvmlQuery:
     """Calls pynvml, translates its errors, and logs each problem once (a bounded set)."""
 
-    MAX_LOGGED = 256
-
     def __init__(self) -> None:
-        self._logged: set[tuple[str, str]] = set()
-        self._lock = threading.Lock()
-        self._full = False
+        self.log_once = LogOnce(log, "nvml")
 
     def call(self, func: str, *args: Any, device: int | None = None, **kwargs: Any) -> Any:
         """``pynvml.<func>(*args, **kwargs)``; any NVML error is raised as soak's exception."""
@@ -160,24 +157,6 @@ class NvmlQuery:
             return getattr(pynvml, name)
         except AttributeError as exc:
             raise FunctionMissing(f"{name}: not in this nvidia-ml-py") from exc
-
-    def log_once(self, what: str, problem: str, message: str, level: int = logging.INFO) -> None:
-        """Log ``message`` the first time ``(what, problem)`` is seen, never again."""
-        key = (what, problem)
-        with self._lock:
-            if key in self._logged:
-                return
-            if len(self._logged) >= self.MAX_LOGGED:
-                if self._full:
-                    return
-                self._full = True
-                message, level = (
-                    "nvml: too many distinct problems, logging no more",
-                    logging.WARNING,
-                )
-            else:
-                self._logged.add(key)
-        log.log(level, "%s", message)
 
 
 # --------------------------------------------------------------------------------------------

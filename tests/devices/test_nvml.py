@@ -451,11 +451,15 @@ def test_not_supported_is_logged_once_not_per_sample(make_fake, open_nvml, caplo
     assert len(power) == 1
 
 
-def test_log_once_set_is_bounded() -> None:
+def test_log_once_set_is_bounded(caplog) -> None:
     q = nvml.NvmlQuery()
-    for i in range(q.MAX_LOGGED + 50):
-        q.log_once(f"f{i}", "x", f"problem {i}")
-    assert len(q._logged) == q.MAX_LOGGED
+    limit = q.log_once.MAX_LOGGED
+    with caplog.at_level(logging.INFO, logger="soak.devices.nvml"):
+        for i in range(limit + 50):
+            q.log_once(f"f{i}", "x", f"problem {i}")
+    assert len(q.log_once) == limit
+    assert len(caplog.records) == limit + 1  # and one line saying logging stopped
+    assert "logging no more" in caplog.records[-1].message
 
 
 # -- opening ----------------------------------------------------------------------------------
