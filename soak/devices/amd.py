@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soak.devices import select
-from soak.devices.logonce import LogOnce
+from soak.devices.common import EnergyIntegrator, LogOnce
 from soak.errors import (
     BackendUnavailable,
     ConfigError,
@@ -650,23 +650,6 @@ _EXTRA = ("hip_uuid", "hip_id")
 
 
 @dataclass(slots=True)
-class _Energy:
-    """Energy integrated from power (trapezoid rule)."""
-
-    total_j: float = 0.0
-    last: tuple[float, float] | None = None
-
-    def add(self, t_s: float, power_w: float | None) -> float | None:
-        if power_w is None:
-            return None
-        if self.last is not None and t_s > self.last[0]:
-            t0, p0 = self.last
-            self.total_j += (t_s - t0) * (p0 + power_w) / 2
-        self.last = (t_s, power_w)
-        return self.total_j
-
-
-@dataclass(slots=True)
 class _EnergyGuard:
     """The energy counter, checked against integrated power; replaced by it if they disagree.
 
@@ -678,7 +661,7 @@ class _EnergyGuard:
     window_s: float = 30.0
     min_j: float = 100.0
     tolerance: float = 0.2
-    integral: _Energy = field(default_factory=_Energy)
+    integral: EnergyIntegrator = field(default_factory=EnergyIntegrator)
     start: tuple[float, float, float] | None = None  # t_s, counter J, integral J
     base: tuple[float, float] | None = None  # integral J, energy J at the switch
     counter_ok: bool = True

@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 import pynvml
 
 from soak.devices import select
-from soak.devices.logonce import LogOnce
+from soak.devices.common import EnergyIntegrator, LogOnce
 from soak.errors import (
     BackendUnavailable,
     ConfigError,
@@ -607,23 +607,6 @@ def _jsonable(v: Any) -> Any:
     return repr(v)
 
 
-@dataclass(slots=True)
-class _Energy:
-    """Energy integrated from power (trapezoid rule): the named fallback without a counter."""
-
-    total_j: float = 0.0
-    last: tuple[float, float] | None = None
-
-    def add(self, t_s: float, power_w: float | None) -> float | None:
-        if power_w is None:
-            return None
-        if self.last is not None and t_s > self.last[0]:
-            t0, p0 = self.last
-            self.total_j += (t_s - t0) * (p0 + power_w) / 2
-        self.last = (t_s, power_w)
-        return self.total_j
-
-
 @dataclass(slots=True, eq=False)
 class _Device:
     """One NVML device as found at discovery, and what the probe decided for it."""
@@ -637,7 +620,7 @@ class _Device:
     plan: dict[str, Way] = field(default_factory=dict)
     caps: dict[str, Capability] = field(default_factory=dict)
     calls: dict[str, Capability] = field(default_factory=dict)
-    energy: _Energy | None = None
+    energy: EnergyIntegrator | None = None
     raw: dict[str, Any] | None = None  # every answer, when recording for probe_raw
 
 
@@ -900,7 +883,7 @@ class NvmlBackend:
                 dev.caps[metric.name] = _why_not(failures)
         dev.calls = {r.key: answers[r].capability for r in dict.fromkeys(reads)}
         if "energy_j" not in dev.plan and "power_w" in dev.plan:
-            dev.energy = _Energy()
+            dev.energy = EnergyIntegrator()
             dev.caps["energy_j"] = Capability.FALLBACK
             self._q.log_once(
                 "energy_j",

@@ -1,9 +1,11 @@
-"""Logging each vendor problem once, not once per sample for two hours (STYLE.md, nvitop)."""
+"""Pieces every vendor backend needs: logging each problem once (not once per sample for
+two hours, STYLE.md), and the named fallback for energy without a counter."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 
 
 class LogOnce:
@@ -37,3 +39,21 @@ class LogOnce:
 
     def __len__(self) -> int:
         return len(self._logged)
+
+
+@dataclass(slots=True)
+class EnergyIntegrator:
+    """Energy integrated from power (trapezoid rule): the named fallback where a device has
+    no energy counter (recorded as Capability.FALLBACK)."""
+
+    total_j: float = 0.0
+    last: tuple[float, float] | None = None
+
+    def add(self, t_s: float, power_w: float | None) -> float | None:
+        if power_w is None:
+            return None
+        if self.last is not None and t_s > self.last[0]:
+            t0, p0 = self.last
+            self.total_j += (t_s - t0) * (p0 + power_w) / 2
+        self.last = (t_s, power_w)
+        return self.total_j
