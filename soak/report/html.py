@@ -276,6 +276,7 @@ def _device(
         "verdict": d.verdict,
         "diagnosis": d.diagnosis,
         "diagnosis_text": DIAGNOSES.get(d.diagnosis, ""),
+        "diagnosis_evidence": list(d.diagnosis_evidence),
         "rows": _metric_rows(d),
         "part_rows": _part_rows(d, analysis.units, m),
         "mixed": len(f.units) > 1,
