@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from soak.analysis.equilibrium import Equilibrium
-from soak.analysis.windows import WindowStats
+from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowStats
 from soak.config import Profile
 from soak.model import RATE_UNITS, WorkerOutcome
 from soak.units import pct, si
@@ -295,11 +295,13 @@ def check_run_length(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
         return [
             CheckResult("run_length", Status.PASS, "cold and steady windows are apart", f.index)
         ]
-    needed = profile.windows.cold_start_s + profile.windows.cold_length_s + 60
+    needed = profile.windows.cold_start_s + profile.windows.cold_length_s + MIN_SEPARATE_STEADY_S
+    had = f.whole.window.length_s if f.whole is not None else None
+    had_text = f"{had:.0f} s of load" if had is not None else "the load"
     message = (
-        f"the load was too short for separate cold and steady windows (needs over "
-        f"{needed / 60:.0f} min; {profile.windows.steady_length_s / 60:.0f} min of steady "
-        f"state after equilibrium for a full verdict)"
+        f"{had_text} is too short for separate cold and steady windows (needs over "
+        f"{needed:.0f} s; {profile.windows.steady_length_s / 60:.0f} min of steady state after "
+        f"equilibrium for a full verdict)"
     )
     return [CheckResult("run_length", Status.WARN, message, f.index)]
 
