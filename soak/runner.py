@@ -10,7 +10,6 @@ then analyse the store and write the report.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import logging
 import os
@@ -33,7 +32,7 @@ from soak.config import RunConfig
 from soak.devices import BackendOptions, open_backend
 from soak.devices.base import Backend, Load, LoadUpdate
 from soak.display import Display, make_display
-from soak.errors import ConfigError, SoakError, StoreError
+from soak.errors import ConfigError, StoreError
 from soak.model import DeviceInfo, Event, EventKind, Telemetry
 from soak.store import STORE_NAME, RunStore
 
@@ -215,7 +214,6 @@ class Runner:
         self.t0 = clock.now()
         self.load_started_s: float | None = None
         self.running_since_s: float | None = None  # every device has finished work
-        self.steady_done: set[int] = set()
         self.lost: set[int] = set()  # devices the backend reported lost
         self.latest: dict[int, Telemetry] = {}
         self.latest_rate: dict[int, dict[str, float]] = {}
@@ -474,12 +472,3 @@ def run(
     finally:
         backend.close()
     return RunResult(run_dir, reason)
-
-
-def config_summary(config: RunConfig) -> dict:
-    data = dataclasses.asdict(config)
-    data["out"] = str(config.out)
-    return data
-
-
-__all__ = ["RunResult", "Runner", "SoakError", "run"]
