@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import operator
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -87,8 +88,8 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, default=_json_default, sort_keys=True)
 
 
-def _telemetry_row(t: Telemetry) -> tuple[Any, ...]:
-    return tuple(getattr(t, name) for name in TELEMETRY_FIELDS)
+# One C-level call per row on the per-tick path, in the column order of _INSERT_TELEMETRY.
+_telemetry_row = operator.attrgetter(*TELEMETRY_FIELDS)
 
 
 def _work_row(w: WorkSample) -> tuple[Any, ...]:
@@ -191,26 +192,32 @@ class RunStore:
         events: Iterable[Event] = (),
     ) -> None:
         """Append one tick's data; a tick lands whole or not at all. Committed at once, or
-        with the next tick past ``max_commit_delay_s`` of wall time."""
+        with the next tick past ``max_commit_delay_s`` of wall time.
+
+        Each tick is its own savepoint inside the open transaction: a tick that fails half
+        way (disk full, a KeyboardInterrupt) is undone alone, and the ticks grouped before it
+        still land with the next commit."""
+        cur = self._conn.cursor()
         try:
-            cur = self._conn.cursor()
             if not self._conn.in_transaction:
                 cur.execute("BEGIN")
+            cur.execute("SAVEPOINT tick")
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+        try:
             cur.executemany(_INSERT_TELEMETRY, map(_telemetry_row, telemetry))
             cur.executemany(_INSERT_WORK, map(_work_row, samples))
             cur.executemany(_INSERT_EVENT, map(_event_row, events))
-            now = time.monotonic()
-            if now - self._last_commit >= self.max_commit_delay_s:
-                cur.execute("COMMIT")
-                self._last_commit = now
+            cur.execute("RELEASE tick")
         except sqlite3.Error as exc:
-            self._rollback()
+            self._undo_tick()
             raise _translate(exc, self.path) from exc
         except BaseException:
-            # Interrupted half-way (KeyboardInterrupt): a part of a tick never lands. The
-            # runner holds a second Ctrl-C back while it writes, so this is a last resort.
-            self._rollback()
+            self._undo_tick()  # a second Ctrl-C is held back while writing; a last resort
             raise
+        now = time.monotonic()
+        if now - self._last_commit >= self.max_commit_delay_s:
+            self.commit()
 
     def commit(self) -> None:
         """Commit whatever is pending."""
@@ -234,6 +241,12 @@ class RunStore:
         except BaseException:  # interrupted: all of it or none
             self._rollback()
             raise
+
+    def _undo_tick(self) -> None:
+        # A connection too broken to roll back has already failed; the caller reports that.
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("ROLLBACK TO tick")
+            self._conn.execute("RELEASE tick")
 
     def _rollback(self) -> None:
         if self._conn.in_transaction:

@@ -74,3 +74,16 @@ def test_open_rejects_a_folder_that_is_not_a_run(tmp_path):
     (tmp_path / STORE_NAME).write_text("not sqlite at all " * 100)
     with pytest.raises(StoreError, match="not a soak run store"):
         RunStore.open(tmp_path)
+
+
+def test_a_failed_tick_is_undone_alone_and_grouped_ticks_before_it_still_land(tmp_path):
+    store = RunStore.create(tmp_path / STORE_NAME, max_commit_delay_s=3600.0)  # one group
+    for i in range(3):
+        store.append([Telemetry(0, float(i), temp_c=30.0)])
+    bad = WorkSample(0, 3.0, 4.0, "gemm", 1.0, None)  # unit NOT NULL: the insert fails
+    with pytest.raises(StoreError):
+        store.append([Telemetry(0, 3.0, temp_c=31.0)], [bad])
+    store.close()
+    reader = RunStore.open(tmp_path)
+    assert reader.telemetry(0)["t_s"].tolist() == [0.0, 1.0, 2.0]  # not tick 3's half
+    assert reader.work(0) == {}
