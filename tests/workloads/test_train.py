@@ -68,3 +68,28 @@ def test_loader_workers_feed_the_model(tiny: WorkloadOptions) -> None:
         assert math.isfinite(train.recent_losses[-1])
     finally:
         train.close()
+
+
+class InfOnFirstCall:
+    """The model, except that its first call returns one logit as +Inf: a transient fault in
+    one of the two forward passes of the check."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+        self.calls = 0
+
+    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+        out = self.model(tokens)
+        self.calls += 1
+        if self.calls == 1:
+            out = out.clone()
+            out[0, 0, 0] = float("inf")
+        return out
+
+
+def test_forward_check_catches_an_inf_in_one_pass(tiny: WorkloadOptions) -> None:
+    train = make(tiny)
+    train.model = InfOnFirstCall(train.model)  # type: ignore[assignment]
+    check = train._check_forward()
+    assert not check.ok
+    assert check.mismatched == 1
