@@ -121,8 +121,9 @@ class MembwWorkload:
                 block = self.blocks[self._verify_cursor]
                 self._verify_cursor = (self._verify_cursor + 1) % len(self.blocks)
                 for got, want in self._expected(block):
+                    # bit for bit: as floats, -0.0 == 0.0 would hide a flipped sign bit
+                    mismatched += (got.view(torch.int32) != want.view(torch.int32)).sum()
                     err = (got - want).abs()
-                    mismatched += (~(err == 0)).sum()
                     max_abs = torch.maximum(max_abs, torch.nan_to_num(err, posinf=0.0).max())
                     checked += got.numel()
         bad = int(mismatched.item())

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 
+import workloads.membw
 from workloads import WorkloadOptions
 from workloads.membw import MembwWorkload
 
@@ -53,3 +55,16 @@ def test_corruption_in_a_cycle_reaches_the_check(tiny: WorkloadOptions) -> None:
     assert not check.ok
     assert check.mismatched == 20
     assert check.max_abs_error == 7.0
+
+
+def test_a_flipped_sign_bit_on_a_zero_is_caught(
+    tiny: WorkloadOptions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(workloads.membw, "PATTERN_BOUND", 1)  # patterns of -1 and 0
+    membw = make(tiny)
+    bits = membw.b[0].view(dtype=torch.int32)
+    zero = int(torch.nonzero(membw.b[0] == 0)[0])
+    bits[zero] ^= -(1 << 31)  # the sign bit: +0.0 becomes -0.0, equal as a float
+    (check,) = membw.verify()
+    assert not check.ok
+    assert check.mismatched == 1
