@@ -179,24 +179,27 @@ def _build(spec: WorkerSpec) -> Workload:
 
 def _loop(workload: Workload, spec: WorkerSpec, channel: _Channel, stop: threading.Event) -> int:
     """Steps until stopped; verify every ``verify_interval_s`` (and after the first step).
-    Returns how many checks failed."""
+    Returns how many checks failed. The samples taken are sent even when a step raises, so
+    a failed check just before a crash still counts."""
     batch = _SampleBatch(channel)
     failures = 0
     next_verify = -math.inf
-    while not stop.is_set():
-        result = workload.step()
-        checks = list(result.verifications)
-        if result.t_end >= next_verify:
-            checks.extend(workload.verify())
-            next_verify = time.monotonic() + spec.options.verify_interval_s
-        batch.add(result, checks)
-        for check in checks:
-            if not check.ok:
-                failures += 1
-                if failures <= MAX_VERIFY_EVENTS:
-                    channel.send(("verify", channel.now(), asdict(check)))
-        batch.flush(force=False)
-    batch.flush(force=True)
+    try:
+        while not stop.is_set():
+            result = workload.step()
+            checks = list(result.verifications)
+            if result.t_end >= next_verify:
+                checks.extend(workload.verify())
+                next_verify = time.monotonic() + spec.options.verify_interval_s
+            batch.add(result, checks)
+            for check in checks:
+                if not check.ok:
+                    failures += 1
+                    if failures <= MAX_VERIFY_EVENTS:
+                        channel.send(("verify", channel.now(), asdict(check)))
+            batch.flush(force=False)
+    finally:
+        batch.flush(force=True)
     return failures
 
 

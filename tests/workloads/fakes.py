@@ -22,6 +22,7 @@ SCRIPT = {
     3: "out_of_memory",
     4: "hangs",
     5: "wrong_results",
+    6: "wrong_then_raises",
     12: "odd_checksum",
 }
 """Seed -> what the worker does; any other seed runs healthy steps."""
@@ -36,6 +37,7 @@ class ScriptedWorkload:
     def __init__(self, options: WorkloadOptions) -> None:
         self.options = options
         self.behaviour = "healthy"
+        self.failed_a_check = False
 
     def setup(self, device: str, seed: int) -> None:
         self.behaviour = SCRIPT.get(seed, "healthy")
@@ -49,12 +51,15 @@ class ScriptedWorkload:
             raise MemoryError("fake allocation of 80 GiB")
         if self.behaviour == "hangs":
             time.sleep(3600)
+        if self.failed_a_check:
+            raise RuntimeError("CUDA error: unspecified launch failure")
         t0 = time.monotonic()
         time.sleep(self.options.step_s)
         return StepResult(t0, time.monotonic(), (PartWork(self.name, 1.0, "FLOP"),))
 
     def verify(self) -> list[Verification]:
-        if self.behaviour == "wrong_results":
+        if self.behaviour in ("wrong_results", "wrong_then_raises"):
+            self.failed_a_check = self.behaviour == "wrong_then_raises"
             return [Verification(self.name, False, 100, 3, 0.5, 0.25, 0.01, "injected")]
         return [Verification(self.name, True, 100, 0, 0.0, 0.0, 0.01)]
 

@@ -165,6 +165,17 @@ def test_each_failure_is_one_outcome_and_spares_the_others() -> None:
         assert pid is not None and not alive(pid)
 
 
+def test_a_failed_check_before_a_crash_still_reaches_the_samples() -> None:
+    """Seed 6: the first step's check fails, the next step raises (the device is lost)."""
+    options = WorkloadOptions(step_s=0.05)
+    pool = WorkerPool(cpu_devices(1), "scripted", options, seed=6, factory=ScriptedWorkload)
+    run = start(pool)
+    run.until(lambda: run.outcome(0) is not None)
+    run.stop()
+    assert run.outcome(0) == WorkerOutcome.DEVICE_LOST
+    assert [s.verified for s in run.samples_of(0)] == [False]
+
+
 def test_odd_checksum_among_same_kind_devices_is_flagged() -> None:
     options = WorkloadOptions(step_s=0.05)
     pool = WorkerPool(cpu_devices(3), "scripted", options, seed=10, factory=ScriptedWorkload)
