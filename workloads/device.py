@@ -170,15 +170,32 @@ def calibrate_unit_s(
 
 
 class StepSizer:
-    """How many units make one step of about ``step_s``, corrected after every step by the
-    step's measured length (at most by half or double, so one outlier does not swing it)."""
+    """Timed steps of about ``step_s``, each ``count`` units that ``run_units(count)`` queues
+    (returning their work). A unit's time is calibrated over about ``calibrate_s`` at
+    construction; ``count`` is corrected after every step by the step's measured length (at
+    most by half or double, so one outlier does not swing it)."""
 
-    def __init__(self, step_s: float, unit_s: float) -> None:
+    def __init__(
+        self,
+        device: torch.device,
+        run_units: Callable[[int], float],
+        step_s: float,
+        calibrate_s: float,
+    ) -> None:
+        self.device = device
+        self.run_units = run_units
         self.step_s = step_s
-        self.count = max(1, math.ceil(step_s / max(unit_s, 1e-9)))
+        self.unit_s = calibrate_unit_s(device, run_units, min(calibrate_s, step_s / 4))
+        self.count = max(1, math.ceil(step_s / max(self.unit_s, 1e-9)))
 
-    def update(self, elapsed_s: float) -> None:
-        if elapsed_s <= 0:
-            return
-        ratio = min(2.0, max(0.5, self.step_s / elapsed_s))
-        self.count = max(1, round(self.count * ratio))
+    def step(self) -> tuple[float, float, float]:
+        """Queue one step's units and wait until the device has run them: the step's start
+        and end (``time.monotonic()``) and its work."""
+        t0 = time.monotonic()
+        work = self.run_units(self.count)
+        synchronize(self.device)
+        t1 = time.monotonic()
+        if t1 > t0:
+            ratio = min(2.0, max(0.5, self.step_s / (t1 - t0)))
+            self.count = max(1, round(self.count * ratio))
+        return t0, t1, work

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,13 +21,11 @@ from workloads.base import PartWork, StepResult, Verification, WorkloadOptions
 from workloads.device import (
     TORCH_DTYPES,
     StepSizer,
-    calibrate_unit_s,
     cpu_count,
     memory_budget_b,
     open_device,
     resolve_dtype,
     set_matmul_precision,
-    synchronize,
 )
 
 FIXED_SEED = 0x50A4  # seed of the fixed product whose checksum devices of one kind share
@@ -121,10 +118,7 @@ class GemmWorkload:
         self.outputs = [self._empty_output(self.n) for _ in range(2)]
         self._fixed = self._fixed_operands()
         self._checksum = self._fixed_checksum()
-        target_s = min(0.2, self.options.step_s / 4)
-        unit_s = calibrate_unit_s(self.device, self.enqueue, target_s)
-        self.unit_s = unit_s
-        self.sizer = StepSizer(self.options.step_s, unit_s)
+        self.sizer = StepSizer(self.device, self.enqueue, self.options.step_s, calibrate_s=0.2)
 
     def enqueue(self, count: int) -> float:
         """Queue ``count`` products on the current stream; their FLOP."""
@@ -148,11 +142,7 @@ class GemmWorkload:
             torch.matmul(a, b.t(), out=out)
 
     def step(self) -> StepResult:
-        t0 = time.monotonic()
-        flop = self.enqueue(self.sizer.count)
-        synchronize(self.device)
-        t1 = time.monotonic()
-        self.sizer.update(t1 - t0)
+        t0, t1, flop = self.sizer.step()
         return StepResult(t0, t1, (PartWork(self.name, flop, "FLOP"),))
 
     def verify(self) -> list[Verification]:

@@ -16,7 +16,6 @@ written (10 array-lengths per cycle), as STREAM counts it.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +26,9 @@ from workloads.device import (
     GIB,
     MIB,
     StepSizer,
-    calibrate_unit_s,
     last_level_cache_b,
     memory_budget_b,
     open_device,
-    synchronize,
 )
 
 SCALAR = 3.0  # s in the triads; |P + sQ| < 2^22 keeps float32 exact
@@ -82,10 +79,7 @@ class MembwWorkload:
         for block in self.blocks:
             self._fill(block)
         self.bytes_per_unit = [BYTES_PER_CYCLE * n * ELEMENT_B for n in sizes]
-        target_s = min(0.2, self.options.step_s / 4)
-        unit_s = calibrate_unit_s(self.device, self.enqueue, target_s)
-        self.unit_s = unit_s
-        self.sizer = StepSizer(self.options.step_s, unit_s)
+        self.sizer = StepSizer(self.device, self.enqueue, self.options.step_s, calibrate_s=0.2)
 
     def enqueue(self, count: int) -> float:
         """Queue ``count`` cycles, each over the next chunk of the arrays; their bytes."""
@@ -102,11 +96,7 @@ class MembwWorkload:
         return moved
 
     def step(self) -> StepResult:
-        t0 = time.monotonic()
-        moved = self.enqueue(self.sizer.count)
-        synchronize(self.device)
-        t1 = time.monotonic()
-        self.sizer.update(t1 - t0)
+        t0, t1, moved = self.sizer.step()
         return StepResult(t0, t1, (PartWork(self.name, moved, "B"),))
 
     def verify(self) -> list[Verification]:

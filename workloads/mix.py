@@ -46,11 +46,11 @@ class MixWorkload:
         self.membw = MembwWorkload(part_options)
         for part in self.parts:
             part.setup(str(self.device), seed)
-        base_s = self.train.unit_s
+        base_s = self.train.sizer.unit_s
         self.rounds = {
             "train": 1,
-            "gemm": max(1, round(base_s / self.gemm.unit_s)),
-            "membw": max(1, round(base_s / self.membw.unit_s)),
+            "gemm": max(1, round(base_s / self.gemm.sizer.unit_s)),
+            "membw": max(1, round(base_s / self.membw.sizer.unit_s)),
         }
         cuda = self.device.type == "cuda"
         self.streams = {

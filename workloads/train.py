@@ -18,7 +18,6 @@ import ctypes
 import math
 import signal
 import sys
-import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,13 +30,7 @@ from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from workloads.base import PartWork, StepResult, Verification, WorkloadOptions
-from workloads.device import (
-    StepSizer,
-    calibrate_unit_s,
-    open_device,
-    supports_bf16,
-    synchronize,
-)
+from workloads.device import StepSizer, open_device, supports_bf16
 
 NOISE = 0.1  # share of tokens drawn at random instead of from the permutation
 LEARN_AFTER_STEPS = 100  # optimizer steps before the loss must have fallen
@@ -202,10 +195,7 @@ class TrainWorkload:
         probe_gen = torch.Generator().manual_seed(seed + 1)
         probe = torch.randint(0, self.shape.vocab, (2, self.shape.seq), generator=probe_gen)
         self.probe = probe.to(self.device)
-        target_s = min(0.3, self.options.step_s / 4)
-        unit_s = calibrate_unit_s(self.device, self.enqueue, target_s)
-        self.unit_s = unit_s
-        self.sizer = StepSizer(self.options.step_s, unit_s)
+        self.sizer = StepSizer(self.device, self.enqueue, self.options.step_s, calibrate_s=0.3)
         self._collect_losses()
 
     def enqueue(self, count: int) -> float:
@@ -227,11 +217,7 @@ class TrainWorkload:
         return float(count * self.shape.tokens_per_step)
 
     def step(self) -> StepResult:
-        t0 = time.monotonic()
-        tokens = self.enqueue(self.sizer.count)
-        synchronize(self.device)
-        t1 = time.monotonic()
-        self.sizer.update(t1 - t0)
+        t0, t1, tokens = self.sizer.step()
         checks = self.finish_step()
         return StepResult(t0, t1, (PartWork(self.name, tokens, "token"),), checks)
 
