@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 
 import pytest
 import torch
 
+from tests.workloads.sizes import on_cpu
 from workloads import WorkloadOptions
 from workloads.gemm import GemmWorkload
 
-
-def make(options: WorkloadOptions, seed: int = 0, **changes: object) -> GemmWorkload:
-    workload = GemmWorkload(dataclasses.replace(options, **changes))
-    workload.setup("cpu", seed)
-    return workload
+make = functools.partial(on_cpu, GemmWorkload)
 
 
 def test_step_reports_flop_of_the_products_it_ran(tiny: WorkloadOptions) -> None:

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 
 import pytest
 import torch
 
 import workloads.membw
+from tests.workloads.sizes import on_cpu
 from workloads import WorkloadOptions
 from workloads.membw import MembwWorkload
 
-
-def make(options: WorkloadOptions, **changes: object) -> MembwWorkload:
-    workload = MembwWorkload(dataclasses.replace(options, **changes))
-    workload.setup("cpu", 0)
-    return workload
+make = functools.partial(on_cpu, MembwWorkload)
 
 
 def test_step_reports_ten_array_lengths_per_cycle(tiny: WorkloadOptions) -> None:

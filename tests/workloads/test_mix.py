@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from tests.workloads.sizes import on_cpu
 from workloads import WorkloadOptions
 from workloads.mix import MixWorkload
 
 
 def test_step_reports_each_part_with_its_unit(tiny: WorkloadOptions) -> None:
-    mix = MixWorkload(tiny)
-    mix.setup("cpu", 0)
+    mix = on_cpu(MixWorkload, tiny)
     result = mix.step()
     units = {p.part: p.unit for p in result.parts}
     assert units == {"gemm": "FLOP", "membw": "B", "train": "token"}
@@ -20,8 +20,7 @@ def test_step_reports_each_part_with_its_unit(tiny: WorkloadOptions) -> None:
 
 
 def test_corrupted_gemm_output_fails_only_gemm(tiny: WorkloadOptions) -> None:
-    mix = MixWorkload(tiny)
-    mix.setup("cpu", 0)
+    mix = on_cpu(MixWorkload, tiny)
     mix.step()
     assert mix.gemm.last is not None
     mix.gemm.outputs[mix.gemm.last[2]][0, 0] = -1e6

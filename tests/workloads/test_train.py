@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import math
 
 import torch
 
+from tests.workloads.sizes import on_cpu
 from workloads import WorkloadOptions
 from workloads.train import TrainWorkload
 
-
-def make(options: WorkloadOptions, **changes: object) -> TrainWorkload:
-    workload = TrainWorkload(dataclasses.replace(options, **changes))
-    workload.setup("cpu", 0)
-    return workload
+make = functools.partial(on_cpu, TrainWorkload)
 
 
 def test_step_reports_tokens_and_model_flop_per_token(tiny: WorkloadOptions) -> None:
