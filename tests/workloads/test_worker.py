@@ -11,17 +11,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from soak.devices.base import LoadUpdate
 from soak.model import DeviceInfo, Event, EventKind, WorkerOutcome, WorkSample
 from soak.worker import WorkerPool, classify_exception, odd_checksums
+from tests.reliability.helpers import REPO, alive
 from tests.workloads.fakes import ENV_MARK, ScriptedWorkload
 from workloads import WorkloadOptions
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def cpu_devices(count: int, **extra: object) -> list[DeviceInfo]:
@@ -273,12 +271,3 @@ def test_workers_die_with_their_coordinator() -> None:
         assert not any(alive(pid) for pid in pids)
     finally:
         coordinator.kill()
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie waiting to be reaped does not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
