@@ -3,6 +3,7 @@ end reported as exactly one outcome while the other workers go on."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import select
@@ -209,21 +210,8 @@ def test_exceptions_map_to_outcomes(exc: BaseException, outcome: str | None) -> 
     assert classify_exception(exc) == outcome
 
 
-def test_mix_runs_in_a_worker_with_its_data_loader() -> None:
-    options = WorkloadOptions(
-        step_s=0.2,
-        gemm_n=64,
-        gemm_ring=4,
-        membw_bytes=1 << 20,
-        train_batch=4,
-        train_seq=32,
-        train_width=64,
-        train_layers=1,
-        train_heads=2,
-        train_vocab=256,
-        train_loader_workers=1,
-        cpu_threads=1,
-    )
+def test_mix_runs_in_a_worker_with_its_data_loader(tiny: WorkloadOptions) -> None:
+    options = dataclasses.replace(tiny, step_s=0.2, train_layers=1, train_loader_workers=1)
     run = start(WorkerPool(cpu_devices(1), "mix", options, heartbeat_timeout_s=20))
     run.until(lambda: {s.part for s in run.samples} == {"gemm", "membw", "train"}, 60)
     run.stop()
