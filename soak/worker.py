@@ -72,7 +72,6 @@ DEVICE_LOST_MARKERS = (
 class WorkerSpec:
     """Everything a worker process needs, pickled once at spawn."""
 
-    device: int  # DeviceInfo.index, the key of every sample and event
     torch_device: str
     env: dict[str, str]
     workload: str
@@ -409,22 +408,17 @@ class WorkerPool:
     def failed_devices(self) -> frozenset[int]:
         return frozenset(self._failed)
 
-    # -- extras for the runner and tests
+    # -- extras for tests
 
     def worker_pids(self) -> dict[int, int | None]:
         """Process id of each device's worker."""
         return {i: w.process.pid for i, w in self._workers.items()}
-
-    def setup_info(self) -> dict[int, dict[str, Any]]:
-        """Each ready worker's ``describe()``: dtype, sizes, FLOP per token, checksum."""
-        return {i: dict(w.info) for i, w in self._workers.items() if w.ready}
 
     # -- spawning
 
     def _spawn(self, ctx: Any, device: DeviceInfo, t0: float) -> _Worker:
         assert device.torch_device is not None
         spec = WorkerSpec(
-            device=device.index,
             torch_device=device.torch_device,
             env=dict(device.worker_env),
             workload=self._workload,
