@@ -89,7 +89,8 @@ class LiveDisplay:
 
 
 class LogDisplay:
-    """One line per minute of run time, then the device table at the end of each minute."""
+    """One line per minute of run time: devices reporting, the hottest temperature, and how
+    many devices are at equilibrium."""
 
     def __init__(self, stream: TextIO, every_s: float = 60.0) -> None:
         self.stream: TextIO | None = stream
