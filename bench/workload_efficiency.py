@@ -31,7 +31,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL = 0.97
-MEMBW_CHUNK_B = {"cuda": 1 << 30}  # as workloads.membw chunks its arrays (CPU: whole array)
 SWEEP_SIZES = {"cuda": [2048, 4096, 8192, 12288, 16384], "cpu": [256, 512, 1024, 2048, 3072]}
 SWEEP_DTYPES = {"cuda": ["bf16", "fp16", "fp8", "tf32", "fp32", "fp64"], "cpu": ["fp32", "bf16"]}
 
@@ -261,7 +260,7 @@ def _child_main(send: Any, target: Callable[..., Any], args: tuple[Any, ...]) ->
 # ---------------------------------------------------------------- the comparison
 
 
-def compare(workload: str, args: argparse.Namespace, kind: str) -> tuple[list[Row], dict]:
+def compare(workload: str, args: argparse.Namespace) -> tuple[list[Row], dict]:
     """Alternate soak and bare for ``args.rounds`` rounds (soak first in the first round:
     bare takes soak's sizes); the rows and soak's setup."""
     rows: dict[str, Row] = {}
@@ -276,7 +275,7 @@ def compare(workload: str, args: argparse.Namespace, kind: str) -> tuple[list[Ro
                 for part, rate in run.rates.items():
                     rows.setdefault(part, Row(workload, part, run.units[part])).soak.append(rate)
             elif workload in BARE:
-                rows[workload].bare.append(in_child(*_bare_call(workload, info, args, kind)))
+                rows[workload].bare.append(in_child(*_bare_call(workload, info, args)))
         print(f"  {workload} round {r + 1}: " + _round_text(rows), file=sys.stderr)
     info["verification_failures"] = failures
     return list(rows.values()), info
@@ -285,15 +284,12 @@ def compare(workload: str, args: argparse.Namespace, kind: str) -> tuple[list[Ro
 BARE = ("gemm", "membw")  # the workloads with a bare twin; train and mix are informational
 
 
-def _bare_call(
-    workload: str, info: dict[str, Any], args: argparse.Namespace, kind: str
-) -> tuple[Any, ...]:
+def _bare_call(workload: str, info: dict[str, Any], args: argparse.Namespace) -> tuple[Any, ...]:
     """The bare function and its arguments, sized from soak's LOAD_START details."""
     timing = (args.seconds, args.warmup)
     if workload == "gemm":
         return (bare_gemm, args.device, info["dtype"], info["n"], info["ring"], *timing)
-    chunk_b = MEMBW_CHUNK_B.get(kind, info["array_b"])
-    return (bare_membw, args.device, info["array_b"], chunk_b, *timing)
+    return (bare_membw, args.device, info["array_b"], info["chunk_b"], *timing)
 
 
 def _round_text(rows: dict[str, Row]) -> str:
@@ -317,12 +313,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.device is None:
         args.device = "cuda:0" if _cuda_available() else "cpu"
-    kind = "cuda" if args.device.startswith("cuda") else "cpu"
     results: dict[str, Any] = {"device": args.device, "workloads": {}}
     all_rows: list[Row] = []
     for workload in args.workloads.split(","):
         rounds = args.rounds if workload in BARE else 1
-        rows, info = compare(workload, argparse.Namespace(**{**vars(args), "rounds": rounds}), kind)
+        rows, info = compare(workload, argparse.Namespace(**{**vars(args), "rounds": rounds}))
         all_rows += rows
         results["workloads"][workload] = {"setup": info, "rows": [_row_json(r) for r in rows]}
     sweep = in_child(best_matmul, args.device, args.sweep_s) if args.sweep_s > 0 else []

@@ -129,6 +129,7 @@ class MembwWorkload:
             "workload": self.name,
             "array_b": self.array_b,
             "held_b": 3 * self.array_b,
+            "chunk_b": self.a[0].numel() * ELEMENT_B,
             "chunks": len(self.a),
             "bytes_per_step": sum(self.bytes_per_unit) / len(self.a) * self.sizer.count,
             "cycles_per_step": self.sizer.count,

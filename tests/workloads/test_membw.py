@@ -22,6 +22,7 @@ def test_step_reports_ten_array_lengths_per_cycle(tiny: WorkloadOptions) -> None
     assert (part.part, part.unit) == ("membw", "B")
     assert part.work > 0 and part.work % (10 * (1 << 20)) == 0
     assert result.t_end > result.t_start
+    assert membw.describe()["chunk_b"] == 1 << 20  # a CPU runs the whole array as one chunk
 
 
 def test_data_survive_the_cycles_unchanged(tiny: WorkloadOptions) -> None:
