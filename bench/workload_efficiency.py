@@ -98,6 +98,8 @@ def measure_soak(workload: str, device: str, seconds: float, warmup_s: float) ->
     events += update.events
     start, end = ready_s + warmup_s, ready_s + warmup_s + seconds
     window = [s for s in samples if s.t_start_s >= start and s.t_end_s <= end]
+    if not window:
+        raise RuntimeError(f"no {workload} step fits in {seconds:g} s; raise --seconds")
     rates, units = {}, {}
     for part in sorted({s.part for s in window}):
         mine = [s for s in window if s.part == part]
