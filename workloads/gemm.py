@@ -2,8 +2,10 @@
 
 The operands are a ring of random matrices filling the memory share, taken in pairs so that
 no product finds its inputs in a cache. Every ``verify`` recomputes the step's last product
-in a reference precision on the same device and compares element by element; a fixed,
-seeded product gives a checksum that is bit-identical on devices of the same kind.
+in a reference precision on the same device and compares element by element, and draws that
+product's two operands again from their seeds to compare them bit for bit (a product and its
+reference agree on an operand corrupted in memory); a fixed, seeded product gives a checksum
+that is bit-identical on devices of the same kind.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ FIXED_SEED = 0x50A4  # seed of the fixed product whose checksum devices of one k
 FIXED_N = {"cuda": 2048, "cpu": 256}  # side of that product, at most the working side
 MAX_RING = 1024  # operand matrices at most; more only costs setup time
 VERIFY_BLOCK_ELEMENTS = 1 << 24  # reference rows per block, so a check holds ~64 MiB at fp32
+INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # bit views
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +117,8 @@ class GemmWorkload:
         self.n = _round_up(self.options.gemm_n or default_n(self.device), 16)
         self.flop_per_product = 2.0 * self.n**3
         self._one = torch.ones((), dtype=torch.float32, device=self.device)
-        self.ring = self._make_ring(seed)
+        self.seed = seed
+        self.ring = self._make_ring()
         self.outputs = [self._empty_output(self.n) for _ in range(2)]
         self._fixed = self._fixed_operands()
         self._checksum = self._fixed_checksum()
@@ -146,13 +150,20 @@ class GemmWorkload:
         return StepResult(t0, t1, (PartWork(self.name, flop, "FLOP"),))
 
     def verify(self) -> list[Verification]:
-        """The last product against its reference, and the fixed product's checksum
-        against the one taken at setup."""
+        """The last product against its reference, its operands against their seeds, and
+        the fixed product's checksum against the one taken at setup."""
         if self.last is None:
             self.enqueue(1)
         assert self.last is not None
         i, j, o = self.last
         checks = [self.compare(self.ring[i], self.ring[j], self.outputs[o])]
+        changed = {k: self._changed_elements(k) for k in (i, j)}
+        if any(changed.values()):
+            where = ", ".join(f"operand {k} ({n} values)" for k, n in changed.items() if n)
+            detail = f"{where} changed in memory since setup"
+            checked = 2 * self.ring[i].numel()
+            mismatched = sum(changed.values())
+            checks.append(Verification(self.name, False, checked, mismatched, detail=detail))
         now = self._fixed_checksum()
         if now != self._checksum:
             detail = f"fixed-product checksum changed from {self._checksum} to {now}"
@@ -215,11 +226,20 @@ class GemmWorkload:
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
-    def _make_ring(self, seed: int) -> list[torch.Tensor]:
+    def _make_ring(self) -> list[torch.Tensor]:
         count = self.options.gemm_ring or self._ring_size()
+        return [self._operand(k) for k in range(count)]
+
+    def _operand(self, index: int) -> torch.Tensor:
+        """Ring matrix ``index``, drawn from its own seed so that ``verify`` can draw it again."""
         gen = torch.Generator(device=self.device)
-        gen.manual_seed(seed)
-        return [self._random(self.n, gen) for _ in range(count)]
+        gen.manual_seed(self.seed * 1_000_003 + index)
+        return self._random(self.n, gen)
+
+    def _changed_elements(self, index: int) -> int:
+        """How many elements of ring matrix ``index`` differ, bit for bit, from its draw."""
+        bits = INT_OF_SIZE[self.dtype.itemsize]
+        return int((self.ring[index].view(bits) != self._operand(index).view(bits)).sum())
 
     def _ring_size(self) -> int:
         """As many operand matrices as the memory share holds after outputs and checks."""

@@ -60,6 +60,18 @@ def test_nan_in_the_output_is_caught(tiny: WorkloadOptions) -> None:
     assert "2 non-finite" in check.detail
 
 
+def test_a_flipped_low_bit_in_an_operand_is_caught(tiny: WorkloadOptions) -> None:
+    gemm = make(tiny)
+    gemm.step()
+    assert gemm.last is not None
+    i = gemm.last[0]
+    gemm.ring[i].view(dtype=torch.int32)[5, 7] ^= 1  # the product moves far below tolerance
+    checks = gemm.verify()
+    assert [c.ok for c in checks] == [True, False]
+    assert checks[1].mismatched == 1
+    assert f"operand {i} " in checks[1].detail
+
+
 def test_fixed_product_checksum_ignores_the_run_seed_and_catches_drift(
     tiny: WorkloadOptions,
 ) -> None:
