@@ -98,6 +98,7 @@ class GemmWorkload:
     """Square matrix products ``C = A @ B.T`` over a ring of operands; reports FLOP."""
 
     name = "gemm"
+    unit = "FLOP"
 
     def __init__(self, options: WorkloadOptions) -> None:
         self.options = options
@@ -147,7 +148,7 @@ class GemmWorkload:
 
     def step(self) -> StepResult:
         t0, t1, flop = self.sizer.step()
-        return StepResult(t0, t1, (PartWork(self.name, flop, "FLOP"),))
+        return StepResult(t0, t1, (PartWork(self.name, flop, self.unit),))
 
     def verify(self) -> list[Verification]:
         """The last product against its reference, its operands against their seeds, and

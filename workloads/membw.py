@@ -55,6 +55,7 @@ class MembwWorkload:
     """Copy and triad cycles over three arrays; reports bytes ("B")."""
 
     name = "membw"
+    unit = "B"
 
     def __init__(self, options: WorkloadOptions) -> None:
         self.options = options
@@ -97,7 +98,7 @@ class MembwWorkload:
 
     def step(self) -> StepResult:
         t0, t1, moved = self.sizer.step()
-        return StepResult(t0, t1, (PartWork(self.name, moved, "B"),))
+        return StepResult(t0, t1, (PartWork(self.name, moved, self.unit),))
 
     def verify(self) -> list[Verification]:
         """Regenerate the patterns of the next blocks and compare all three arrays exactly

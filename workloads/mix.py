@@ -75,8 +75,7 @@ class MixWorkload:
         synchronize(self.device)
         t1 = time.monotonic()
         checks = self.train.finish_step()
-        units = {"gemm": "FLOP", "membw": "B", "train": "token"}
-        parts = tuple(PartWork(name, work[name], units[name]) for name in units)
+        parts = tuple(PartWork(p.name, work[p.name], p.unit) for p in self.parts)
         return StepResult(t0, t1, parts, checks)
 
     def _enqueue_round(self, work: dict[str, float]) -> list[torch.cuda.Event]:

@@ -171,6 +171,7 @@ class TrainWorkload:
     (6 x parameters, the standard estimate) is in ``describe()``."""
 
     name = "train"
+    unit = "token"
 
     def __init__(self, options: WorkloadOptions) -> None:
         self.options = options
@@ -219,7 +220,7 @@ class TrainWorkload:
     def step(self) -> StepResult:
         t0, t1, tokens = self.sizer.step()
         checks = self.finish_step()
-        return StepResult(t0, t1, (PartWork(self.name, tokens, "token"),), checks)
+        return StepResult(t0, t1, (PartWork(self.name, tokens, self.unit),), checks)
 
     def finish_step(self) -> tuple[Verification, ...]:
         """Check this step's losses (one sync); a non-finite one fails and resets."""
