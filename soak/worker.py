@@ -280,6 +280,7 @@ class _Worker:
     done: bool = False
     info: dict[str, Any] = field(default_factory=dict)
     final: tuple[WorkerOutcome, dict[str, Any]] | None = None  # what the worker reported
+    ending: tuple[WorkerOutcome, dict[str, Any]] | None = None  # reported, or what its end means
 
     @property
     def index(self) -> int:
@@ -353,7 +354,8 @@ class WorkerPool:
             if not alive:
                 events.append(self._finish(worker, t_s, self._death(worker)))
             elif self._hung(worker):
-                events.append(self._kill(worker, t_s, self._hang(worker)))
+                self._kill(worker, self._hang(worker))
+                events.append(self._outcome_event(worker, t_s))
         events.extend(self._cross_check(t_s))
         return LoadUpdate(samples, events)
 
@@ -364,17 +366,23 @@ class WorkerPool:
         for worker in self._live():
             with contextlib.suppress(BrokenPipeError, OSError):  # gone: reported below
                 worker.commands.send("stop")
+        ended: list[_Worker] = []
         deadline = time.monotonic() + self._stop_timeout_s
         while self._live() and time.monotonic() < deadline:
             for worker in self._live():
                 alive = worker.process.is_alive()
                 self._drain(worker, samples, events)
                 if not alive:
-                    events.append(self._finish(worker, t_s, self._death(worker)))
+                    self._close(worker, self._death(worker))
+                    ended.append(worker)
             time.sleep(POLL_SLEEP_S)
         for worker in self._live():
-            events.append(self._kill(worker, t_s, self._unstopped(worker)))
+            self._kill(worker, self._unstopped(worker))
+            ended.append(worker)
+        # The last cross-device check comes before the outcomes, so that a device it finds
+        # odd ends as VERIFICATION_FAILED, not as "ok" beside a failed checksum.
         events.extend(self._cross_check(t_s, final=True))
+        events.extend(self._outcome_event(worker, t_s) for worker in ended)
         atexit.unregister(self._kill_all)
         return LoadUpdate(samples, events)
 
@@ -513,27 +521,35 @@ class WorkerPool:
         phase = "run" if worker.ready else "setup"
         return WorkerOutcome.CRASHED, {"phase": phase}
 
-    def _kill(
-        self, worker: _Worker, t_s: float, default: tuple[WorkerOutcome, dict[str, Any]]
-    ) -> Event:
+    def _kill(self, worker: _Worker, default: tuple[WorkerOutcome, dict[str, Any]]) -> None:
         worker.process.kill()
         worker.process.join(timeout=5.0)
         self._drain(worker, [], [])  # an outcome it sent before dying wins
-        return self._finish(worker, t_s, default)
+        self._close(worker, default)
 
     def _finish(
         self, worker: _Worker, t_s: float, default: tuple[WorkerOutcome, dict[str, Any]]
     ) -> Event:
-        """The worker's one WORKER_OUTCOME event; closes its pipes."""
+        """Close the worker and give its one WORKER_OUTCOME event."""
+        self._close(worker, default)
+        return self._outcome_event(worker, t_s)
+
+    def _close(self, worker: _Worker, default: tuple[WorkerOutcome, dict[str, Any]]) -> None:
+        """The worker has ended: reap it, close its pipes, keep how it ended."""
         worker.process.join(timeout=1.0)
-        outcome, details = worker.final or default
+        worker.ending = worker.final or default
+        worker.done = True
+        worker.commands.close()
+        worker.data.close()
+
+    def _outcome_event(self, worker: _Worker, t_s: float) -> Event:
+        """The worker's one WORKER_OUTCOME event, judged with every check made so far."""
+        assert worker.ending is not None
+        outcome, details = worker.ending
         if outcome is WorkerOutcome.OK and worker.index in self._failed:
             outcome = WorkerOutcome.VERIFICATION_FAILED  # failed the cross-device check
         if outcome is not WorkerOutcome.OK:
             self._failed.add(worker.index)
-        worker.done = True
-        worker.commands.close()
-        worker.data.close()
         details = {"outcome": outcome.value, **details, **_exit_details(worker.process)}
         details.setdefault("detail", _detail(details))  # the report's reason names it
         suffix = f": {details['detail']}" if details["detail"] else ""

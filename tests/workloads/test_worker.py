@@ -189,6 +189,23 @@ def test_odd_checksum_among_same_kind_devices_is_flagged() -> None:
     assert run.outcome(0) == run.outcome(1) == WorkerOutcome.OK
 
 
+def test_odd_checksum_found_only_at_stop_still_fails_that_workers_outcome() -> None:
+    """The stop came before a poll compared the checksums: the final check at stop must
+    decide the outcomes, not follow them (no "ok" beside a failed checksum)."""
+    options = WorkloadOptions(step_s=0.05)
+    pool = WorkerPool(cpu_devices(3), "scripted", options, seed=10, factory=ScriptedWorkload)
+    check = pool._cross_check
+    pool._cross_check = lambda t_s, final=False: check(t_s, final=True) if final else []
+    run = start(pool)
+    run.until(lambda: all(w.ready for w in pool._workers.values()))
+    assert not any(e.kind is EventKind.VERIFICATION_FAILED for e in run.events)
+    run.stop()
+    (flag,) = [e for e in run.events if e.kind is EventKind.VERIFICATION_FAILED]
+    assert flag.device == 2
+    assert run.outcome(2) == WorkerOutcome.VERIFICATION_FAILED
+    assert run.outcome(0) == run.outcome(1) == WorkerOutcome.OK
+
+
 def test_odd_checksums_needs_a_majority_to_blame() -> None:
     assert odd_checksums({0: "a", 1: "a", 2: "b"}) == ({2}, "a")
     assert odd_checksums({0: "a", 1: "a"}) == (frozenset(), "a")
