@@ -7,13 +7,11 @@ import sys
 import time
 from typing import TYPE_CHECKING, Protocol, TextIO
 
+from soak.model import RATE_UNITS
 from soak.units import si
 
 if TYPE_CHECKING:
-    from soak.config import RunConfig
     from soak.runner import Runner
-
-RATE_UNIT = {"gemm": "FLOP/s", "membw": "B/s", "train": "token/s"}
 
 
 class Display(Protocol):
@@ -54,7 +52,10 @@ def device_lines(runner: Runner, t_s: float) -> list[str]:
     for info in runner.devices:
         row = runner.latest.get(info.index)
         rates = runner.latest_rate.get(info.index, {})
-        rate = "  ".join(f"{p} {si(r, RATE_UNIT.get(p, '/s'))}" for p, r in sorted(rates.items()))
+        rate = "  ".join(
+            f"{p} {si(r, RATE_UNITS.get(unit, unit + '/s'))}"
+            for p, (r, unit) in sorted(rates.items())
+        )
         lines.append(
             f"  {info.index:>2}  {_value(row and row.temp_c, '5.0f')} °C"
             f"  {_value(row and row.sm_clock_mhz, '5.0f')} MHz"
@@ -122,7 +123,7 @@ class QuietDisplay:
         pass
 
 
-def make_display(config: RunConfig | None = None, stream: TextIO | None = None) -> Display:
+def make_display(stream: TextIO | None = None) -> Display:
     stream = stream or sys.stderr
     if stream.isatty():
         return LiveDisplay(stream)

@@ -216,7 +216,7 @@ class Runner:
         self.running_since_s: float | None = None  # every device has finished work
         self.lost: set[int] = set()  # devices the backend reported lost
         self.latest: dict[int, Telemetry] = {}
-        self.latest_rate: dict[int, dict[str, float]] = {}
+        self.latest_rate: dict[int, dict[str, tuple[float, str]]] = {}  # part: (rate, unit)
         self.load: Load | None = None
         self.stopper = Stopper()
 
@@ -284,7 +284,7 @@ class Runner:
                 self.load_start_by_device[s.device] = s.t_start_s
                 detector.start(s.t_start_s)
             detector.add_rate(s.part, (s.t_start_s + s.t_end_s) / 2, s.rate)
-            self.latest_rate.setdefault(s.device, {})[s.part] = s.rate
+            self.latest_rate.setdefault(s.device, {})[s.part] = (s.rate, s.unit)
         events = []
         for index, detector in self.detectors.items():
             had = detector.reached
@@ -459,7 +459,7 @@ def run(
             clock = VirtualClock() if backend.name == "sim" else WallClock()
         run_dir = make_run_dir(config.out, socket.gethostname(), dt.datetime.now(dt.UTC))
         with Stopper().installed() as stopper:
-            runner = Runner(config, backend, clock, run_dir, display or make_display(config))
+            runner = Runner(config, backend, clock, run_dir, display or make_display())
             try:
                 reason = runner.run(stopper)
             except KeyboardInterrupt:
