@@ -821,23 +821,27 @@ class NvmlBackend:
             )
 
     def _open_device(self, dev: _Device, system: dict[str, Any]) -> DeviceInfo:
-        """Probe one device and describe it; a device lost at discovery is listed and reported."""
-        if dev.lost:
-            self._mark_lost(dev.index, f"could not be opened: {dev.lost}", t_s=0.0)
-            self._caps[dev.index] = {}
-            return DeviceInfo(
-                index=dev.index,
-                backend=self.name,
-                name="unknown NVIDIA GPU (lost at start)",
-                driver_version=system["driver_version"],
-                cuda_version=system["cuda_version"],
-                torch_device=None,
-                worker_env={"CUDA_VISIBLE_DEVICES": ""},
-                extra={"nvml_index": dev.nvml_index, "lost": dev.lost},
-            )
-        self._probe(dev)
-        self._caps[dev.index] = dict(dev.caps)
-        return self._describe(dev, system)
+        """Probe one device and describe it; a device lost at discovery or during its probe is
+        listed and reported lost, and the other devices go on."""
+        if not dev.lost:
+            try:
+                self._probe(dev)
+                self._caps[dev.index] = dict(dev.caps)
+                return self._describe(dev, system)
+            except GpuLost as exc:
+                dev.lost = str(exc)
+        self._mark_lost(dev.index, f"could not be opened: {dev.lost}", t_s=0.0)
+        self._caps[dev.index] = {}
+        return DeviceInfo(
+            index=dev.index,
+            backend=self.name,
+            name="unknown NVIDIA GPU (lost at start)",
+            driver_version=system["driver_version"],
+            cuda_version=system["cuda_version"],
+            torch_device=None,
+            worker_env={"CUDA_VISIBLE_DEVICES": ""},
+            extra={"nvml_index": dev.nvml_index, "lost": dev.lost},
+        )
 
     def _describe(self, dev: _Device, system: dict[str, Any]) -> DeviceInfo:
         """The `DeviceInfo` of a probed device, with the probe's tables in ``extra``."""

@@ -88,6 +88,12 @@ SCENARIOS: dict[str, dict[int, dict[str, Any]]] = {
         0: {"nvmlDeviceRegisterEvents()": err("NotSupported")},
     },
     "mig_enabled_on_gpu1": {1: {"nvmlDeviceGetMigMode()": [1, 1]}},
+    "gpu1_stops_answering_during_probe": {
+        1: {
+            "nvmlDeviceGetPowerUsage()": err("Unknown"),
+            "nvmlDeviceGetClockInfo(NVML_CLOCK_SM)": err("Unknown"),
+        },
+    },
 }
 
 
@@ -526,6 +532,21 @@ def test_gpu_lost_at_start_is_listed_and_reported_lost(make_fake, open_nvml) -> 
     assert backend.devices()[1].torch_device is None
     assert sorted(by_device(backend.sample(1.0))) == [0, 2]
     assert [(e.kind, e.device) for e in backend.poll_events(1.0)] == [(EventKind.DEVICE_LOST, 1)]
+
+
+def test_gpu_lost_during_the_probe_is_listed_and_reported_lost_the_others_go_on(
+    make_fake, open_nvml
+) -> None:
+    make_fake("gpu1_stops_answering_during_probe", gpus=3)
+    backend = open_nvml()
+    assert [d.index for d in backend.devices()] == [0, 1, 2]
+    assert backend.devices()[1].torch_device is None
+    assert backend.capabilities()[1] == {}
+    assert backend.capabilities()[2]["xid_events"] is Capability.SUPPORTED
+    assert sorted(by_device(backend.sample(1.0))) == [0, 2]
+    assert [(e.kind, e.device, e.t_s) for e in backend.poll_events(1.0)] == [
+        (EventKind.DEVICE_LOST, 1, 0.0)
+    ]
 
 
 def test_close_stops_the_event_thread_and_shuts_nvml_down_once(make_fake, clock) -> None:
