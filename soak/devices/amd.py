@@ -49,7 +49,6 @@ from soak.devices import select
 from soak.devices.common import EnergyIntegrator, LogOnce
 from soak.errors import (
     BackendUnavailable,
-    ConfigError,
     FunctionMissing,
     GpuLost,
     NoPermission,
@@ -819,8 +818,6 @@ class AmdBackend:
             raise BackendUnavailable(f"amdsmi cannot list GPUs ({_error_name(exc)})") from exc
         if not handles:
             raise BackendUnavailable("amdsmi found no AMD GPU")
-        if wanted is not None and len(set(wanted)) != len(wanted):
-            raise ConfigError(f"--devices: a device is listed twice ({list(wanted)})")
         for name in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
             if name in os.environ:
                 log.warning(

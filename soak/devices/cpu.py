@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from soak.errors import BackendUnavailable, ConfigError
+from soak.devices import select
+from soak.errors import BackendUnavailable
 from soak.model import TELEMETRY_METRICS, Capability, DeviceInfo, Event, Telemetry
 
 log = logging.getLogger(__name__)
@@ -631,9 +632,7 @@ class CpuBackend:
     ) -> None:
         """Probe every source once. ``time_fn`` times the power deltas (not the run's
         clock, which may be virtual); tests inject it."""
-        if devices is not None and tuple(devices) != (0,):
-            asked = ",".join(map(str, devices)) or "none"
-            raise ConfigError(f"--devices: the cpu backend has one device, 0 (asked for {asked})")
+        select([0], devices, self.name)  # one device, 0: anything else is a ConfigError
         self._root = Path(root)
         self._time_fn = time_fn
         self._warned: set[str] = set()

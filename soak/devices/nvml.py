@@ -45,7 +45,6 @@ from soak.devices import select
 from soak.devices.common import EnergyIntegrator, LogOnce
 from soak.errors import (
     BackendUnavailable,
-    ConfigError,
     FunctionMissing,
     GpuLost,
     NoPermission,
@@ -1097,14 +1096,8 @@ def worker_env(uuid: str | None) -> dict[str, str]:
 
 
 def _choose(visible: list[_Device], wanted: Sequence[int] | None) -> list[_Device]:
-    """The devices asked for with ``--devices`` (soak indices), each named once."""
+    """The devices asked for with ``--devices`` (soak indices)."""
     by_index = {dev.index: dev for dev in visible}
-    if wanted is not None:
-        seen: set[int] = set()
-        for i in wanted:
-            if i in seen:
-                raise ConfigError(f"--devices: device {i} is listed twice")
-            seen.add(i)
     return [by_index[i] for i in select(list(by_index), wanted, "nvml")]
 
 

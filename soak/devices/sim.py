@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from soak.devices import select
 from soak.devices.base import LoadUpdate
 from soak.devices.sim_params import (
     CHASSIS,
@@ -763,7 +764,7 @@ class SimServer:
         self.sku = SKUS[sku]
         self.gpus, self.seed = gpus, seed
         self.chassis = CHASSIS
-        self.selected = self._select(devices)
+        self.selected = sorted(select(range(gpus), devices, self.name))
         self.faults = [f if isinstance(f, Fault) else parse_fault(f) for f in faults]
         for fault in self.faults:
             self._check_fits(fault)
@@ -793,19 +794,6 @@ class SimServer:
                 self._fault_event(0.0, fault)
 
     # -- construction helpers ---------------------------------------------------------------
-
-    def _select(self, devices: Sequence[int] | None) -> list[int]:
-        if devices is None:
-            return list(range(self.gpus))
-        chosen = list(devices)
-        for index in chosen:
-            if not 0 <= index < self.gpus:
-                raise ConfigError(f"--devices: sim has no device {index} (found 0-{self.gpus - 1})")
-        if len(set(chosen)) != len(chosen):
-            raise ConfigError("--devices: a device is given twice")
-        if not chosen:
-            raise ConfigError("--devices: no device chosen")
-        return sorted(chosen)
 
     def _check_fits(self, fault: Fault) -> None:
         """Checks that need the server: the GPU exists, the power cap suits the SKU."""

@@ -353,7 +353,7 @@ def test_rapl_read_failure_keeps_the_delta_honest(
     assert sample(rich, clock, 104.0).power_w == pytest.approx(40.0 / 4.0)  # over all 4 s
 
 
-@pytest.mark.parametrize("devices", [(1,), (0, 1), ()])
+@pytest.mark.parametrize("devices", [(1,), (0, 1), (0, 0), ()])
 def test_devices_other_than_zero_is_a_config_error(tmp_path: Path, devices: tuple[int]) -> None:
     bare_host(tmp_path)
     with pytest.raises(ConfigError, match="--devices"):

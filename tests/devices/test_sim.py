@@ -607,7 +607,9 @@ def test_device_subset_reports_only_the_chosen_devices() -> None:
     ("kwargs", "flag"),
     [
         ({"devices": [8]}, "--devices"),
-        ({"devices": [1, 1]}, "--devices"),
+        ({"devices": [1, 1]}, "--devices: device 1 is listed twice"),
+        ({"devices": [-1]}, "--devices"),
+        ({"devices": []}, "--devices: no device chosen"),
         ({"sku": "v100"}, "--sim-sku"),
         ({"gpus": 0}, "--sim-gpus"),
     ],
