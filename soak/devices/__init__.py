@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from soak.devices.base import BACKEND_NAMES, Backend
 from soak.errors import BackendUnavailable, ConfigError
@@ -24,7 +24,6 @@ class BackendOptions:
     sim_sku: str = "h100-sxm"
     sim_faults: tuple[str, ...] = ()
     seed: int = 0
-    extra: dict[str, object] = field(default_factory=dict)
 
 
 def open_backend(name: str, options: BackendOptions | None = None) -> Backend:
