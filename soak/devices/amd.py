@@ -46,7 +46,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soak.devices import select
-from soak.devices.common import EnergyIntegrator, LogOnce
+from soak.devices.common import (
+    CAPABILITY_OF,
+    EnergyIntegrator,
+    LogOnce,
+    any_value,
+    pct,
+    positive,
+    temp_ok,
+    why_not,
+)
 from soak.errors import (
     BackendUnavailable,
     FunctionMissing,
@@ -101,12 +110,6 @@ _STATUS: dict[str, type[SoakError]] = {
     "AMDSMI_STATUS_DRM_ERROR": _Suspect,
     "AMDSMI_STATUS_API_FAILED": _Suspect,
     "AMDSMI_STATUS_UNKNOWN_ERROR": _Suspect,
-}
-
-_CAPABILITY_OF: dict[type[SoakError], Capability] = {
-    NotSupported: Capability.NOT_SUPPORTED,
-    NoPermission: Capability.NO_PERMISSION,
-    FunctionMissing: Capability.MISSING,
 }
 
 
@@ -213,7 +216,7 @@ class Way:
 class Metric:
     name: str
     ways: tuple[Way, ...]
-    plausible: Callable[[Any], bool] = lambda v: True
+    plausible: Callable[[Any], bool] = any_value
     integer: bool = False
 
 
@@ -389,18 +392,6 @@ def _violation_reasons(d: Any) -> tuple[int, int] | None:
     return int(mapped), 0
 
 
-def _temp_ok(v: float) -> bool:
-    return 0 < v <= 200
-
-
-def _positive(v: float) -> bool:
-    return v > 0
-
-
-def _pct(v: float) -> bool:
-    return 0 <= v <= 100
-
-
 _TEMP = "amdsmi_get_temp_metric"
 _HOT = "AmdSmiTemperatureType.HOTSPOT"
 _JUNCTION = "AmdSmiTemperatureType.JUNCTION"
@@ -431,7 +422,7 @@ METRICS: tuple[Metric, ...] = (
             by_call(_TEMP, _JUNCTION, _NOW, convert=_scalar(_celsius), unit="°C"),
             by_call(_METRICS_INFO, convert=_key("temperature_hotspot", then=_celsius), unit="°C"),
         ),
-        _temp_ok,
+        temp_ok,
     ),
     Metric(
         "mem_temp_c",
@@ -439,7 +430,7 @@ METRICS: tuple[Metric, ...] = (
             by_call(_TEMP, _VRAM, _NOW, convert=_scalar(_celsius), unit="°C"),
             by_call(_METRICS_INFO, convert=_key("temperature_mem", then=_celsius), unit="°C"),
         ),
-        _temp_ok,
+        temp_ok,
     ),
     Metric(
         "sm_clock_mhz",
@@ -447,7 +438,7 @@ METRICS: tuple[Metric, ...] = (
             by_call(_CLOCK, "AmdSmiClkType.GFX", convert=_key("clk", "cur_clk"), unit="MHz"),
             by_call(_METRICS_INFO, convert=_key("current_gfxclk", "average_gfxclk_frequency")),
         ),
-        _positive,
+        positive,
     ),
     Metric(
         "mem_clock_mhz",
@@ -455,7 +446,7 @@ METRICS: tuple[Metric, ...] = (
             by_call(_CLOCK, "AmdSmiClkType.MEM", convert=_key("clk", "cur_clk"), unit="MHz"),
             by_call(_METRICS_INFO, convert=_key("current_uclk", "average_uclk_frequency")),
         ),
-        _positive,
+        positive,
     ),
     Metric(
         "power_w",
@@ -476,7 +467,7 @@ METRICS: tuple[Metric, ...] = (
             ),
             by_call("amdsmi_get_power_info", convert=_key("power_limit"), unit="W"),
         ),
-        _positive,
+        positive,
     ),
     Metric(
         "energy_j",
@@ -488,7 +479,7 @@ METRICS: tuple[Metric, ...] = (
             by_call("amdsmi_get_gpu_activity", convert=_key("gfx_activity"), unit="%"),
             by_call(_METRICS_INFO, convert=_key("average_gfx_activity"), unit="%"),
         ),
-        _pct,
+        pct,
     ),
     Metric(
         "mem_util_pct",
@@ -496,7 +487,7 @@ METRICS: tuple[Metric, ...] = (
             by_call("amdsmi_get_gpu_activity", convert=_key("umc_activity"), unit="%"),
             by_call(_METRICS_INFO, convert=_key("average_umc_activity"), unit="%"),
         ),
-        _pct,
+        pct,
     ),
     Metric("fan_pct", (by_call("amdsmi_get_gpu_fan_speed", "0", convert=_fan_pct, unit="/255"),)),
     Metric(
@@ -584,28 +575,28 @@ INVENTORY: tuple[Metric, ...] = (
             by_call("amdsmi_get_gpu_vram_info", convert=_key("vram_size", then=_mib), unit="MiB"),
             by_call("amdsmi_get_gpu_vram_usage", convert=_key("vram_total", then=_mib), unit="MiB"),
         ),
-        _positive,
+        positive,
         integer=True,
     ),
     Metric(
         "power_limit_w",
         (by_call("amdsmi_get_power_cap_info", convert=_key("power_cap", then=_micro_w)),),
-        _positive,
+        positive,
     ),
     Metric(
         "default_power_limit_w",
         (by_call("amdsmi_get_power_cap_info", convert=_key("default_power_cap", then=_micro_w)),),
-        _positive,
+        positive,
     ),
     Metric(
         "max_sm_clock_mhz",
         (by_call(_CLOCK, "AmdSmiClkType.GFX", convert=_key("max_clk")),),
-        _positive,
+        positive,
     ),
     Metric(
         "max_mem_clock_mhz",
         (by_call(_CLOCK, "AmdSmiClkType.MEM", convert=_key("max_clk")),),
-        _positive,
+        positive,
     ),
     Metric(
         "slowdown_temp_c",
@@ -615,7 +606,7 @@ INVENTORY: tuple[Metric, ...] = (
                 _TEMP, _JUNCTION, "AmdSmiTemperatureMetric.CRITICAL", convert=_scalar(_celsius)
             ),
         ),
-        _temp_ok,
+        temp_ok,
     ),
     Metric(
         "shutdown_temp_c",
@@ -625,12 +616,12 @@ INVENTORY: tuple[Metric, ...] = (
                 _TEMP, _JUNCTION, "AmdSmiTemperatureMetric.EMERGENCY", convert=_scalar(_celsius)
             ),
         ),
-        _temp_ok,
+        temp_ok,
     ),
     Metric(
         "mem_max_temp_c",
         (by_call(_TEMP, _VRAM, "AmdSmiTemperatureMetric.CRITICAL", convert=_scalar(_celsius)),),
-        _temp_ok,
+        temp_ok,
     ),
     Metric(
         "hip_uuid", (by_call("amdsmi_get_gpu_enumeration_info", convert=_text_key("hip_uuid")),)
@@ -717,14 +708,6 @@ class _Device:
     integrate_energy: bool = False
     violation: dict[str, _ViolationTime] = field(default_factory=dict)
     unmapped_seen: int = 0
-
-
-def _why_not(failures: Iterable[Capability]) -> Capability:
-    seen = set(failures)
-    for cap in (Capability.NO_PERMISSION, Capability.NOT_SUPPORTED):
-        if cap in seen:
-            return cap
-    return Capability.MISSING
 
 
 # --------------------------------------------------------------------------------------------
@@ -874,7 +857,7 @@ class AmdBackend:
                     break
                 failures.append(Capability.NOT_SUPPORTED if cap is SUPPORTED else cap)
             else:
-                dev.caps[metric.name] = _why_not(failures)
+                dev.caps[metric.name] = why_not(failures)
         dev.calls = {c.key: cap for c, (cap, _v) in answers.items()}
         self._plan_derived(dev)
         dev.caps["xid_events"] = Capability.NOT_SUPPORTED
@@ -998,7 +981,7 @@ class AmdBackend:
             self._confirm_alive(dev)
             if probing:  # alive, so the sensor is just not there
                 exc = NotSupported(str(exc))
-        cap = _CAPABILITY_OF.get(type(exc), SUPPORTED)
+        cap = CAPABILITY_OF.get(type(exc), SUPPORTED)
         if cap is SUPPORTED:
             self._q.log_once(
                 key,

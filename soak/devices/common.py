@@ -1,11 +1,53 @@
-"""Pieces every vendor backend needs: logging each problem once (not once per sample for
-two hours, STYLE.md), and the named fallback for energy without a counter."""
+"""Pieces every vendor backend needs: what a failed read means for a metric, which readings
+are plausible, logging each problem once (not once per sample for two hours, STYLE.md), and
+the named fallback for energy without a counter."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+from soak.errors import FunctionMissing, NoPermission, NotSupported, SoakError
+from soak.model import Capability
+
+# A read that failed with one of these says the metric cannot be read on this device; any
+# other failure is one missing reading of a readable metric.
+CAPABILITY_OF: dict[type[SoakError], Capability] = {
+    NotSupported: Capability.NOT_SUPPORTED,
+    NoPermission: Capability.NO_PERMISSION,
+    FunctionMissing: Capability.MISSING,
+}
+
+
+def why_not(failures: Iterable[Capability]) -> Capability:
+    """The most useful reason among failed ways: permission, then support, then missing."""
+    seen = set(failures)
+    for cap in (Capability.NO_PERMISSION, Capability.NOT_SUPPORTED):
+        if cap in seen:
+            return cap
+    return Capability.MISSING
+
+
+# Plausible readings, per kind of metric: a value outside is a sensor fault, read as None.
+
+
+def any_value(v: float) -> bool:
+    return True
+
+
+def temp_ok(v: float) -> bool:
+    """0 °C is 'no sensor' (NVML's HBM reading); anything over 200 °C is garbage (e.g. ~9.2e18)."""
+    return 0 < v <= 200
+
+
+def positive(v: float) -> bool:
+    return v > 0
+
+
+def pct(v: float) -> bool:
+    return 0 <= v <= 100
 
 
 class LogOnce:

@@ -42,7 +42,16 @@ from typing import Any, ClassVar
 import pynvml
 
 from soak.devices import select
-from soak.devices.common import EnergyIntegrator, LogOnce
+from soak.devices.common import (
+    CAPABILITY_OF,
+    EnergyIntegrator,
+    LogOnce,
+    any_value,
+    pct,
+    positive,
+    temp_ok,
+    why_not,
+)
 from soak.errors import (
     BackendUnavailable,
     FunctionMissing,
@@ -99,12 +108,6 @@ _UNAVAILABLE: dict[str, str] = {
         "NVML library and NVIDIA kernel module versions differ (reload the driver or reboot)"
     ),
     "NVMLError_NoPermission": "no permission to open the NVIDIA devices (/dev/nvidia*)",
-}
-
-_CAPABILITY_OF: dict[type[SoakError], Capability] = {
-    NotSupported: Capability.NOT_SUPPORTED,
-    NoPermission: Capability.NO_PERMISSION,
-    FunctionMissing: Capability.MISSING,
 }
 
 
@@ -248,23 +251,6 @@ def _compute_capability(v: Sequence[int]) -> str:
     return f"{v[0]}.{v[1]}"
 
 
-def _any(v: float) -> bool:
-    return True
-
-
-def _temp_ok(v: float) -> bool:
-    """0 °C is NVML's 'no sensor' for HBM; anything over 200 °C is garbage (e.g. ~9.2e18)."""
-    return 0 < v <= 200
-
-
-def _positive(v: float) -> bool:
-    return v > 0
-
-
-def _pct(v: float) -> bool:
-    return 0 <= v <= 100
-
-
 def _fan_ok(v: float) -> bool:
     return 0 <= v <= 200  # NVML documents fan speeds above 100 % on some boards
 
@@ -310,7 +296,7 @@ class Metric:
 
     name: str
     ways: tuple[Way, ...]
-    plausible: Callable[[Any], bool] = _any
+    plausible: Callable[[Any], bool] = any_value
     integer: bool = False
 
 
@@ -335,9 +321,9 @@ METRICS: tuple[Metric, ...] = (
             by_call("nvmlDeviceGetTemperatureV", "NVML_TEMPERATURE_GPU", unit="°C"),
             by_call("nvmlDeviceGetTemperature", "NVML_TEMPERATURE_GPU", unit="°C"),
         ),
-        _temp_ok,
+        temp_ok,
     ),
-    Metric("mem_temp_c", (by_fields("NVML_FI_DEV_MEMORY_TEMP", unit="°C"),), _temp_ok),
+    Metric("mem_temp_c", (by_fields("NVML_FI_DEV_MEMORY_TEMP", unit="°C"),), temp_ok),
     Metric("sm_clock_mhz", (by_call("nvmlDeviceGetClockInfo", "NVML_CLOCK_SM", unit="MHz"),)),
     Metric("mem_clock_mhz", (by_call("nvmlDeviceGetClockInfo", "NVML_CLOCK_MEM", unit="MHz"),)),
     Metric(
@@ -352,7 +338,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "power_limit_w",
         (by_call("nvmlDeviceGetEnforcedPowerLimit", convert=_milli, unit="mW → W"),),
-        _positive,
+        positive,
     ),
     Metric(
         "energy_j",
@@ -364,12 +350,12 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "util_pct",
         (by_call("nvmlDeviceGetUtilizationRates", convert=_attr("gpu"), unit="%"),),
-        _pct,
+        pct,
     ),
     Metric(
         "mem_util_pct",
         (by_call("nvmlDeviceGetUtilizationRates", convert=_attr("memory"), unit="%"),),
-        _pct,
+        pct,
     ),
     Metric("fan_pct", (by_call("nvmlDeviceGetFanSpeed", unit="%"),), _fan_ok),
     Metric(
@@ -485,33 +471,33 @@ INVENTORY: tuple[Metric, ...] = (
             Way((_MEMORY_V2,), _attr("total"), "B"),
             by_call("nvmlDeviceGetMemoryInfo", convert=_attr("total"), unit="B"),
         ),
-        _positive,
+        positive,
         integer=True,
     ),
     Metric(
         "power_limit_w",
         (by_call("nvmlDeviceGetEnforcedPowerLimit", convert=_milli, unit="mW → W"),),
-        _positive,
+        positive,
     ),
     Metric(
         "default_power_limit_w",
         (by_call("nvmlDeviceGetPowerManagementDefaultLimit", convert=_milli, unit="mW → W"),),
-        _positive,
+        positive,
     ),
     Metric(
         "max_sm_clock_mhz",
         (by_call("nvmlDeviceGetMaxClockInfo", "NVML_CLOCK_SM", unit="MHz"),),
-        _positive,
+        positive,
     ),
     Metric(
         "max_mem_clock_mhz",
         (by_call("nvmlDeviceGetMaxClockInfo", "NVML_CLOCK_MEM", unit="MHz"),),
-        _positive,
+        positive,
     ),
-    Metric("shutdown_temp_c", (_threshold("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN"),), _temp_ok),
-    Metric("slowdown_temp_c", (_threshold("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN"),), _temp_ok),
-    Metric("max_operating_temp_c", (_threshold("NVML_TEMPERATURE_THRESHOLD_GPU_MAX"),), _temp_ok),
-    Metric("mem_max_temp_c", (_threshold("NVML_TEMPERATURE_THRESHOLD_MEM_MAX"),), _temp_ok),
+    Metric("shutdown_temp_c", (_threshold("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN"),), temp_ok),
+    Metric("slowdown_temp_c", (_threshold("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN"),), temp_ok),
+    Metric("max_operating_temp_c", (_threshold("NVML_TEMPERATURE_THRESHOLD_GPU_MAX"),), temp_ok),
+    Metric("mem_max_temp_c", (_threshold("NVML_TEMPERATURE_THRESHOLD_MEM_MAX"),), temp_ok),
     Metric(
         "compute_capability",
         (by_call("nvmlDeviceGetCudaComputeCapability", convert=_compute_capability),),
@@ -641,15 +627,6 @@ class _Pending:
         return Event(
             t_s=when, kind=self.kind, message=self.message, device=self.device, details=self.details
         )
-
-
-def _why_not(failures: Iterable[Capability]) -> Capability:
-    """The most useful reason among failed ways: permission, then support, then missing."""
-    seen = set(failures)
-    for cap in (Capability.NO_PERMISSION, Capability.NOT_SUPPORTED):
-        if cap in seen:
-            return cap
-    return Capability.MISSING
 
 
 def _handle_key(handle: Any) -> int:
@@ -883,7 +860,7 @@ class NvmlBackend:
                     break
                 failures.extend(bad)
             else:
-                dev.caps[metric.name] = _why_not(failures)
+                dev.caps[metric.name] = why_not(failures)
         dev.calls = {r.key: answers[r].capability for r in dict.fromkeys(reads)}
         if "energy_j" not in dev.plan and "power_w" in dev.plan:
             dev.energy = EnergyIntegrator()
@@ -1015,7 +992,7 @@ class NvmlBackend:
         """A read that failed: None and why, logged once; an unknown error checks liveness."""
         if isinstance(exc, _Unknown) and dev is not None:
             self._confirm_alive(dev)
-        cap = _CAPABILITY_OF.get(type(exc), SUPPORTED)
+        cap = CAPABILITY_OF.get(type(exc), SUPPORTED)
         where = "" if dev is None else f" on device {dev.index}"
         if cap is SUPPORTED:
             message = f"nvml: {key} failed{where} ({exc}); this reading is missing"
@@ -1206,7 +1183,7 @@ class _EventWatcher:
         try:
             self._set = self._q.call("nvmlEventSetCreate")
         except SoakError as exc:
-            cap = _CAPABILITY_OF.get(type(exc), Capability.NOT_SUPPORTED)
+            cap = CAPABILITY_OF.get(type(exc), Capability.NOT_SUPPORTED)
             self._q.log_once(
                 "nvmlEventSetCreate",
                 cap.value,
@@ -1247,7 +1224,7 @@ class _EventWatcher:
         try:
             self._q.call("nvmlDeviceRegisterEvents", dev.handle, mask, self._set, device=dev.index)
         except SoakError as exc:
-            cap = _CAPABILITY_OF.get(type(exc), Capability.NOT_SUPPORTED)
+            cap = CAPABILITY_OF.get(type(exc), Capability.NOT_SUPPORTED)
             self._q.log_once(
                 "nvmlDeviceRegisterEvents",
                 cap.value,
