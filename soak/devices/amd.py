@@ -47,10 +47,11 @@ from typing import Any
 
 from soak.devices import select
 from soak.devices.common import (
-    CAPABILITY_OF,
     EnergyIntegrator,
     LogOnce,
     any_value,
+    confirm_alive,
+    failed_read,
     pct,
     positive,
     temp_ok,
@@ -977,33 +978,19 @@ class AmdBackend:
 
     def _problem(self, dev: _Device, key: str, exc: SoakError, probing: bool) -> Capability:
         """A failed read: its capability, logged once; an I/O-like error checks liveness."""
+        error = _error_name(exc)
         if isinstance(exc, _Suspect):
             self._confirm_alive(dev)
             if probing:  # alive, so the sensor is just not there
                 exc = NotSupported(str(exc))
-        cap = CAPABILITY_OF.get(type(exc), SUPPORTED)
-        if cap is SUPPORTED:
-            self._q.log_once(
-                key,
-                _error_name(exc),
-                f"amd: {key} failed on device {dev.index} ({exc}); reading is missing",
-                logging.WARNING,
-            )
-        else:
-            level = logging.WARNING if cap is Capability.NO_PERMISSION else logging.INFO
-            self._q.log_once(
-                key, cap.value, f"amd: {key} {cap.value} on device {dev.index} ({exc})", level
-            )
-        return cap
+        return failed_read(self._q.log_once, key, exc, error, f" on device {dev.index}")
 
     def _confirm_alive(self, dev: _Device) -> None:
         """After an I/O-like error: a device that cannot report its activity is lost."""
-        try:
-            self._q.call("amdsmi_get_gpu_activity", dev.handle, device=dev.index)
-        except (NotSupported, NoPermission, FunctionMissing):
-            return
-        except SoakError as exc:
-            raise GpuLost(dev.index, f"stopped answering ({exc})") from exc
+        confirm_alive(
+            dev.index,
+            lambda: self._q.call("amdsmi_get_gpu_activity", dev.handle, device=dev.index),
+        )
 
     # -- events ---------------------------------------------------------------------------------
 

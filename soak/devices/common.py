@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from soak.errors import FunctionMissing, NoPermission, NotSupported, SoakError
+from soak.errors import FunctionMissing, GpuLost, NoPermission, NotSupported, SoakError
 from soak.model import Capability
 
 # A read that failed with one of these says the metric cannot be read on this device; any
@@ -59,7 +59,7 @@ class LogOnce:
 
     def __init__(self, logger: logging.Logger, prefix: str) -> None:
         self._log = logger
-        self._prefix = prefix
+        self.prefix = prefix
         self._logged: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self._full = False
@@ -73,7 +73,7 @@ class LogOnce:
                 if self._full:
                     return
                 self._full = True
-                message = f"{self._prefix}: too many distinct problems, logging no more"
+                message = f"{self.prefix}: too many distinct problems, logging no more"
                 level = logging.WARNING
             else:
                 self._logged.add(key)
@@ -81,6 +81,36 @@ class LogOnce:
 
     def __len__(self) -> int:
         return len(self._logged)
+
+
+def failed_read(
+    log_once: LogOnce, key: str, exc: SoakError, error: str, where: str = ""
+) -> Capability:
+    """What a failed read means, logged once per read and problem: not supported, no
+    permission (a WARNING: an operator can fix it) or missing for its metric; SUPPORTED for
+    one missing reading of a readable metric (a WARNING per vendor error). ``error`` is the
+    vendor's name for the failure, ``where`` e.g. " on device 3"."""
+    cap = CAPABILITY_OF.get(type(exc), Capability.SUPPORTED)
+    if cap is Capability.SUPPORTED:
+        message = f"{log_once.prefix}: {key} failed{where} ({exc}); this reading is missing"
+        log_once(key, error, message, logging.WARNING)
+    else:
+        why = exc if cap is Capability.MISSING else error
+        level = logging.WARNING if cap is Capability.NO_PERMISSION else logging.INFO
+        log_once(key, cap.value, f"{log_once.prefix}: {key} {cap.value}{where} ({why})", level)
+    return cap
+
+
+def confirm_alive(index: int, read: Callable[[], object]) -> None:
+    """After an ambiguous failure (NVML's 'Unknown Error', amdsmi's I/O errors): a device
+    that fails ``read``, one every live device answers, for any reason but support or
+    permission is lost (GpuLost); otherwise the failure was a one-off."""
+    try:
+        read()
+    except (NotSupported, NoPermission, FunctionMissing):
+        return
+    except SoakError as exc:
+        raise GpuLost(index, f"stopped answering ({exc})") from exc
 
 
 @dataclass(slots=True)

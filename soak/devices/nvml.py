@@ -47,6 +47,8 @@ from soak.devices.common import (
     EnergyIntegrator,
     LogOnce,
     any_value,
+    confirm_alive,
+    failed_read,
     pct,
     positive,
     temp_ok,
@@ -992,31 +994,21 @@ class NvmlBackend:
         """A read that failed: None and why, logged once; an unknown error checks liveness."""
         if isinstance(exc, _Unknown) and dev is not None:
             self._confirm_alive(dev)
-        cap = CAPABILITY_OF.get(type(exc), SUPPORTED)
         where = "" if dev is None else f" on device {dev.index}"
-        if cap is SUPPORTED:
-            message = f"nvml: {key} failed{where} ({exc}); this reading is missing"
-            self._q.log_once(key, _error_name(exc), message, logging.WARNING)
-        else:
-            why = exc if cap is Capability.MISSING else _error_name(exc)
-            message = f"nvml: {key} {cap.value}{where} ({why})"
-            level = logging.WARNING if cap is Capability.NO_PERMISSION else logging.INFO
-            self._q.log_once(key, cap.value, message, level)
+        cap = failed_read(self._q.log_once, key, exc, _error_name(exc), where)
         return Answer(None, cap, _error_name(exc))
 
     def _confirm_alive(self, dev: _Device) -> None:
         """After NVML's 'Unknown Error': a device that cannot tell its SM clock is lost."""
-        try:
-            self._q.call(
+        confirm_alive(
+            dev.index,
+            lambda: self._q.call(
                 "nvmlDeviceGetClockInfo",
                 dev.handle,
                 self._q.constant("NVML_CLOCK_SM"),
                 device=dev.index,
-            )
-        except (NotSupported, NoPermission, FunctionMissing):
-            return
-        except SoakError as exc:
-            raise GpuLost(dev.index, f"stopped answering ({exc})") from exc
+            ),
+        )
 
     # -- events ---------------------------------------------------------------------------------
 
