@@ -47,9 +47,10 @@ from typing import Any
 
 from soak.devices import select
 from soak.devices.common import (
+    Call,
     EnergyIntegrator,
     LogOnce,
-    any_value,
+    Metric,
     confirm_alive,
     failed_read,
     pct,
@@ -189,18 +190,6 @@ class AmdQuery:
 
 
 @dataclass(frozen=True, slots=True)
-class Call:
-    """One amdsmi function with constant arguments (enum paths or numbers, resolved late)."""
-
-    func: str
-    args: tuple[str, ...] = ()
-
-    @property
-    def key(self) -> str:
-        return f"{self.func}({', '.join(self.args)})"
-
-
-@dataclass(frozen=True, slots=True)
 class Way:
     """One way to read a value: a call and how its answer becomes the value (None: N/A)."""
 
@@ -211,14 +200,6 @@ class Way:
     @property
     def label(self) -> str:
         return self.read.key
-
-
-@dataclass(frozen=True, slots=True)
-class Metric:
-    name: str
-    ways: tuple[Way, ...]
-    plausible: Callable[[Any], bool] = any_value
-    integer: bool = False
 
 
 def by_call(func: str, *args: str, convert: Callable[[Any], Any], unit: str = "") -> Way:
@@ -497,15 +478,17 @@ METRICS: tuple[Metric, ...] = (
             by_call(_VIOLATION, convert=_violation_reasons, unit="active flags → bits"),
             by_call(_METRICS_INFO, convert=_throttle_reasons, unit="indep_throttle_status → bits"),
         ),
-        integer=True,
+        raw=True,  # (mapped bits, unmapped bits): see AmdBackend._reasons
     ),
     Metric(
         "power_violation_s",
         (by_call(_VIOLATION, convert=_counter_pair("acc_ppt_pwr"), unit="PVIOL counts → s"),),
+        raw=True,  # (samples, samples in violation): see _ViolationTime
     ),
     Metric(
         "thermal_violation_s",
         (by_call(_VIOLATION, convert=_counter_pair("acc_socket_thrm"), unit="TVIOL counts → s"),),
+        raw=True,
     ),
     Metric(
         "ecc_corrected",
@@ -938,19 +921,7 @@ class AmdBackend:
         """A way's answer as a soak value; N/A, sentinels and implausible values → None."""
         if value is None:
             return None
-        out = way.convert(value)
-        if out is None or metric.name in _DERIVED or metric.name == "clock_reasons":
-            return out
-        if isinstance(out, str):
-            return out
-        if not metric.plausible(out):
-            self._q.log_once(
-                way.label,
-                "implausible",
-                f"amd: {metric.name} read {out!r} from {way.label}: not plausible",
-            )
-            return None
-        return int(out) if metric.integer else out
+        return metric.accept(way.convert(value), way.label, self._q.log_once)
 
     def _value(self, dev: _Device, metric: Metric) -> Any:
         """The first way of an inventory metric that has a value."""

@@ -8,6 +8,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from soak.errors import FunctionMissing, GpuLost, NoPermission, NotSupported, SoakError
 from soak.model import Capability
@@ -48,6 +49,49 @@ def positive(v: float) -> bool:
 
 def pct(v: float) -> bool:
     return 0 <= v <= 100
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One vendor function with constant arguments, by their names in the binding (resolved
+    when called, so a binding without one makes a missing function, not an import error)."""
+
+    func: str
+    args: tuple[str, ...] = ()
+    kwargs: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def key(self) -> str:
+        """The name of this read in capability tables and raw probe dumps."""
+        parts = [*self.args, *(f"{k}={v}" for k, v in self.kwargs)]
+        return f"{self.func}({', '.join(parts)})"
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """A ``Telemetry`` (or ``DeviceInfo``) field and the backend's ways to read it, best first:
+    the probe keeps, per device, the first way that answers."""
+
+    name: str
+    ways: tuple[Any, ...]  # the backend's ``Way``s
+    plausible: Callable[[Any], bool] = any_value
+    integer: bool = False  # a count or bitmask: read as int
+    raw: bool = False  # raw material for per-device state (a tuple), passed on unchecked
+
+    def accept(self, value: Any, label: str, log_once: LogOnce) -> Any:
+        """A converted reading as soak's value: None, text and raw values pass; a value that
+        is no number, or a number this metric cannot have, is logged once and read as None."""
+        if value is None or isinstance(value, str) or self.raw:
+            return value
+        if not isinstance(value, int | float) or not self.plausible(value):
+            log_once(
+                label,
+                "implausible",
+                f"{log_once.prefix}: {self.name} read {value!r} from {label}: "
+                "not plausible, read as None",
+            )
+            return None
+        return int(value) if self.integer else value
 
 
 class LogOnce:

@@ -44,9 +44,10 @@ import pynvml
 from soak.devices import select
 from soak.devices.common import (
     CAPABILITY_OF,
+    Call,
     EnergyIntegrator,
     LogOnce,
-    any_value,
+    Metric,
     confirm_alive,
     failed_read,
     pct,
@@ -168,21 +169,6 @@ class NvmlQuery:
 
 
 @dataclass(frozen=True, slots=True)
-class Call:
-    """One NVML function with constant arguments, by their pynvml names (resolved when called)."""
-
-    func: str
-    args: tuple[str, ...] = ()
-    kwargs: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def key(self) -> str:
-        """The name of this read in capability tables and raw probe dumps."""
-        parts = [*self.args, *(f"{k}={v}" for k, v in self.kwargs)]
-        return f"{self.func}({', '.join(parts)})"
-
-
-@dataclass(frozen=True, slots=True)
 class Field:
     """One entry of the batched ``nvmlDeviceGetFieldValues`` call, by its NVML_FI_* name."""
 
@@ -290,16 +276,6 @@ def by_call(func: str, *args: str, convert: Callable[..., Any] = _same, unit: st
 
 def by_fields(*names: str, convert: Callable[..., Any] = _same, unit: str = "") -> Way:
     return Way(tuple(Field(n) for n in names), convert, unit)
-
-
-@dataclass(frozen=True, slots=True)
-class Metric:
-    """A ``Telemetry`` (or ``DeviceInfo``) field and its ways, newest NVML function first."""
-
-    name: str
-    ways: tuple[Way, ...]
-    plausible: Callable[[Any], bool] = any_value
-    integer: bool = False
 
 
 _VIOLATION_S = _attr("violationTime", _nano)
@@ -912,17 +888,7 @@ class NvmlBackend:
         raws = [_clean(answers[r].value) for r in way.reads]
         if any(v is None for v in raws):
             return None
-        value = _clean(way.convert(*raws))
-        if value is None or isinstance(value, str):
-            return value
-        if not isinstance(value, int | float) or not metric.plausible(value):
-            self._q.log_once(
-                way.label,
-                "implausible",
-                f"nvml: {metric.name} read {value!r} from {way.label}: not plausible, read as None",
-            )
-            return None
-        return int(value) if metric.integer else value
+        return metric.accept(_clean(way.convert(*raws)), way.label, self._q.log_once)
 
     def _read(
         self, dev: _Device, reads: Iterable[Read], record: dict[str, Any] | None = None
