@@ -38,7 +38,6 @@ index>``, correct only when the parent environment sets no ROCR_VISIBLE_DEVICES.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -51,6 +50,7 @@ from soak.devices.common import (
     EnergyIntegrator,
     LogOnce,
     Metric,
+    clean_number,
     confirm_alive,
     failed_read,
     pct,
@@ -210,14 +210,8 @@ _UINT_MAX = frozenset({0xFF, 0xFFFF, 0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF})
 
 
 def _number(v: Any) -> float | int | None:
-    """A reading as a number; amdsmi's "N/A", all-ones and non-finite values are None."""
-    if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, int):
-        return None if v in _UINT_MAX or v < 0 else v
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    return None
+    """A reading as a number; amdsmi's "N/A", all-ones and impossible values are None."""
+    return clean_number(v, _UINT_MAX) if isinstance(v, int | float) else None
 
 
 def _key(*names: str, then: Callable[[Any], Any] = lambda v: v) -> Callable[[Any], Any]:

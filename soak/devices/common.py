@@ -5,6 +5,7 @@ the named fallback for energy without a counter."""
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -29,6 +30,17 @@ def why_not(failures: Iterable[Capability]) -> Capability:
         if cap in seen:
             return cap
     return Capability.MISSING
+
+
+def clean_number(v: float, sentinels: frozenset[int]) -> float | None:
+    """A number from a vendor binding, or None for the binding's 'not available' sentinels
+    and for numbers no reading can be: negative, not finite, or at the top of a 64-bit range
+    (such as the ~9.2e18 an HBM sensor without a reading gives)."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return None if v in sentinels or not 0 <= v < 2**63 - 1 else v
+    return v if math.isfinite(v) and 0 <= v < 9e18 else None
 
 
 # Plausible readings, per kind of metric: a value outside is a sensor fault, read as None.

@@ -30,7 +30,6 @@ import ctypes
 import importlib.metadata
 import json
 import logging
-import math
 import os
 import sys
 import threading
@@ -48,6 +47,7 @@ from soak.devices.common import (
     EnergyIntegrator,
     LogOnce,
     Metric,
+    clean_number,
     confirm_alive,
     failed_read,
     pct,
@@ -248,13 +248,7 @@ _SENTINELS = frozenset({0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF})
 
 def _clean(v: Any) -> Any:
     """None for NVML's 'not available' sentinels and impossible numbers; structures pass."""
-    if v is None or isinstance(v, bool):
-        return None if v is None else int(v)
-    if isinstance(v, int):
-        return None if v in _SENTINELS or v < 0 or v >= 2**63 - 1 else v
-    if isinstance(v, float):
-        return v if math.isfinite(v) and abs(v) < 9e18 else None
-    return v
+    return clean_number(v, _SENTINELS) if isinstance(v, int | float) else v
 
 
 @dataclass(frozen=True, slots=True)

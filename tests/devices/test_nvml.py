@@ -722,4 +722,4 @@ def test_clean_never_passes_a_sentinel_or_impossible_number(value: float) -> Non
     if out is not None:
         assert out == value
         assert out not in (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
-        assert math.isfinite(out) and 0 <= abs(out) < 2**63 - 1
+        assert math.isfinite(out) and 0 <= out < 2**63 - 1
