@@ -389,13 +389,20 @@ def _scalar(then: Callable[[Any], Any] = lambda v: v) -> Callable[[Any], Any]:
     return get
 
 
+def _hotspot(metric: str) -> tuple[Way, ...]:
+    """One value of the hotspot (junction) sensor, by the sensor's newer name, then its older."""
+    return tuple(
+        by_call(_TEMP, sensor, metric, convert=_scalar(_celsius), unit="°C")
+        for sensor in (_HOT, _JUNCTION)
+    )
+
+
 # The per-tick snapshot; ways most direct first, the probe keeps the first that has a value.
 METRICS: tuple[Metric, ...] = (
     Metric(
         "temp_c",
         (
-            by_call(_TEMP, _HOT, _NOW, convert=_scalar(_celsius), unit="°C"),
-            by_call(_TEMP, _JUNCTION, _NOW, convert=_scalar(_celsius), unit="°C"),
+            *_hotspot(_NOW),
             by_call(_METRICS_INFO, convert=_key("temperature_hotspot", then=_celsius), unit="°C"),
         ),
         temp_ok,
@@ -576,26 +583,8 @@ INVENTORY: tuple[Metric, ...] = (
         (by_call(_CLOCK, "AmdSmiClkType.MEM", convert=_key("max_clk")),),
         positive,
     ),
-    Metric(
-        "slowdown_temp_c",
-        (
-            by_call(_TEMP, _HOT, "AmdSmiTemperatureMetric.CRITICAL", convert=_scalar(_celsius)),
-            by_call(
-                _TEMP, _JUNCTION, "AmdSmiTemperatureMetric.CRITICAL", convert=_scalar(_celsius)
-            ),
-        ),
-        temp_ok,
-    ),
-    Metric(
-        "shutdown_temp_c",
-        (
-            by_call(_TEMP, _HOT, "AmdSmiTemperatureMetric.EMERGENCY", convert=_scalar(_celsius)),
-            by_call(
-                _TEMP, _JUNCTION, "AmdSmiTemperatureMetric.EMERGENCY", convert=_scalar(_celsius)
-            ),
-        ),
-        temp_ok,
-    ),
+    Metric("slowdown_temp_c", _hotspot("AmdSmiTemperatureMetric.CRITICAL"), temp_ok),
+    Metric("shutdown_temp_c", _hotspot("AmdSmiTemperatureMetric.EMERGENCY"), temp_ok),
     Metric(
         "mem_max_temp_c",
         (by_call(_TEMP, _VRAM, "AmdSmiTemperatureMetric.CRITICAL", convert=_scalar(_celsius)),),

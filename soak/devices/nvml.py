@@ -272,7 +272,20 @@ def by_fields(*names: str, convert: Callable[..., Any] = _same, unit: str = "") 
     return Way(tuple(Field(n) for n in names), convert, unit)
 
 
-_VIOLATION_S = _attr("violationTime", _nano)
+def _violation_time(policy: str, field: str) -> tuple[Way, ...]:
+    """Time a policy held the clocks down: its violation counter, else the field value that
+    is the same counter in ns (checked on an H200; the call is marked for removal)."""
+    return (
+        by_call(
+            "nvmlDeviceGetViolationStatus",
+            policy,
+            convert=_attr("violationTime", _nano),
+            unit="ns → s",
+        ),
+        by_fields(field, convert=_nano, unit="ns → s"),
+    )
+
+
 _RETIRED_PAGES = Way(
     (
         Call(
@@ -340,28 +353,11 @@ METRICS: tuple[Metric, ...] = (
     ),
     Metric(
         "power_violation_s",
-        (
-            by_call(
-                "nvmlDeviceGetViolationStatus",
-                "NVML_PERF_POLICY_POWER",
-                convert=_VIOLATION_S,
-                unit="ns → s",
-            ),
-            # the same counter in ns (checked on an H200); the call is marked for removal
-            by_fields("NVML_FI_DEV_PERF_POLICY_POWER", convert=_nano, unit="ns → s"),
-        ),
+        _violation_time("NVML_PERF_POLICY_POWER", "NVML_FI_DEV_PERF_POLICY_POWER"),
     ),
     Metric(
         "thermal_violation_s",
-        (
-            by_call(
-                "nvmlDeviceGetViolationStatus",
-                "NVML_PERF_POLICY_THERMAL",
-                convert=_VIOLATION_S,
-                unit="ns → s",
-            ),
-            by_fields("NVML_FI_DEV_PERF_POLICY_THERMAL", convert=_nano, unit="ns → s"),
-        ),
+        _violation_time("NVML_PERF_POLICY_THERMAL", "NVML_FI_DEV_PERF_POLICY_THERMAL"),
     ),
     Metric(
         "ecc_corrected",
