@@ -636,7 +636,6 @@ class NvmlBackend:
         self._lost: set[int] = set()
         self._devices: list[_Device] = []
         self._info: list[DeviceInfo] = []
-        self._caps: dict[int, dict[str, Capability]] = {}
         self._system_raw: dict[str, Any] | None = {} if record_raw else None
         self._watcher: _EventWatcher | None = None
         self._open = False
@@ -648,7 +647,7 @@ class NvmlBackend:
             else:
                 for dev in self._devices:
                     if not dev.lost:
-                        self._caps[dev.index]["xid_events"] = Capability.NOT_SUPPORTED
+                        dev.caps["xid_events"] = Capability.NOT_SUPPORTED
         except BaseException:
             self.close()
             raise
@@ -659,7 +658,7 @@ class NvmlBackend:
         return list(self._info)
 
     def capabilities(self) -> dict[int, dict[str, Capability]]:
-        return {i: dict(caps) for i, caps in self._caps.items()}
+        return {dev.index: dict(dev.caps) for dev in self._devices}
 
     def sample(self, t_s: float) -> list[Telemetry]:
         out: list[Telemetry] = []
@@ -770,12 +769,10 @@ class NvmlBackend:
         if not dev.lost:
             try:
                 self._probe(dev)
-                self._caps[dev.index] = dict(dev.caps)
                 return self._describe(dev, system)
             except GpuLost as exc:
-                dev.lost = str(exc)
+                dev.lost, dev.caps = str(exc), {}
         self._mark_lost(dev.index, f"could not be opened: {dev.lost}", t_s=0.0)
-        self._caps[dev.index] = {}
         return DeviceInfo(
             index=dev.index,
             backend=self.name,
@@ -843,8 +840,10 @@ class NvmlBackend:
         self._watcher = _EventWatcher(
             self._q, self._devices, wait_ms, self._on_event, self._time_fn
         )
-        for index, cap in self._watcher.start().items():
-            self._caps[index]["xid_events"] = cap
+        caps = self._watcher.start()
+        for dev in self._devices:
+            if dev.index in caps:
+                dev.caps["xid_events"] = caps[dev.index]
 
     # -- reading --------------------------------------------------------------------------------
 
