@@ -620,8 +620,13 @@ class _EnergyGuard:
     tolerance: float = 0.2
     integral: EnergyIntegrator = field(default_factory=EnergyIntegrator)
     start: tuple[float, float, float] | None = None  # t_s, counter J, integral J
-    base: tuple[float, float] | None = None  # integral J, energy J at the switch
-    counter_ok: bool = True
+    # Integral J, energy J when the integral took over: at the start where there is no
+    # counter (0, 0), or when the counter failed its check; None while the counter is trusted.
+    base: tuple[float, float] | None = None
+
+    @property
+    def counter_ok(self) -> bool:
+        return self.base is None
 
     def add(self, t_s: float, counter_j: float | None, power_w: float | None) -> float | None:
         integral_j = self.integral.add(t_s, power_w)
@@ -636,7 +641,7 @@ class _EnergyGuard:
         if t_s - t0 >= self.window_s and integral_j - i0 >= self.min_j:
             dc, di = counter_j - c0, integral_j - i0
             if abs(dc - di) > self.tolerance * di:
-                self.base, self.counter_ok = (i0, c0), False
+                self.base = (i0, c0)
                 return c0 + di
             self.start = (t_s, counter_j, integral_j)
         return counter_j
@@ -672,7 +677,6 @@ class _Device:
     caps: dict[str, Capability] = field(default_factory=dict)
     calls: dict[str, Capability] = field(default_factory=dict)
     energy: _EnergyGuard | None = None
-    integrate_energy: bool = False
     violation: dict[str, _ViolationTime] = field(default_factory=dict)
     unmapped_seen: int = 0
 
@@ -799,7 +803,7 @@ class AmdBackend:
         extra: dict[str, Any] = {k: inv.pop(k) for k in _EXTRA}
         extra["amd_sources"] = {name: way.label for name, way in dev.plan.items()}
         extra["amd_calls"] = {key: cap.value for key, cap in dev.calls.items()}
-        if dev.integrate_energy:
+        if dev.energy is not None and "energy_j" not in dev.plan:
             extra["amd_sources"]["energy_j"] = "integrated from power_w (trapezoid)"
         return DeviceInfo(
             index=dev.index,
@@ -837,8 +841,7 @@ class AmdBackend:
         if "energy_j" in dev.plan:
             dev.energy = _EnergyGuard()
         elif "power_w" in dev.plan:
-            dev.energy, dev.integrate_energy = _EnergyGuard(), True
-            dev.energy.base = (0.0, 0.0)  # the integral from the start
+            dev.energy = _EnergyGuard(base=(0.0, 0.0))  # no counter: the integral from the start
             dev.caps["energy_j"] = Capability.FALLBACK
 
     # -- reading --------------------------------------------------------------------------------

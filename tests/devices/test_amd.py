@@ -269,6 +269,7 @@ def test_energy_counter_not_supported_is_integrated_from_power(make_fake, open_a
     fake = make_fake("energy_counter_not_supported")
     backend = open_amd()
     assert backend.capabilities()[0]["energy_j"] is Capability.FALLBACK
+    assert "integrated" in backend.devices()[0].extra["amd_sources"]["energy_j"]
     assert by_device(backend.sample(0.0))[0].energy_j == 0.0
     fake.set(0, "amdsmi_get_power_info()", {"socket_power": 500})
     assert by_device(backend.sample(2.0))[0].energy_j == pytest.approx(1200.0)
@@ -304,6 +305,8 @@ def test_energy_counter_that_agrees_with_power_is_kept(make_fake, open_amd) -> N
         )
         backend.sample(float(t))
     assert backend.capabilities()[0]["energy_j"] is Capability.SUPPORTED
+    sources = backend.devices()[0].extra["amd_sources"]
+    assert sources["energy_j"] == "amdsmi_get_energy_count()"
     assert backend.poll_events(60.0) == []
 
 
