@@ -7,7 +7,7 @@ a healthy MI300X (`fake_amdsmi.baseline_gpu`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,6 +18,7 @@ from soak.devices import amd
 from soak.devices.amd import METRICS, AmdBackend
 from soak.errors import BackendUnavailable, ConfigError
 from soak.model import TELEMETRY_METRICS, Capability, ClockReason, EventKind
+from tests.devices.conftest import by_device, scenario_tables
 from tests.devices.fake_amdsmi import NA, FakeAmdSmi, baseline_gpu, err
 
 TEMP = "amdsmi_get_temp_metric"
@@ -85,10 +86,7 @@ def make_fake(monkeypatch: pytest.MonkeyPatch) -> Callable[..., FakeAmdSmi]:
     monkeypatch.delenv("HIP_VISIBLE_DEVICES", raising=False)
 
     def make(scenario: str = "healthy", gpus: int = 2, **kwargs: Any) -> FakeAmdSmi:
-        tables = [baseline_gpu(i) for i in range(gpus)]
-        for gpu, answers in SCENARIOS[scenario].items():
-            tables[gpu].update(answers)
-        fake = FakeAmdSmi(tables, **kwargs)
+        fake = FakeAmdSmi(scenario_tables(baseline_gpu, SCENARIOS[scenario], gpus), **kwargs)
         monkeypatch.setattr("soak.devices.amd.amdsmi", fake)
         return fake
 
@@ -96,21 +94,8 @@ def make_fake(monkeypatch: pytest.MonkeyPatch) -> Callable[..., FakeAmdSmi]:
 
 
 @pytest.fixture
-def open_amd() -> Iterator[Callable[..., AmdBackend]]:
-    opened: list[AmdBackend] = []
-
-    def open_(**kwargs: Any) -> AmdBackend:
-        backend = AmdBackend(**kwargs)
-        opened.append(backend)
-        return backend
-
-    yield open_
-    for backend in opened:
-        backend.close()
-
-
-def by_device(samples: list[Any]) -> dict[int, Any]:
-    return {s.device: s for s in samples}
+def open_amd(closing) -> Callable[..., AmdBackend]:
+    return lambda **kwargs: closing(AmdBackend(**kwargs))
 
 
 def test_declared_table_covers_every_telemetry_metric() -> None:

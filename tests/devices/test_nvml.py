@@ -23,6 +23,7 @@ from soak.devices import nvml
 from soak.devices.nvml import METRICS, NvmlBackend, probe_raw
 from soak.errors import BackendUnavailable, ConfigError
 from soak.model import HW_REASONS, TELEMETRY_METRICS, Capability, ClockReason, EventKind
+from tests.devices.conftest import by_device, scenario_tables
 from tests.devices.fake_pynvml import (
     MISSING_FUNCTION,
     FakeNvml,
@@ -119,10 +120,7 @@ def make_fake(monkeypatch: pytest.MonkeyPatch) -> Callable[..., FakeNvml]:
     monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
 
     def make(scenario: str = "healthy", gpus: int = 2, **kwargs: Any) -> FakeNvml:
-        tables = [baseline_gpu(i) for i in range(gpus)]
-        for gpu, answers in SCENARIOS[scenario].items():
-            tables[gpu].update(answers)
-        fake = FakeNvml(tables, **kwargs)
+        fake = FakeNvml(scenario_tables(baseline_gpu, SCENARIOS[scenario], gpus), **kwargs)
         monkeypatch.setattr("soak.devices.nvml.pynvml", fake)
         return fake
 
@@ -130,24 +128,15 @@ def make_fake(monkeypatch: pytest.MonkeyPatch) -> Callable[..., FakeNvml]:
 
 
 @pytest.fixture
-def open_nvml(clock: FakeClock) -> Iterator[Callable[..., NvmlBackend]]:
-    """Open backends on the installed fake; close them all at the end."""
-    opened: list[NvmlBackend] = []
+def open_nvml(clock: FakeClock, closing) -> Callable[..., NvmlBackend]:
+    """Open backends on the installed fake, on the test's clock; closed at the end."""
 
     def open_(**kwargs: Any) -> NvmlBackend:
         kwargs.setdefault("time_fn", clock)
         kwargs.setdefault("event_wait_ms", 10)
-        backend = NvmlBackend(**kwargs)
-        opened.append(backend)
-        return backend
+        return closing(NvmlBackend(**kwargs))
 
-    yield open_
-    for backend in opened:
-        backend.close()
-
-
-def by_device(samples: list[Any]) -> dict[int, Any]:
-    return {s.device: s for s in samples}
+    return open_
 
 
 def wait_for_events(backend: NvmlBackend, t_s: float, n: int, timeout: float = 5.0) -> list[Any]:
