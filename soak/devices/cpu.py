@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from soak.devices import select
+from soak.devices.common import LogOnce
 from soak.errors import BackendUnavailable
 from soak.model import TELEMETRY_METRICS, Capability, DeviceInfo, Event, Telemetry
 
@@ -635,7 +636,7 @@ class CpuBackend:
         select([0], devices, self.name)  # one device, 0: anything else is a ConfigError
         self._root = Path(root)
         self._time_fn = time_fn
-        self._warned: set[str] = set()
+        self._log_once = LogOnce(log, "cpu")
         self._inventory = self._read_inventory()
         probes = [(src, src.probe(self._root)) for src in METRIC_SOURCES]
         self._caps = self._capability_table(probes)
@@ -696,10 +697,9 @@ class CpuBackend:
         try:
             return reader.read(now)
         except (OSError, ValueError) as exc:
-            if src.where not in self._warned:
-                self._warned.add(src.where)
-                names = ", ".join(src.metrics)
-                log.warning("cpu: %s stopped reading (%s); reported as None", names, exc)
+            names = ", ".join(src.metrics)
+            message = f"cpu: {names} stopped reading ({exc}); reported as None"
+            self._log_once(src.where, "unreadable", message, logging.WARNING)
             return dict.fromkeys(src.metrics)
 
     def poll_events(self, t_s: float) -> list[Event]:
