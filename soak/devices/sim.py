@@ -60,29 +60,8 @@ from soak.model import (
 __all__ = ["FAULT_KINDS", "SKUS", "Fault", "SimLoad", "SimServer", "parse_fault"]
 
 MAX_GPUS = 64
-# The Telemetry metrics the sim reads (``_read``); any other field reads None.
-SIM_METRICS = frozenset(
-    {
-        "temp_c",
-        "mem_temp_c",
-        "sm_clock_mhz",
-        "mem_clock_mhz",
-        "power_w",
-        "power_limit_w",
-        "energy_j",
-        "util_pct",
-        "mem_util_pct",
-        "clock_reasons",
-        "power_violation_s",
-        "thermal_violation_s",
-        "ecc_corrected",
-        "ecc_uncorrected",
-        "remap_pending",
-        "remap_failure",
-        "retired_pages",
-        "pcie_replay",
-    }
-)
+# The Telemetry metrics the sim reads (``_read``); the fan belongs to the chassis (no reading).
+SIM_METRICS = frozenset(TELEMETRY_METRICS) - {"fan_pct"}
 XID_FALLEN_OFF_BUS = 79
 _EPS = 1e-9
 
