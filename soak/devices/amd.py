@@ -355,11 +355,15 @@ def _throttle_reasons(d: Any) -> tuple[int, int] | None:
 
 
 def _violation_reasons(d: Any) -> tuple[int, int] | None:
-    """active_* violation flags (MI300 and newer) → (mapped ClockReason bits, 0)."""
+    """active_* violation flags (MI300 and newer) → (mapped ClockReason bits, 0).
+
+    Every flag must be readable: a flag reading "N/A" is not a flag that is off, and an
+    unreadable PROCHOT must not pass for "no HW slowdown". Then None: this tick's reasons
+    are not available (at the probe, the next way, indep_throttle_status, is tried)."""
     if not isinstance(d, Mapping):
         return None
     flags = {k: d.get(k) for k in _VIOLATION_BITS}
-    if not any(isinstance(v, bool | int) for v in flags.values()):
+    if not all(isinstance(v, bool | int) for v in flags.values()):
         return None
     mapped = ClockReason.NONE
     for name, reason in _VIOLATION_BITS.items():

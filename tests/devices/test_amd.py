@@ -389,3 +389,13 @@ def test_violation_time_never_exceeds_elapsed_time(steps: list[tuple[int, float]
         hits += int(samples * share)
         seconds = clock.add(float(t), (total, hits))
         assert seconds is not None and 0.0 <= seconds <= t + 1e-9
+
+
+def test_violation_flags_with_one_unreadable_are_not_a_clean_bill() -> None:
+    """PROCHOT reading N/A must not count as "no HW slowdown"."""
+    flags = {name: False for name in amd._VIOLATION_BITS}
+    assert amd._violation_reasons(flags) == (0, 0)
+    flags["active_prochot_thrm"] = "N/A"
+    assert amd._violation_reasons(flags) is None
+    flags["active_ppt_pwr"] = True  # a readable flag that is set does not make up for it
+    assert amd._violation_reasons(flags) is None
