@@ -304,8 +304,15 @@ def _pages(status: str, *, flag: bool = False) -> Callable[[Any], int | None]:
             return 0 if "no bad pages" in pages.lower() else None
         if not isinstance(pages, list):
             return None
-        wanted = _PAGE_STATUS[status]
-        n = sum(1 for p in pages if isinstance(p, Mapping) and _number(p.get("status")) == wanted)
+        wanted, known = _PAGE_STATUS[status], set(_PAGE_STATUS.values())
+
+        def counts(page: Any) -> bool:
+            # A bad page whose status cannot be read counts under every status: the worst
+            # case, rather than a bad page that counts nowhere.
+            found = _number(page.get("status")) if isinstance(page, Mapping) else None
+            return found == wanted or found not in known
+
+        n = sum(1 for p in pages if counts(p))
         return int(n > 0) if flag else n
 
     get.__name__ = f"pages_{status.lower()}"

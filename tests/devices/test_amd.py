@@ -399,3 +399,11 @@ def test_violation_flags_with_one_unreadable_are_not_a_clean_bill() -> None:
     assert amd._violation_reasons(flags) is None
     flags["active_ppt_pwr"] = True  # a readable flag that is set does not make up for it
     assert amd._violation_reasons(flags) is None
+
+
+def test_a_bad_page_with_an_unreadable_status_counts_as_the_worst_case() -> None:
+    pending = amd._pages("PENDING", flag=True)
+    retired = amd._pages("RESERVED")
+    assert pending([]) == 0 and retired([]) == 0
+    mystery = [{"page_address": 0x1000, "status": "N/A"}]
+    assert pending(mystery) == 1 and retired(mystery) == 1
