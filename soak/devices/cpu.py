@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from soak.devices import select
-from soak.devices.common import LogOnce
+from soak.devices.common import LogOnce, temp_ok
 from soak.errors import BackendUnavailable
 from soak.model import TELEMETRY_METRICS, Capability, DeviceInfo, Event, Telemetry
 
@@ -125,9 +125,14 @@ class FileGroup:
     paths: tuple[Path, ...]
     scale: float  # vendor unit -> ours, e.g. 0.001 for m°C -> °C
     combine: Callable[[Sequence[float]], float]
+    plausible: Callable[[float], bool] | None = None  # e.g. a disconnected sensor's 0 °C
 
     def value(self) -> float:
-        return self.combine([_read_number(p) * self.scale for p in self.paths])
+        value = self.combine([_read_number(p) * self.scale for p in self.paths])
+        if self.plausible is not None and not self.plausible(value):
+            # Raised, not returned: the reader's failure path makes it None, logged once.
+            raise ValueError(f"{self.metric}: implausible reading {value:g}")
+        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,7 +390,7 @@ def _temp_probe(
     cap = _capability(inputs)
     if cap is not Capability.SUPPORTED:
         return Probe(cap, source)
-    reader = FilesReader((FileGroup("temp_c", tuple(inputs), 0.001, max),))
+    reader = FilesReader((FileGroup("temp_c", tuple(inputs), 0.001, max, temp_ok),))
     return Probe(found, source, reader, info)
 
 
@@ -397,7 +402,7 @@ def _probe_dimm_temp(root: Path) -> Probe:
     if cap is not Capability.SUPPORTED:
         return Probe(cap)
     source = "hwmon " + ", ".join(sorted({c.name for c in chips}))
-    reader = FilesReader((FileGroup("mem_temp_c", inputs, 0.001, max),))
+    reader = FilesReader((FileGroup("mem_temp_c", inputs, 0.001, max, temp_ok),))
     return Probe(Capability.SUPPORTED, source, reader)
 
 

@@ -341,6 +341,20 @@ def test_sensor_vanishing_mid_run_is_none_and_warns_once(
     assert len([r for r in caplog.records if "stopped reading" in r.message]) == 1
 
 
+def test_implausible_temperature_is_none_not_a_reading(
+    rich: CpuBackend, tmp_path: Path, clock: Clock
+) -> None:
+    sensor = tmp_path / "sys/class/hwmon/hwmon1/temp1_input"
+    sensor.write_text("255000\n")  # a disconnected sensor's full scale
+    assert sample(rich, clock, 1.0).temp_c is None
+    for hwmon in (0, 1):
+        (tmp_path / f"sys/class/hwmon/hwmon{hwmon}/temp1_input").write_text("0\n")
+    assert sample(rich, clock, 2.0).temp_c is None  # 0 °C: no sensor, not a cold CPU
+    sensor.write_text("71000\n")
+    (tmp_path / "sys/class/hwmon/hwmon0/temp1_input").write_text("65000\n")
+    assert sample(rich, clock, 3.0).temp_c == pytest.approx(71.0)
+
+
 def test_rapl_read_failure_keeps_the_delta_honest(
     rich: CpuBackend, tmp_path: Path, clock: Clock
 ) -> None:
