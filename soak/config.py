@@ -61,6 +61,9 @@ class Profile:
     floor_sources: dict[str, dict[str, str]] = field(default_factory=dict)
     device_names: tuple[str, ...] = ()  # devices a SKU profile is for; () for any
     description: str = ""
+    # part -> rate: floors of a run stored before they were per workload; not applied, and
+    # a warning says so (``check_floors``)
+    legacy_floors: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -84,6 +87,8 @@ class Profile:
             floor_sources={w: dict(p) for w, p in sources.items() if isinstance(p, dict)},
             device_names=tuple(recorded.get("device_names") or ()),
             description=recorded.get("description", ""),
+            legacy_floors={p: r for p, r in floors.items() if not isinstance(r, dict)}
+            | (recorded.get("legacy_floors") or {}),
         )
 
 

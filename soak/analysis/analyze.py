@@ -16,6 +16,7 @@ from soak.analysis.windows import (
     cold_window,
     steady_window,
     window_stats,
+    work_rates,
 )
 from soak.config import Profile
 from soak.model import DeviceInfo, Event, EventKind, WorkerOutcome
@@ -75,10 +76,11 @@ class Analysis:
             if d.facts.steady is not None
         }
         rates = {i: r for i, r in rates.items() if r is not None}
-        if len(rates) < 2:
+        mean = float(np.mean(list(rates.values()))) if rates else 0.0
+        if len(rates) < 2 or mean <= 0:  # no work anywhere: nothing to lose
             return None, None
         slowest = min(rates, key=lambda i: rates[i])
-        return 1.0 - rates[slowest] / float(np.mean(list(rates.values()))), slowest
+        return 1.0 - rates[slowest] / mean, slowest
 
     def sync_losses(self) -> dict[str, tuple[float | None, int | None]]:
         """The synchronous loss and the device that sets it, for every workload part."""
@@ -141,6 +143,7 @@ def device_facts(
     events: Sequence[Event],
     meta: dict,
     profile: Profile,
+    incomplete: bool,
 ) -> tuple[DeviceFacts, float | None, float | None]:
     windows = profile.windows
     start, end = _load_span(work, tele["t_s"], meta)
@@ -151,12 +154,7 @@ def device_facts(
     whole: WindowStats | None = None
     final: WindowStats | None = None
     if start is not None and end is not None and end > start:
-        rates = {
-            part: Series(
-                (w["t_start_s"] + w["t_end_s"]) / 2, w["work"] / (w["t_end_s"] - w["t_start_s"])
-            )
-            for part, w in work.items()
-        }
+        rates = {part: Series(*work_rates(w)) for part, w in work.items()}
         equilibrium = detect(
             start,
             end,
@@ -194,7 +192,7 @@ def device_facts(
         final=final,
         equilibrium=equilibrium,
         slowdown_temp_c=info.slowdown_temp_c,
-        run_incomplete=(meta.get("stop") or {}).get("reason", "error") in INCOMPLETE_STOPS,
+        run_incomplete=incomplete,
         counters={
             key: _counter(tele[key])
             for key in (
@@ -278,7 +276,7 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     for info in infos:
         tele = data.telemetry[info.index]
         work = data.work.get(info.index, {})
-        facts, start, end = device_facts(info, tele, work, units, events, meta, profile)
+        facts, start, end = device_facts(info, tele, work, units, events, meta, profile, incomplete)
         all_facts.append(facts)
         spans[info.index] = (start, end)
     checks = run_checks(all_facts, profile) + cross_device_checks(events)

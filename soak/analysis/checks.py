@@ -127,6 +127,10 @@ def _retention(
                 )
             )
             continue
+        if cold <= 0:  # no ratio to take; a device that did nothing cold is not healthy
+            message = f"{part}: cold throughput {_rate(cold, part, f)}: no work done cold"
+            out.append(CheckResult("throughput_retention", Status.FAIL, message, f.index))
+            continue
         ratio = steady / cold
         status = Status.PASS if ratio >= floor else Status.FAIL
         message = (
@@ -189,18 +193,26 @@ def check_hw_reasons_anytime(f: DeviceFacts, profile: Profile) -> list[CheckResu
 
 
 def check_temp_margin(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
-    steady = f.steady.p90.get("temp_c") if f.steady else None
-    if steady is None or f.slowdown_temp_c is None:
-        missing = "temperature" if steady is None else "slowdown threshold"
-        return [CheckResult("temp_margin", Status.WARN, f"{missing} not available", f.index)]
-    margin = f.slowdown_temp_c - steady
+    slowdown = f.slowdown_temp_c
+    if slowdown is None:
+        message = "slowdown threshold not available"
+        return [CheckResult("temp_margin", Status.WARN, message, f.index)]
     need = profile.checks.min_temp_margin_c
-    status = Status.PASS if margin >= need else Status.FAIL
-    message = (
-        f"steady temperature (p90) {steady:.0f} °C is {margin:.0f} °C below slowdown "
-        f"{f.slowdown_temp_c:.0f} °C; margin needed {need:.0f} °C"
-    )
-    return [CheckResult("temp_margin", status, message, f.index)]
+    out = []
+    for label, stats in _late_windows(f):
+        temp = stats.p90.get("temp_c") if stats else None
+        if temp is None:
+            message = f"{label} temperature not available"
+            out.append(CheckResult("temp_margin", Status.WARN, message, f.index))
+            continue
+        margin = slowdown - temp
+        status = Status.PASS if margin >= need else Status.FAIL
+        message = (
+            f"{label} temperature (p90) {temp:.0f} °C is {margin:.0f} °C below slowdown "
+            f"{slowdown:.0f} °C; margin needed {need:.0f} °C"
+        )
+        out.append(CheckResult("temp_margin", status, message, f.index))
+    return out
 
 
 _COUNTER_LABELS = {
@@ -310,13 +322,13 @@ def check_floors(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     """Per-SKU floors: a minimum steady throughput per workload and part, with its source.
     Floors are per workload because a part shares the device in ``mix`` and runs alone
     otherwise; a workload the profile gives no floors for is not judged by them."""
+    if profile.legacy_floors:
+        names = ", ".join(sorted(profile.legacy_floors))
+        message = f"floors for {names} are in an older profile format; not applied"
+        return [CheckResult("floor", Status.WARN, message, f.index)]
     out = []
     floors = profile.floors.get(f.workload or "", {})
     sources = profile.floor_sources.get(f.workload or "", {})
-    if not isinstance(floors, dict):  # a run stored before floors were per workload
-        message = f"floor {f.workload}: {floors!r} is in an older profile format; not applied"
-        return [CheckResult("floor", Status.WARN, message, f.index)]
-    sources = sources if isinstance(sources, dict) else {}
     for part, floor in sorted(floors.items()):
         source = sources.get(part, "").split(";")[0].strip()
         src = f" ({source})" if source else ""
@@ -403,8 +415,15 @@ def check_outliers(devices: Sequence[DeviceFacts], profile: Profile) -> list[Che
         limit = median - margin
         f_by_index = {f.index: f for f in devices}
         for index, rate in rates.items():
-            status = Status.PASS if rate >= limit else Status.FAIL
             facts = f_by_index[index]
+            if median <= 0:  # most devices did no work: no reference to compare with
+                message = (
+                    f"steady {part} {_rate(rate, part, facts)}; the server median is "
+                    f"{_rate(median, part, facts)}: no reference for the within-server rule"
+                )
+                out.append(CheckResult("outlier", Status.WARN, message, index))
+                continue
+            status = Status.PASS if rate >= limit else Status.FAIL
             message = (
                 f"steady {part} {_rate(rate, part, facts)} is {pct(rate / median)} of the "
                 f"server median {_rate(median, part, facts)}; limit {pct(limit / median)}"

@@ -8,7 +8,7 @@ first finished unit of work, so that a worker's set-up time is never counted as 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from soak.config import Windows
 from soak.model import HW_REASONS, ClockReason
 
 MIN_SEPARATE_STEADY_S = 60.0  # shortest steady window worth keeping apart from the cold one
+ENERGY_COUNTER, POWER_INTEGRAL = "energy counter", "power integral"
 
 METRICS = (
     "temp_c",
@@ -54,7 +55,6 @@ class Window:
 @dataclass(frozen=True, slots=True)
 class WindowStats:
     window: Window
-    ticks: int
     median: dict[str, float | None]
     p10: dict[str, float | None]
     p90: dict[str, float | None]
@@ -63,8 +63,17 @@ class WindowStats:
     samples: dict[str, int]
     reason_share: dict[str, float | None]  # None: reasons not readable
     unknown_reason_bits: int = 0
-    energy_j: float | None = None
-    work: dict[str, float] = field(default_factory=dict)
+    power_mean_w: float | None = None
+    energy_basis: str | None = None  # where power_mean_w came from (ENERGY_COUNTER, ...)
+
+    def energy_per_work(self) -> dict[str, float | None]:
+        """Joules per unit of work of each part. With several parts running at once
+        (``mix``) each part is charged the whole device's energy."""
+        power = self.power_mean_w
+        return {
+            part: power / rate if power is not None and rate else None
+            for part, rate in self.throughput.items()
+        }
 
 
 def cold_window(load_start_s: float, windows: Windows) -> Window:
@@ -87,6 +96,14 @@ def steady_window(
     return Window(max(start, cold.start_s), end_s)
 
 
+def work_rates(w: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per work sample of one part: its mid time and its rate (NaN where it took no time)."""
+    duration = w["t_end_s"] - w["t_start_s"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(duration > 0, w["work"] / duration, np.nan)
+    return (w["t_start_s"] + w["t_end_s"]) / 2, rate
+
+
 def _finite(values: np.ndarray) -> np.ndarray:
     return values[np.isfinite(values)]
 
@@ -94,6 +111,26 @@ def _finite(values: np.ndarray) -> np.ndarray:
 def _quantile(values: np.ndarray, q: float) -> float | None:
     finite = _finite(values)
     return float(np.quantile(finite, q)) if finite.size else None
+
+
+def _mean_power(
+    t: np.ndarray, energy: np.ndarray, power: np.ndarray
+) -> tuple[float | None, str | None]:
+    """Mean power over a window's readings: from the energy counter where it advanced over
+    them, else the power readings integrated; and which of the two."""
+    ok = np.isfinite(energy)
+    if ok.sum() >= 2 and t[ok][-1] > t[ok][0]:
+        joules = float(energy[ok][-1] - energy[ok][0])
+        if joules >= 0:  # a counter that went backwards (reset) is not believed
+            return joules / float(t[ok][-1] - t[ok][0]), ENERGY_COUNTER
+    ok = np.isfinite(power)
+    if ok.sum() >= 2 and t[ok][-1] > t[ok][0]:
+        tp, yp = t[ok], power[ok]
+        joules = float(np.sum((yp[1:] + yp[:-1]) / 2 * np.diff(tp)))
+        return joules / float(tp[-1] - tp[0]), POWER_INTEGRAL
+    if ok.sum() == 1:
+        return float(power[ok][0]), POWER_INTEGRAL
+    return None, None
 
 
 def window_stats(
@@ -111,20 +148,20 @@ def window_stats(
         p10[name] = _quantile(values, 0.1)
         p90[name] = _quantile(values, 0.9)
 
-    throughput, cv, counts, totals = {}, {}, {}, {}
+    throughput, cv, counts = {}, {}, {}
     for part, w in work.items():
         mid = (w["t_start_s"] + w["t_end_s"]) / 2
         inside = window.mask(mid)
         durations = (w["t_end_s"] - w["t_start_s"])[inside]
         done = w["work"][inside]
         counts[part] = int(inside.sum())
-        totals[part] = float(done.sum())
         if inside.sum() == 0 or durations.sum() <= 0:
             throughput[part], cv[part] = None, None
             continue
         throughput[part] = float(done.sum() / durations.sum())
         rates = done / durations
-        cv[part] = float(np.std(rates) / np.mean(rates)) if rates.size > 1 else None
+        mean = float(np.mean(rates))
+        cv[part] = float(np.std(rates)) / mean if rates.size > 1 and mean > 0 else None
 
     reasons = tele["clock_reasons"][mask]
     readable = reasons[np.isfinite(reasons)].astype(np.int64)
@@ -138,19 +175,7 @@ def window_stats(
     else:
         share["hw_any"] = None
 
-    energy = _finite(tele["energy_j"][mask])
-    energy_j = float(energy[-1] - energy[0]) if energy.size >= 2 else None
+    power, basis = _mean_power(t[mask], tele["energy_j"][mask], tele["power_w"][mask])
     return WindowStats(
-        window,
-        int(mask.sum()),
-        median,
-        p10,
-        p90,
-        throughput,
-        cv,
-        counts,
-        share,
-        unknown,
-        energy_j,
-        totals,
+        window, median, p10, p90, throughput, cv, counts, share, unknown, power, basis
     )

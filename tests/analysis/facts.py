@@ -50,7 +50,6 @@ def stats(
     ticks = int(end_s - start_s)
     return WindowStats(
         Window(start_s, end_s),
-        ticks,
         median,
         p10,
         p90,

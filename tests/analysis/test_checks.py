@@ -43,6 +43,15 @@ def test_retention_without_a_cold_figure_fails_rather_than_passes():
     assert r.status is Status.FAIL and r.message == "gemm: no cold throughput measured"
 
 
+@pytest.mark.parametrize("steady", [0.0, 7.0e14])
+def test_retention_after_a_cold_window_without_work_fails_rather_than_dividing_by_it(steady):
+    f = facts(cold_stats=cold(throughput={"gemm": 0.0}), steady=stats(throughput={"gemm": steady}))
+    r = _one(c.check_throughput_retention(f, P))
+    assert (
+        r.status is Status.FAIL and r.message == "gemm: cold throughput 0 FLOP/s: no work done cold"
+    )
+
+
 @pytest.mark.parametrize(
     ("reasons", "status", "text"),
     [
@@ -78,6 +87,18 @@ def test_temperature_margin():
     )
     unknown = _one(c.check_temp_margin(facts(slowdown_temp_c=None), P))
     assert unknown.status is Status.WARN and unknown.message == "slowdown threshold not available"
+    unread = _one(c.check_temp_margin(facts(steady=stats(temp_c=None)), P))
+    assert unread.status is Status.WARN and unread.message == "steady temperature not available"
+
+
+def test_temperature_margin_judges_the_end_of_the_load_too():
+    # Cooling that fails after equilibrium: the steady window had its margin, the end not.
+    hot_end = stats(3000.0, 3600.0, temp_c=85.0)
+    results = c.check_temp_margin(facts(final=hot_end), P)
+    assert [r.status for r in results] == [Status.PASS, Status.FAIL]
+    assert results[1].message == (
+        "final temperature (p90) 86 °C is 3 °C below slowdown 89 °C; margin needed 5 °C"
+    )
 
 
 def test_hardware_counters_fail_on_new_errors_and_warn_when_unsupported():
@@ -149,6 +170,16 @@ def test_outlier_rule_widens_with_a_spread_out_server():
     assert {r.status for r in c.check_outliers(devices, P)} == {Status.PASS}
 
 
+def test_outlier_rule_with_most_devices_idle_warns_instead_of_passing_them():
+    idle = {f"d{i}": {"steady": stats(throughput={"gemm": 0.0})} for i in range(5)}
+    results = c.check_outliers(server(8, **idle), P)
+    assert len(results) == 8 and {r.status for r in results} == {Status.WARN}
+    assert results[0].message == (
+        "steady gemm 0 FLOP/s; the server median is 0 FLOP/s: no reference for the "
+        "within-server rule"
+    )
+
+
 def test_outlier_rule_needs_three_devices():
     assert c.check_outliers(server(2), P) == []
 
@@ -191,7 +222,11 @@ def test_every_device_check_returns_results_with_their_device():
             assert r.device == 3 and r.message and r.status in Status
 
 
-def test_floors_of_a_run_stored_in_the_old_format_warn_instead_of_vanishing():
-    old = Profile(floors={"gemm": 6.1e14}, floor_sources={"gemm": "x"})  # part-keyed
-    r = _one(c.check_floors(facts(), old))
-    assert r.status is Status.WARN and "older profile format" in r.message
+@pytest.mark.parametrize("workload", ["gemm", "mix"])
+def test_floors_of_a_run_stored_in_the_old_format_warn_instead_of_vanishing(workload):
+    # The copy a run stored before floors were per workload: part -> rate.
+    stored = {"name": "old", "floors": {"gemm": 6.1e14}, "floor_sources": {"gemm": "x"}}
+    old = Profile.from_dict(stored)
+    assert Profile.from_dict(old.as_dict()) == old
+    r = _one(c.check_floors(facts(workload=workload), old))
+    assert r.status is Status.WARN and "older profile format" in r.message and "gemm" in r.message
