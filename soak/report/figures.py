@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from soak.analysis.analyze import DeviceResult
+from soak.analysis.windows import work_rates
 from soak.model import ClockReason
 
 MAX_POINTS = 1000  # bins per plotted series; about one per pixel column of a figure
@@ -84,9 +85,6 @@ class Envelope:
     lo: np.ndarray
     hi: np.ndarray
     downsampled: bool = False
-
-    def __iter__(self):
-        return iter((self.t, self.mean, self.lo, self.hi))
 
     @property
     def empty(self) -> bool:
@@ -306,14 +304,6 @@ def device_timeline(
     _shade(axes, d, t0, scale)
     fig.align_ylabels(axes)
     return to_data_uri(fig)
-
-
-def work_rates(w: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Per work sample: its mid time and its rate."""
-    duration = w["t_end_s"] - w["t_start_s"]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.where(duration > 0, w["work"] / duration, np.nan)
-    return (w["t_start_s"] + w["t_end_s"]) / 2, rate
 
 
 def _throughput_panel(

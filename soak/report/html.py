@@ -15,15 +15,13 @@ import jinja2
 import numpy as np
 
 from soak import __version__
-from soak.analysis.analyze import INCOMPLETE_STOPS, Analysis, DeviceResult
+from soak.analysis.analyze import INCOMPLETE_STOPS, Analysis, DeviceResult, RunData
 from soak.analysis.checks import CheckResult
 from soak.analysis.windows import REASONS, WindowStats
 from soak.config import Checks, Windows
 from soak.model import RATE_UNITS, EventKind
 from soak.report import figures
 from soak.report.junit import case_names
-from soak.report.measures import DeviceMeasures
-from soak.store import RunStore
 from soak.units import NOT_AVAILABLE, num, pct, si
 
 MAX_EVENTS = 2000  # event rows shown; the store keeps every one
@@ -170,8 +168,10 @@ def _metric_rows(d: DeviceResult) -> list[dict[str, str]]:
     return rows
 
 
-def _part_rows(d: DeviceResult, units: dict[str, str], m: DeviceMeasures) -> list[dict[str, str]]:
+def _part_rows(d: DeviceResult, units: dict[str, str]) -> list[dict[str, str]]:
     f = d.facts
+    cold_energy = f.cold.energy_per_work() if f.cold else {}
+    steady_energy = f.steady.energy_per_work() if f.steady else {}
     rows = []
     for part in sorted(f.units):
         unit = units.get(part, "")
@@ -187,8 +187,7 @@ def _part_rows(d: DeviceResult, units: dict[str, str], m: DeviceMeasures) -> lis
                 "spread": f"CV {pct(cv, 2)}" if cv is not None else NOT_AVAILABLE,
             }
         )
-        e_cold = m.cold.per_work.get(part) if m.cold else None
-        e_steady = m.steady.per_work.get(part) if m.steady else None
+        e_cold, e_steady = cold_energy.get(part), steady_energy.get(part)
         rows.append(
             {
                 "label": f"energy per {unit or 'unit'} ({part})",
@@ -255,13 +254,12 @@ def _equilibrium(d: DeviceResult) -> dict[str, str]:
 def _device(
     d: DeviceResult,
     analysis: Analysis,
-    m: DeviceMeasures,
     tele: dict[str, np.ndarray],
     work: dict[str, dict[str, np.ndarray]],
 ) -> dict[str, Any]:
     f = d.facts
     parts = sorted(analysis.units)
-    energy_basis = {e.basis for e in (m.cold, m.steady) if e is not None and e.basis}
+    energy_basis = {s.energy_basis for s in (f.cold, f.steady) if s is not None and s.energy_basis}
     windows = {}
     t0 = d.load_start_s or 0.0
     for name, stats in (("cold", f.cold), ("steady", f.steady)):
@@ -278,7 +276,7 @@ def _device(
         "diagnosis_text": DIAGNOSES.get(d.diagnosis, ""),
         "diagnosis_evidence": list(d.diagnosis_evidence),
         "rows": _metric_rows(d),
-        "part_rows": _part_rows(d, analysis.units, m),
+        "part_rows": _part_rows(d, analysis.units),
         "mixed": len(f.units) > 1,
         "energy_basis": ", ".join(sorted(energy_basis)) or NOT_AVAILABLE,
         "windows": windows,
@@ -309,7 +307,6 @@ def _overview(d: DeviceResult, part: str | None, units: dict[str, str]) -> dict[
     eq = _equilibrium(d)
     return {
         "index": d.index,
-        "name": d.info.name,
         "verdict": d.verdict,
         "diagnosis": d.diagnosis,
         "cold": si(cold, rate_unit),
@@ -424,7 +421,9 @@ def _profile(analysis: Analysis) -> dict[str, Any]:
         for f in dataclasses.fields(Checks)
     ]
     floors = [
-        (part, floor, p.floor_sources.get(part, "")) for part, floor in sorted(p.floors.items())
+        (workload, part, floor, p.floor_sources.get(workload, {}).get(part, ""))
+        for workload, parts in sorted(p.floors.items())
+        for part, floor in sorted(parts.items())
     ]
     return {
         "name": p.name,
@@ -488,14 +487,12 @@ def _reasons(analysis: Analysis) -> list[dict[str, Any]]:
     ]
 
 
-def context(
-    analysis: Analysis, store: RunStore, measures: dict[int, DeviceMeasures]
-) -> dict[str, Any]:
+def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
     """Everything the report's template shows, formatted: the template only lays it out."""
     meta = analysis.meta
     part = analysis.primary_part()
-    tele = {d.index: store.telemetry(d.index) for d in analysis.devices}
-    work = {d.index: store.work(d.index) for d in analysis.devices}
+    tele = data.telemetry
+    work = {d.index: data.work.get(d.index, {}) for d in analysis.devices}
     starts = [d.load_start_s for d in analysis.devices if d.load_start_s is not None]
     t0 = min(starts) if starts else (meta.get("load_start_s") or 0.0)
     loss, slowest = analysis.sync_loss()
@@ -517,16 +514,13 @@ def context(
         "slowest": slowest,
         "server_checks": _checks(analysis.server_checks, parts),
         "server_figures": server,
-        "devices": [
-            _device(d, analysis, measures[d.index], tele[d.index], work[d.index])
-            for d in analysis.devices
-        ],
+        "devices": [_device(d, analysis, tele[d.index], work[d.index]) for d in analysis.devices],
         "host_rows": host_rows,
         "inventory": _inventory(analysis),
         "capabilities": _capabilities(analysis),
         "events": _events(analysis, t0),
         "profile": _profile(analysis),
-        "reproduce": _reproduce(meta, Path(store.path).parent),
+        "reproduce": _reproduce(meta, run_dir),
         "versions": [row for row in host_rows if row[0] not in ("host", "CPU", "OS", "backend")],
         "soak_version": __version__,
     }
@@ -542,7 +536,6 @@ def write_html(path: Path, html: str) -> None:
     tmp.replace(path)
 
 
-def write_report(
-    path: Path, analysis: Analysis, store: RunStore, measures: dict[int, DeviceMeasures]
-) -> None:
-    write_html(path, render("report.html.j2", context(analysis, store, measures)))
+def write_report(path: Path, analysis: Analysis, data: RunData) -> None:
+    """The report of the run in ``path``'s folder."""
+    write_html(path, render("report.html.j2", context(analysis, data, path.parent)))

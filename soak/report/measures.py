@@ -1,5 +1,5 @@
-"""What the report measures on the raw series beyond the analysis: energy per unit of work,
-and the noise of the steady figures that ``soak compare`` weighs a change against.
+"""What the report measures on the raw series beyond the analysis: the noise of the steady
+figures that ``soak compare`` weighs a change against.
 
 Noise is estimated by batch means: the steady window is cut into ``NOISE_BLOCKS`` equal
 consecutive blocks, the figure (median of a sensor, work rate of a workload part) is taken in
@@ -17,21 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from soak.analysis.analyze import DeviceResult
-from soak.analysis.windows import Window, WindowStats
+from soak.analysis.windows import Window
 
 NOISE_BLOCKS = 10
 MIN_BLOCKS = 3  # fewer blocks with data than this: no noise estimate
 NOISE_METRICS = ("temp_c", "mem_temp_c", "sm_clock_mhz", "mem_clock_mhz", "power_w")
-
-
-@dataclass(frozen=True, slots=True)
-class WindowEnergy:
-    """Mean power over a window and the energy each unit of work cost in it. With several
-    workload parts running at once (``mix``) each part is charged the whole device's energy."""
-
-    power_w: float | None
-    basis: str | None  # "energy counter" or "power integral"
-    per_work: dict[str, float | None]  # part -> J per unit of work (J/FLOP, J/B, J/token)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,45 +30,6 @@ class Noise:
     throughput_se: dict[str, float | None]  # part -> standard error of its steady rate
     step: dict[str, float | None]  # metric -> smallest step between readings over the load
     blocks: int
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceMeasures:
-    cold: WindowEnergy | None
-    steady: WindowEnergy | None
-    noise: Noise | None
-
-
-def _mean_power(window: Window, tele: dict[str, np.ndarray]) -> tuple[float | None, str | None]:
-    t = tele["t_s"]
-    mask = window.mask(t)
-    te = t[mask]
-    energy = tele["energy_j"][mask]
-    ok = np.isfinite(energy)
-    if ok.sum() >= 2 and te[ok][-1] > te[ok][0]:
-        joules = float(energy[ok][-1] - energy[ok][0])
-        if joules >= 0:  # a counter that went backwards (reset) is not believed
-            return joules / float(te[ok][-1] - te[ok][0]), "energy counter"
-    power = tele["power_w"][mask]
-    ok = np.isfinite(power)
-    if ok.sum() >= 2 and te[ok][-1] > te[ok][0]:
-        tp, yp = te[ok], power[ok]
-        joules = float(np.sum((yp[1:] + yp[:-1]) / 2 * np.diff(tp)))
-        return joules / float(tp[-1] - tp[0]), "power integral"
-    if ok.sum() == 1:
-        return float(power[ok][0]), "power integral"
-    return None, None
-
-
-def window_energy(stats: WindowStats | None, tele: dict[str, np.ndarray]) -> WindowEnergy | None:
-    if stats is None:
-        return None
-    power, basis = _mean_power(stats.window, tele)
-    per_work = {
-        part: power / rate if power is not None and rate else None
-        for part, rate in stats.throughput.items()
-    }
-    return WindowEnergy(power, basis, per_work)
 
 
 def _se(values: list[float]) -> float | None:
@@ -133,11 +84,10 @@ def noise(
 
 def measure(
     d: DeviceResult, tele: dict[str, np.ndarray], work: dict[str, dict[str, np.ndarray]]
-) -> DeviceMeasures:
+) -> Noise | None:
+    """The noise of a device's steady figures; None without a steady window."""
     f = d.facts
+    if f.steady is None:
+        return None
     load = f.whole.window if f.whole is not None else None
-    return DeviceMeasures(
-        cold=window_energy(f.cold, tele),
-        steady=window_energy(f.steady, tele),
-        noise=noise(f.steady.window, load, tele, work) if f.steady is not None else None,
-    )
+    return noise(f.steady.window, load, tele, work)

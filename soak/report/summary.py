@@ -25,7 +25,7 @@ from soak.analysis.analyze import Analysis, DeviceResult
 from soak.analysis.windows import WindowStats
 from soak.errors import ConfigError
 from soak.model import RATE_UNITS
-from soak.report.measures import DeviceMeasures, WindowEnergy
+from soak.report.measures import Noise
 
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({1})
@@ -43,20 +43,21 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _window(stats: WindowStats | None, energy: WindowEnergy | None = None) -> dict[str, Any]:
+def _window(stats: WindowStats | None) -> dict[str, Any]:
     if stats is None:
         out: dict[str, Any] = {key: None for key in WINDOW_KEYS} | {"throughput": {}}
         out |= {"p10": dict.fromkeys(WINDOW_KEYS), "p90": dict.fromkeys(WINDOW_KEYS)}
-        out["throughput_cv"] = {}
-    else:
-        out = {key: stats.median.get(key) for key in WINDOW_KEYS}
-        out["throughput"] = dict(stats.throughput)
-        out["p10"] = {key: stats.p10.get(key) for key in WINDOW_KEYS}
-        out["p90"] = {key: stats.p90.get(key) for key in WINDOW_KEYS}
-        out["throughput_cv"] = dict(stats.throughput_cv)
-    out["power_mean_w"] = energy.power_w if energy else None
-    out["energy_basis"] = energy.basis if energy else None
-    out["energy_per_work"] = dict(energy.per_work) if energy else {}
+        out |= {"throughput_cv": {}, "power_mean_w": None, "energy_basis": None}
+        out["energy_per_work"] = {}
+        return out
+    out = {key: stats.median.get(key) for key in WINDOW_KEYS}
+    out["throughput"] = dict(stats.throughput)
+    out["p10"] = {key: stats.p10.get(key) for key in WINDOW_KEYS}
+    out["p90"] = {key: stats.p90.get(key) for key in WINDOW_KEYS}
+    out["throughput_cv"] = dict(stats.throughput_cv)
+    out["power_mean_w"] = stats.power_mean_w
+    out["energy_basis"] = stats.energy_basis
+    out["energy_per_work"] = stats.energy_per_work()
     return out
 
 
@@ -95,10 +96,9 @@ INVENTORY_KEYS = (
 )
 
 
-def _noise(m: DeviceMeasures | None) -> dict[str, Any] | None:
-    if m is None or m.noise is None:
+def _noise(n: Noise | None) -> dict[str, Any] | None:
+    if n is None:
         return None
-    n = m.noise
     return {
         "method": "batch means",
         "blocks": n.blocks,
@@ -107,11 +107,11 @@ def _noise(m: DeviceMeasures | None) -> dict[str, Any] | None:
     }
 
 
-def _device(d: DeviceResult, units: dict[str, str], m: DeviceMeasures | None) -> dict[str, Any]:
+def _device(d: DeviceResult, units: dict[str, str], noise: Noise | None) -> dict[str, Any]:
     f = d.facts
     eq = f.equilibrium
-    cold = _window(f.cold, m.cold if m else None)
-    steady = _window(f.steady, m.steady if m else None)
+    cold = _window(f.cold)
+    steady = _window(f.steady)
     return {
         "index": d.info.index,
         "name": d.info.name,
@@ -143,16 +143,16 @@ def _device(d: DeviceResult, units: dict[str, str], m: DeviceMeasures | None) ->
         "load_start_s": d.load_start_s,
         "load_end_s": d.end_s,
         "inventory": {key: getattr(d.info, key) for key in INVENTORY_KEYS},
-        "steady_noise": _noise(m),
+        "steady_noise": _noise(noise),
     }
 
 
 def build_summary(
-    analysis: Analysis, measures: dict[int, DeviceMeasures] | None = None
+    analysis: Analysis, noise: dict[int, Noise | None] | None = None
 ) -> dict[str, Any]:
-    """The summary of an analysed run; ``measures`` (per device index) add energy per unit
-    of work and the noise of the steady figures, which need the raw series."""
-    measures = measures or {}
+    """The summary of an analysed run; ``noise`` (per device index) adds the noise of the
+    steady figures, which needs the raw series."""
+    noise = noise or {}
     meta = analysis.meta
     run = meta.get("run", {})
     stop = meta.get("stop") or {}
@@ -178,7 +178,7 @@ def build_summary(
             "profile": analysis.profile.name,
         },
         "host": meta.get("host", {}),
-        "devices": [_device(d, analysis.units, measures.get(d.index)) for d in analysis.devices],
+        "devices": [_device(d, analysis.units, noise.get(d.index)) for d in analysis.devices],
         "server": {
             "sync_loss": sync_loss,
             "slowest_device": slowest,

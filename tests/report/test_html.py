@@ -7,6 +7,7 @@ import re
 import pytest
 from markupsafe import escape
 
+from soak.config import load_profile
 from soak.report import build_outputs
 from soak.report.html import small_si
 from tests.report.conftest import HOSTILE_NAME, HOSTILE_TAG, copy_run
@@ -92,6 +93,18 @@ def test_rebuilding_from_the_store_alone_gives_the_same_outputs(faulty_run, tmp_
     html_one = (one / "report.html").read_text().replace("soak report one", "soak report X")
     assert html_one == (two / "report.html").read_text().replace("soak report two", "soak report X")
     assert (one / "summary.json").read_bytes() == (faulty_run / "summary.json").read_bytes()
+
+
+def test_a_sku_profile_shows_each_floor_with_its_workload_and_source(faulty_run, tmp_path):
+    run_dir = copy_run(faulty_run, tmp_path / "run")
+    h100 = load_profile("h100-sxm")
+    _, report = build_outputs(run_dir, h100)
+    text = _visible_text(report.read_text())
+    assert "Acceptance profile: h100-sxm" in text
+    for workload, parts in h100.floors.items():
+        for part, floor in parts.items():
+            source = " ".join(h100.floor_sources[workload][part].split())
+            assert f"{workload}: {part} {floor:.4g} {source}" in text
 
 
 @pytest.mark.parametrize(
