@@ -299,9 +299,10 @@ def _overview(d: DeviceResult, part: str | None, units: dict[str, str]) -> dict[
     cold = _stat(f.cold, "throughput", part) if part else None
     steady = _stat(f.steady, "throughput", part) if part else None
     temp = _stat(f.steady, "median", "temp_c")
+    hot = _stat(f.steady, "p90", "temp_c")  # the margin as the temp_margin check judges it
     margin = (
-        d.info.slowdown_temp_c - temp
-        if d.info.slowdown_temp_c is not None and temp is not None
+        d.info.slowdown_temp_c - hot
+        if d.info.slowdown_temp_c is not None and hot is not None
         else None
     )
     eq = _equilibrium(d)
