@@ -17,7 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from soak.config import RunConfig
-from soak.runner import Runner, run
+from soak.progress import Progress
+from soak.runner import run
 from soak.store import RunStore
 
 
@@ -31,14 +32,14 @@ def rss_mib() -> float:
 
 
 class HourlyRss:
-    """A display that records VmRSS once per simulated hour of the run."""
+    """A watcher that records VmRSS once per simulated hour of the run."""
 
     def __init__(self, every_s: float = 3600.0) -> None:
         self.every_s = every_s
         self.by_hour: dict[int, float] = {}
 
-    def update(self, runner: Runner, t_s: float) -> None:
-        hour = int(t_s // self.every_s)
+    def update(self, progress: Progress) -> None:
+        hour = int(progress.t_s // self.every_s)
         if hour not in self.by_hour:
             self.by_hour[hour] = rss_mib()
 
@@ -52,7 +53,7 @@ def one(hours: float, gpus: int, out: Path) -> dict:
     )
     probe = HourlyRss()
     start = time.perf_counter()
-    result = run(config, display=probe)
+    result = run(config, watchers=[probe])
     wall = time.perf_counter() - start
     store = RunStore.open(result.run_dir)
     rows = store.telemetry_rows()

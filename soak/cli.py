@@ -224,11 +224,12 @@ def _typed(key: str, text: str, kinds: set[object]) -> object:
 
 
 def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from soak.display import make_display
     from soak.report import build_outputs
     from soak.runner import run
 
     config = _run_config(args, argv)
-    result = run(config)
+    result = run(config, watchers=[make_display()])
     try:
         analysis, report = build_outputs(result.run_dir, config.profile)
     except OSError as exc:  # a disk that filled up: the store has the run, the report waits

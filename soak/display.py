@@ -5,19 +5,11 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING, Protocol, TextIO
+from typing import TextIO
 
 from soak.model import RATE_UNITS
+from soak.progress import DeviceProgress, Progress, Watcher
 from soak.units import si
-
-if TYPE_CHECKING:
-    from soak.runner import Runner
-
-
-class Display(Protocol):
-    def update(self, runner: Runner, t_s: float) -> None: ...
-
-    def close(self) -> None: ...
 
 
 def _write(stream: TextIO | None, text: str) -> TextIO | None:
@@ -37,30 +29,26 @@ def _value(v: float | None, fmt: str) -> str:
     return "n/a" if v is None else format(v, fmt)
 
 
-def _eq_state(runner: Runner, index: int, t_s: float) -> str:
-    detector = runner.detectors[index]
-    if detector.reached:
-        return f"steady @{detector.equilibrium_s / 60:.1f}m"
-    if index not in runner.load_start_by_device:
+def _eq_state(device: DeviceProgress) -> str:
+    if device.equilibrium_s is not None:
+        return f"steady @{device.equilibrium_s / 60:.1f}m"
+    if device.work_start_s is None:
         return "starting"
-    eta = detector.eta_s(t_s)
-    return "warming" if eta is None else f"warming, ~{eta / 60:.0f}m to go"
+    return "warming" if device.eta_s is None else f"warming, ~{device.eta_s / 60:.0f}m to go"
 
 
-def device_lines(runner: Runner, t_s: float) -> list[str]:
+def device_lines(progress: Progress) -> list[str]:
     lines = []
-    for info in runner.devices:
-        row = runner.latest.get(info.index)
-        rates = runner.latest_rate.get(info.index, {})
+    for device in progress.devices:
+        row = device.telemetry
         rate = "  ".join(
-            f"{p} {si(r, RATE_UNITS.get(unit, unit + '/s'))}"
-            for p, (r, unit) in sorted(rates.items())
+            f"{r.part} {si(r.rate, RATE_UNITS.get(r.unit, r.unit + '/s'))}" for r in device.rates
         )
         lines.append(
-            f"  {info.index:>2}  {_value(row and row.temp_c, '5.0f')} °C"
+            f"  {device.index:>2}  {_value(row and row.temp_c, '5.0f')} °C"
             f"  {_value(row and row.sm_clock_mhz, '5.0f')} MHz"
             f"  {_value(row and row.power_w, '5.0f')} W  {rate or '-':<28}"
-            f"  {_eq_state(runner, info.index, t_s)}"
+            f"  {_eq_state(device)}"
         )
     return lines
 
@@ -74,13 +62,15 @@ class LiveDisplay:
         self._last = 0.0
         self._height = 0
 
-    def update(self, runner: Runner, t_s: float) -> None:
+    def update(self, progress: Progress) -> None:
         now = time.monotonic()
         if self.stream is None or now - self._last < self.min_redraw_s:
             return
         self._last = now
-        header = f"soak {runner.backend.name} · {t_s / 60:6.1f} min · Ctrl-C stops and reports"
-        lines = [header, *device_lines(runner, t_s)]
+        header = (
+            f"soak {progress.backend} · {progress.t_s / 60:6.1f} min · Ctrl-C stops and reports"
+        )
+        lines = [header, *device_lines(progress)]
         up = f"\x1b[{self._height}F" if self._height else ""
         self.stream = _write(self.stream, up + "".join(f"\x1b[2K{line}\n" for line in lines))
         self._height = len(lines)
@@ -98,32 +88,26 @@ class LogDisplay:
         self.every_s = every_s
         self._next = 0.0
 
-    def update(self, runner: Runner, t_s: float) -> None:
+    def update(self, progress: Progress) -> None:
+        t_s = progress.t_s
         if self.stream is None or t_s < self._next:
             return
         self._next = (t_s // self.every_s + 1) * self.every_s
-        temps = [r.temp_c for r in runner.latest.values() if r.temp_c is not None]
-        reached = sum(d.reached for d in runner.detectors.values())
+        rows = [d.telemetry for d in progress.devices if d.telemetry is not None]
+        temps = [r.temp_c for r in rows if r.temp_c is not None]
+        reached = sum(d.reached for d in progress.devices)
         hottest = f"{max(temps):.0f} °C" if temps else "n/a"
         self.stream = _write(
             self.stream,
-            f"soak: t={t_s / 60:.0f} min, {len(runner.latest)} devices reporting, "
-            f"hottest {hottest}, {reached}/{len(runner.detectors)} at equilibrium\n",
+            f"soak: t={t_s / 60:.0f} min, {len(rows)} devices reporting, "
+            f"hottest {hottest}, {reached}/{len(progress.devices)} at equilibrium\n",
         )
 
     def close(self) -> None:
         self.stream = _write(self.stream, "")
 
 
-class QuietDisplay:
-    def update(self, runner: Runner, t_s: float) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def make_display(stream: TextIO | None = None) -> Display:
+def make_display(stream: TextIO | None = None) -> Watcher:
     stream = stream or sys.stderr
     if stream.isatty():
         return LiveDisplay(stream)

@@ -2,7 +2,8 @@
 
 Discover devices, record an idle baseline, start the load, then every tick: read telemetry,
 drain work samples and events, append them to the store in one transaction, feed each
-device's online equilibrium detector and the progress display. Stop at the duration, at
+device's online equilibrium detector, and publish a frozen ``Progress`` snapshot to the
+watchers (terminal view, exporter). Stop at the duration, at
 steady state (``--until-steady``), on a signal or when every device's load has ended;
 then analyse the store and write the report.
 """
@@ -18,7 +19,7 @@ import shutil
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
@@ -31,14 +32,17 @@ from soak.clock import Clock, VirtualClock, WallClock
 from soak.config import RunConfig
 from soak.devices import BackendOptions, open_backend
 from soak.devices.base import Backend, Load, LoadUpdate
-from soak.display import Display, make_display
 from soak.errors import ConfigError, StoreError
 from soak.model import DeviceInfo, Event, EventKind, Telemetry
+from soak.progress import DeviceProgress, Phase, Progress, Rate, Watcher
 from soak.store import STORE_NAME, RunStore
 
 log = logging.getLogger(__name__)
 
 MIN_FREE_BYTES = 64 * 2**20  # refuse to start a soak on a disk with less free space
+
+# A test's hook into the run: called each tick, once stored, with the runner and its snapshot.
+RunnerHook = Callable[["Runner", Progress], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,13 +202,16 @@ class Runner:
         backend: Backend,
         clock: Clock,
         run_dir: Path,
-        display: Display,
+        watchers: Sequence[Watcher] = (),
+        on_tick: RunnerHook | None = None,
     ) -> None:
         self.config = config
         self.backend = backend
         self.clock = clock
         self.run_dir = run_dir
-        self.display = display
+        self.watchers = list(watchers)
+        self.on_tick = on_tick
+        self.host = socket.gethostname()
         self.devices = backend.devices()
         # On a virtual clock, commit ticks in groups of a tenth of a second of wall time.
         delay = 0.1 if isinstance(clock, VirtualClock) else 0.0
@@ -216,8 +223,9 @@ class Runner:
         self.running_since_s: float | None = None  # every device has finished work
         self.lost: set[int] = set()  # devices the backend reported lost
         self.latest: dict[int, Telemetry] = {}
-        self.latest_rate: dict[int, dict[str, tuple[float, str]]] = {}  # part: (rate, unit)
+        self.latest_rate: dict[int, dict[str, Rate]] = {}
         self.load: Load | None = None
+        self.phase = Phase.BASELINE
         self.stopper = Stopper()
 
     def now_s(self) -> float:
@@ -231,7 +239,7 @@ class Runner:
             "started_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "seed": config.seed,
             "command": config.command,
-            "host": socket.gethostname(),
+            "host": self.host,
             "tags": config.tags,
             "duration_asked_s": config.duration_s,
             "until_steady": config.until_steady,
@@ -268,7 +276,56 @@ class Runner:
                 self.lost.add(e.device)
         with self.stopper:  # a tick lands whole, even on a second Ctrl-C
             self.store.append(telemetry, update.samples, events)
-        self.display.update(self, t)
+        self.publish(self.progress(t, events))
+
+    def progress(self, t: float, events: Sequence[Event] = ()) -> Progress:
+        """The frozen snapshot of the run at ``t``: all a watcher may read."""
+        failed = set(self.load.failed_devices()) if self.load is not None else set()
+        devices = tuple(
+            DeviceProgress(
+                index=info.index,
+                name=info.name,
+                uuid=info.uuid,
+                telemetry=self.latest.get(info.index),
+                rates=tuple(
+                    sorted(self.latest_rate.get(info.index, {}).values(), key=lambda r: r.part)
+                ),
+                work_start_s=self.load_start_by_device.get(info.index),
+                equilibrium_s=self.detectors[info.index].equilibrium_s,
+                equilibrium_basis=self.detectors[info.index].basis,
+                eta_s=self.detectors[info.index].eta_s(t)
+                if info.index in self.load_start_by_device
+                else None,
+                lost=info.index in self.lost,
+                failed=info.index in failed,
+            )
+            for info in self.devices
+        )
+        return Progress(
+            t_s=t,
+            phase=self.phase,
+            backend=self.backend.name,
+            workload=self.config.workload,
+            host=self.host,
+            planned_s=self.config.duration_s,
+            until_steady=self.config.until_steady,
+            load_start_s=self.load_started_s,
+            running_since_s=self.running_since_s,
+            devices=devices,
+            events=tuple(events),
+        )
+
+    def publish(self, progress: Progress) -> None:
+        """Hand the snapshot to the test hook, then to every watcher. A watcher that raises is
+        logged and dropped: watching must never stop a soak."""
+        if self.on_tick is not None:
+            self.on_tick(self, progress)
+        for watcher in list(self.watchers):
+            try:
+                watcher.update(progress)
+            except Exception:
+                log.exception("a progress watcher failed and is dropped: %r", watcher)
+                self.watchers.remove(watcher)
 
     def _digest(self, t: float, telemetry: list[Telemetry], update: LoadUpdate) -> list[Event]:
         for row in telemetry:
@@ -284,7 +341,7 @@ class Runner:
                 self.load_start_by_device[s.device] = s.t_start_s
                 detector.start(s.t_start_s)
             detector.add_rate(s.part, (s.t_start_s + s.t_end_s) / 2, s.rate)
-            self.latest_rate.setdefault(s.device, {})[s.part] = (s.rate, s.unit)
+            self.latest_rate.setdefault(s.device, {})[s.part] = Rate(s.part, s.rate, s.unit)
         events = []
         for index, detector in self.detectors.items():
             had = detector.reached
@@ -344,6 +401,8 @@ class Runner:
             try:
                 reason = self._soak(stopper)
                 t_stop = self.now_s()
+                self.phase = Phase.STOPPING
+                self.publish(self.progress(t_stop))
                 if self.load is not None:
                     self._stop_load(self.load, store_ok=True)
             except StoreError as exc:
@@ -368,6 +427,7 @@ class Runner:
         if stopper.reason:
             return stopper.reason
         self.load = make_load(self.config, self.backend, self.devices)
+        self.phase = Phase.LOAD
         self.load_started_s = self.now_s()
         self.store.set_meta(load_start_s=self.load_started_s)
         message = f"load {self.config.workload} started"
@@ -442,7 +502,11 @@ class Runner:
         except StoreError as exc:
             print(f"soak: {exc}; the store keeps every tick before it", file=sys.stderr)
         finally:
-            self.display.close()
+            for watcher in self.watchers:
+                try:
+                    watcher.close()
+                except Exception:
+                    log.exception("closing a progress watcher failed: %r", watcher)
 
 
 def run(
@@ -450,16 +514,21 @@ def run(
     *,
     backend: Backend | None = None,
     clock: Clock | None = None,
-    display: Display | None = None,
+    watchers: Sequence[Watcher] = (),
+    on_tick: RunnerHook | None = None,
 ) -> RunResult:
-    """Run one soak and leave its store in a new run folder; the caller builds the report."""
+    """Run one soak and leave its store in a new run folder; the caller builds the report.
+
+    ``watchers`` see each tick's ``Progress`` snapshot (the CLI passes the terminal view and
+    the exporter); ``on_tick`` is for tests that act on the run itself (kill a worker, fill
+    the disk) and gets the runner with the snapshot."""
     backend = backend or open_configured_backend(config)
     try:
         if clock is None:
             clock = VirtualClock() if backend.name == "sim" else WallClock()
         run_dir = make_run_dir(config.out, socket.gethostname(), dt.datetime.now(dt.UTC))
         with Stopper().installed() as stopper:
-            runner = Runner(config, backend, clock, run_dir, display or make_display())
+            runner = Runner(config, backend, clock, run_dir, watchers, on_tick)
             try:
                 reason = runner.run(stopper)
             except KeyboardInterrupt:

@@ -1,7 +1,6 @@
 import pytest
 
 from soak.config import RunConfig
-from soak.display import QuietDisplay
 
 
 @pytest.fixture
@@ -21,8 +20,3 @@ def sim_config(tmp_path):
         return RunConfig(**values)
 
     return make
-
-
-@pytest.fixture
-def quiet():
-    return QuietDisplay()

@@ -10,14 +10,14 @@ from soak.runner import run
 from soak.store import RunStore
 
 
-def _run(config, quiet):
-    result = run(config, display=quiet)
+def _run(config):
+    result = run(config)
     analysis, report = build_outputs(result.run_dir, config.profile)
     return result, analysis, report
 
 
-def test_a_two_hour_soak_leaves_store_summary_and_report(sim_config, quiet):
-    result, _, _ = _run(sim_config(duration_s=7200.0, workload="mix"), quiet)
+def test_a_two_hour_soak_leaves_store_summary_and_report(sim_config):
+    result, _, _ = _run(sim_config(duration_s=7200.0, workload="mix"))
     folder = result.run_dir
     assert {p.name for p in folder.iterdir()} >= {"soak.sqlite", "summary.json", "report.html"}
     assert folder.parent.parent == sim_config().out  # OUT/<host>/<stamp>/
@@ -35,9 +35,9 @@ def test_a_two_hour_soak_leaves_store_summary_and_report(sim_config, quiet):
     assert store.telemetry_rows() == pytest.approx(8 * (7200 + 10), abs=8 * 5)
 
 
-def test_until_steady_stops_early_with_the_same_verdict(sim_config, quiet):
-    _, full_analysis, _ = _run(sim_config(duration_s=7200.0), quiet)
-    short, short_analysis, _ = _run(sim_config(duration_s=7200.0, until_steady=True), quiet)
+def test_until_steady_stops_early_with_the_same_verdict(sim_config):
+    _, full_analysis, _ = _run(sim_config(duration_s=7200.0))
+    short, short_analysis, _ = _run(sim_config(duration_s=7200.0, until_steady=True))
     assert short.stop_reason == "steady"
     assert short_analysis.meta["stop"]["duration_s"] < 2400
     assert short_analysis.verdict == full_analysis.verdict == "PASS"
@@ -45,9 +45,9 @@ def test_until_steady_stops_early_with_the_same_verdict(sim_config, quiet):
         assert a.facts.equilibrium.time_s == b.facts.equilibrium.time_s
 
 
-def test_same_seed_same_run_bit_for_bit(sim_config, quiet):
-    first = run(sim_config(duration_s=600.0), display=quiet)
-    second = run(sim_config(duration_s=600.0), display=quiet)
+def test_same_seed_same_run_bit_for_bit(sim_config):
+    first = run(sim_config(duration_s=600.0))
+    second = run(sim_config(duration_s=600.0))
     a, b = RunStore.open(first.run_dir), RunStore.open(second.run_dir)
     for device in range(8):
         for key, values in a.telemetry(device).items():
@@ -57,9 +57,9 @@ def test_same_seed_same_run_bit_for_bit(sim_config, quiet):
         )
 
 
-def test_airflow_fault_fails_that_device_only_and_says_why(sim_config, quiet):
+def test_airflow_fault_fails_that_device_only_and_says_why(sim_config):
     config = sim_config(duration_s=3600.0, sim_faults=("airflow:gpu=3:factor=2.2",))
-    _, analysis, _ = _run(config, quiet)
+    _, analysis, _ = _run(config)
     assert analysis.verdict == "FAIL"
     verdicts = {d.index: d.verdict for d in analysis.devices}
     assert verdicts.pop(3) == "FAIL" and set(verdicts.values()) == {"PASS"}
@@ -70,9 +70,9 @@ def test_airflow_fault_fails_that_device_only_and_says_why(sim_config, quiet):
     assert "TFLOP/s" in message and "% of cold" in message
 
 
-def test_lost_device_fails_while_the_others_finish(sim_config, quiet):
+def test_lost_device_fails_while_the_others_finish(sim_config):
     config = sim_config(duration_s=1800.0, sim_faults=("xid:gpu=6:code=79:at=600",))
-    result, analysis, _ = _run(config, quiet)
+    result, analysis, _ = _run(config)
     assert result.stop_reason == "duration"
     assert analysis.devices[6].verdict == "FAIL"
     assert analysis.devices[6].diagnosis == "hardware-fault"
@@ -90,19 +90,15 @@ def test_interrupted_before_the_cold_window_ends_is_incomplete_not_fail(sim_conf
 
     stopper = Stopper()
 
-    class InterruptEarly:
-        def update(self, runner, t_s):
-            if t_s >= 13.0:  # 10 s baseline, 3 s of load
-                stopper.reason = "interrupted"
-
-        def close(self):
-            pass
+    def interrupt_early(runner, progress):
+        if progress.t_s >= 13.0:  # 10 s baseline, 3 s of load
+            stopper.reason = "interrupted"
 
     config = sim_config(duration_s=3600.0)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     backend = SimServer(gpus=2, seed=1)
-    Runner(config, backend, VirtualClock(), run_dir, InterruptEarly()).run(stopper)
+    Runner(config, backend, VirtualClock(), run_dir, on_tick=interrupt_early).run(stopper)
     analysis, _ = build_outputs(run_dir, config.profile)
     assert analysis.stop_reason == "interrupted"
     assert analysis.verdict == "INCOMPLETE"

@@ -12,7 +12,6 @@ from soak.clock import VirtualClock
 from soak.config import RunConfig
 from soak.devices.base import LoadUpdate
 from soak.devices.nvml import NvmlBackend
-from soak.display import QuietDisplay
 from soak.model import ClockReason, Event, EventKind, WorkerOutcome, WorkSample
 from soak.report import build_outputs
 from soak.runner import Runner, Stopper
@@ -89,7 +88,7 @@ def stored_run(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     try:
-        Runner(config, backend, clock, run_dir, QuietDisplay()).run(Stopper())
+        Runner(config, backend, clock, run_dir).run(Stopper())
     finally:
         backend.close()
     analysis, _ = build_outputs(run_dir, config.profile)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from soak.config import RunConfig, load_profile
 from soak.model import EventKind
+from soak.progress import Progress
 from soak.store import RunStore
 
 if TYPE_CHECKING:
@@ -69,9 +70,9 @@ def run_config(tmp_path: Path, profile: Path, **overrides: Any) -> RunConfig:
 
 
 class Hook:
-    """A display that acts once, ``after_s`` after the first tick at which every device has
-    finished work, and records every tick it is shown (the runner shows it each tick once
-    the tick is stored)."""
+    """The runner's test hook: acts once, ``after_s`` after the first tick at which every
+    device has finished work, and records every tick it is called at (the runner calls it
+    each tick once the tick is stored)."""
 
     def __init__(self, act: Callable[[Runner, float], None], after_s: float = 0.0) -> None:
         self.act = act
@@ -80,18 +81,16 @@ class Hook:
         self.acted_at: float | None = None
         self.ticks: list[float] = []
 
-    def update(self, runner: Runner, t_s: float) -> None:
+    def __call__(self, runner: Runner, progress: Progress) -> None:
+        t_s = progress.t_s
         self.ticks.append(t_s)
-        everyone = {d.index for d in runner.devices}
-        if self.all_working_at is None and everyone <= set(runner.load_start_by_device):
+        working = all(d.work_start_s is not None for d in progress.devices)
+        if self.all_working_at is None and working:
             self.all_working_at = t_s
         due = self.all_working_at is not None and t_s >= self.all_working_at + self.after_s
         if self.acted_at is None and due:
             self.acted_at = t_s
             self.act(runner, t_s)
-
-    def close(self) -> None:
-        pass
 
 
 def outcome_events(store: RunStore) -> dict[int, dict[str, Any]]:

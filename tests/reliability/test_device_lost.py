@@ -50,7 +50,7 @@ def test_gpu_lost_in_nvml_fails_that_device_and_the_others_finish(
         open(flags[1], "w").close()  # ...and so does CUDA, in its worker
 
     hook = Hook(lose_gpu_1)
-    result = run(run_config(tmp_path, profile), backend=backend, clock=WallClock(), display=hook)
+    result = run(run_config(tmp_path, profile), backend=backend, clock=WallClock(), on_tick=hook)
     assert result.stop_reason == "duration"
 
     store = RunStore.open(result.run_dir)
@@ -87,7 +87,7 @@ def test_a_run_whose_every_device_is_lost_stops_rather_than_soak_nothing(
 
     hook = Hook(lose_both)
     config = run_config(tmp_path, profile, duration_s=3600.0)
-    result = run(config, backend=backend, clock=WallClock(), display=hook)
+    result = run(config, backend=backend, clock=WallClock(), on_tick=hook)
     assert result.stop_reason == "error"
     assert hook.acted_at is not None and hook.ticks[-1] < hook.acted_at + 1.0
     store = RunStore.open(result.run_dir)

@@ -138,7 +138,7 @@ def test_a_store_that_fills_mid_run_stops_it_and_keeps_every_stored_tick(tmp_pat
 
     hook = Hook(fill, after_s=COLD_DONE_S)  # the cold window is whole
     config = run_config(tmp_path, profile, backend="sim", duration_s=60.0, interval_s=0.05)
-    result = run(config, clock=WallClock(), display=hook)  # 8 simulated GPUs in real time
+    result = run(config, clock=WallClock(), on_tick=hook)  # 8 simulated GPUs in real time
     assert result.stop_reason == "error"
     err = capsys.readouterr().err
     assert "disk full" in err and "stopping the load" in err

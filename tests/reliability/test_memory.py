@@ -4,7 +4,8 @@ tick by tick and are not held in memory (bench/sim_speed.py measures the full 24
 from __future__ import annotations
 
 from soak.config import RunConfig
-from soak.runner import Runner, run
+from soak.progress import Progress
+from soak.runner import run
 from soak.store import RunStore
 
 HOUR_S = 3600.0
@@ -19,13 +20,13 @@ def rss_mib() -> float:
 
 
 class HourlyRss:
-    """A display that reads the resident memory once per simulated hour."""
+    """A watcher that reads the resident memory once per simulated hour."""
 
     def __init__(self) -> None:
         self.by_hour: dict[int, float] = {}
 
-    def update(self, runner: Runner, t_s: float) -> None:
-        hour = int(t_s // HOUR_S)
+    def update(self, progress: Progress) -> None:
+        hour = int(progress.t_s // HOUR_S)
         if hour not in self.by_hour:
             self.by_hour[hour] = rss_mib()
 
@@ -38,7 +39,7 @@ def test_six_simulated_hours_of_eight_gpus_keep_memory_flat(tmp_path, record_pro
     config = RunConfig(
         backend="sim", workload="mix", duration_s=6 * HOUR_S, seed=1, out=tmp_path, sim_gpus=8
     )
-    result = run(config, display=probe)
+    result = run(config, watchers=[probe])
     assert result.stop_reason == "duration"
     rss = probe.by_hour
     assert sorted(rss) == list(range(7))

@@ -35,7 +35,7 @@ def test_killed_and_hung_workers_fail_their_devices_while_the_others_go_on(
 
     hook = Hook(strike)
     config = run_config(tmp_path, profile)
-    result = run(config, backend=CpuServer(4), clock=WallClock(), display=hook)
+    result = run(config, backend=CpuServer(4), clock=WallClock(), on_tick=hook)
     assert result.stop_reason == "duration"
 
     store = RunStore.open(result.run_dir)

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from soak.config import RunConfig
-from soak.display import QuietDisplay
 from soak.report import build_outputs
 from soak.runner import run
 from soak.store import STORE_NAME
@@ -63,7 +62,7 @@ def faulty_run(tmp_path_factory) -> Path:
         tags={"rack": HOSTILE_TAG},
         command="soak run --backend sim --minutes 40 --sim-gpus 4 --seed 3",
     )
-    result = run(config, display=QuietDisplay())
+    result = run(config)
     rename_device(result.run_dir, 0, HOSTILE_NAME)
     build_outputs(result.run_dir)
     return result.run_dir
@@ -82,6 +81,6 @@ def fixed_run(tmp_path_factory) -> Path:
         sim_gpus=4,
         sim_faults=FAULTS[1:],
     )
-    result = run(config, display=QuietDisplay())
+    result = run(config)
     build_outputs(result.run_dir)
     return result.run_dir

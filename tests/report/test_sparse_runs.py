@@ -43,13 +43,13 @@ def test_a_run_without_devices(tmp_path):
 
 
 @pytest.mark.parametrize("stalled", [(0, 1, 2), (0, 1, 2, 3)])
-def test_a_server_where_most_devices_did_no_work(sim_config, quiet, stalled):
+def test_a_server_where_most_devices_did_no_work(sim_config, stalled):
     # Input starved outright: those devices' steady throughput is 0, and so is the server
     # median (and with every device starved, the mean); the report still comes, and no
     # device passes on a zero.
     faults = tuple(f"stall:gpu={g}:fraction=1" for g in stalled)
     config = sim_config(duration_s=600.0, sim_gpus=4, sim_faults=faults)
-    analysis, report = build_outputs(run(config, display=quiet).run_dir)
+    analysis, report = build_outputs(run(config).run_dir)
     assert analysis.verdict == "FAIL" and report.is_file()
     assert [d.verdict == "FAIL" for d in analysis.devices] == [i in stalled for i in range(4)]
     outliers = [c for c in analysis.checks if c.check == "outlier"]

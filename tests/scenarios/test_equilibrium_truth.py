@@ -31,14 +31,14 @@ def _bench():
 bench = _bench()
 
 
-def test_the_bench_path_gives_the_analysis_the_store_path_gives(sim_config, quiet):
+def test_the_bench_path_gives_the_analysis_the_store_path_gives(sim_config):
     faults = ("slow:gpu=1:factor=0.93", "ecc:gpu=2:at=300")
     direct = analyze_run(
         bench.simulate(seed=9, gpus=4, faults=faults, workload="mix", duration_s=1800).data,
         PROFILE,
     )
     config = sim_config(workload="mix", duration_s=1800, seed=9, sim_gpus=4, sim_faults=faults)
-    store = RunStore.open(run(config, display=quiet).run_dir)
+    store = RunStore.open(run(config).run_dir)
     stored = analyze(store, PROFILE)
     store.close_read()
     assert direct.verdict == stored.verdict == "FAIL"

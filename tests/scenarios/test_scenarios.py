@@ -13,7 +13,6 @@ import pytest
 from soak.analysis import analyze
 from soak.analysis.checks import Status
 from soak.config import Profile, RunConfig, load_profile
-from soak.display import QuietDisplay
 from soak.runner import run
 from soak.store import RunStore
 
@@ -100,7 +99,7 @@ def test_scenario(scenario: Scenario, tmp_path):
         sim_faults=scenario.faults,
         profile=profile,
     )
-    result = run(config, display=QuietDisplay())
+    result = run(config)
     store = RunStore.open(result.run_dir)
     try:
         analysis = analyze(store, profile)
