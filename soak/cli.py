@@ -69,62 +69,245 @@ def _workload_option(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _sub(sub, name: str, summary: str, description: str, examples: Sequence[str]):
+    """A subcommand with its one-line summary, a paragraph, and examples in its epilog."""
+    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="soak", description="Burn-in soak benchmark for GPU servers.")
+    parser = _Parser(
+        prog="soak",
+        description="Burn-in soak benchmark for GPU servers: loads every GPU at once, detects "
+        "thermal equilibrium, and writes an acceptance report comparing cold and steady state.",
+        epilog="exit codes: 0 PASS, 1 FAIL, 2 bad input or configuration, 3 run incomplete",
+    )
     parser.add_argument("--version", action="version", version=f"soak {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log more")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="log more, on stderr (default: warnings only)"
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    run = sub.add_parser("run", help="run a soak and write its report")
-    run.add_argument("--backend", default="auto", help=f"one of {', '.join(BACKEND_NAMES)}")
-    run.add_argument("--workload", default="mix", help=f"one of {', '.join(WORKLOAD_NAMES)}")
-    length = run.add_mutually_exclusive_group()
-    length.add_argument("--hours", type=_positive("--hours"))
-    length.add_argument("--minutes", type=_positive("--minutes"))
-    run.add_argument(
-        "--until-steady", action="store_true", help="stop once every device has its steady window"
+    run = _sub(
+        sub,
+        "run",
+        "run a soak and write its report",
+        "Load every device with the chosen workload for the given time, sample telemetry each "
+        "tick into OUT/<host>/<UTC stamp>/soak.sqlite, detect each device's thermal "
+        "equilibrium, then write summary.json, junit.xml and report.html there with a "
+        "PASS/FAIL verdict. The last line printed is the report's path. Ctrl-C stops cleanly "
+        "and still reports (INCOMPLETE).",
+        [
+            "soak run --hours 2                       # every GPU of this server, 2 hours",
+            "soak run --backend sim --minutes 30 --sim-fault airflow:gpu=3:factor=2.2",
+        ],
     )
-    run.add_argument("--interval", type=_positive("--interval"), default=1.0, help="tick (s)")
+    run.add_argument(
+        "--backend",
+        default="auto",
+        help=f"telemetry backend: {', '.join(BACKEND_NAMES)} (default auto: NVIDIA, then AMD, "
+        "then CPU)",
+    )
+    run.add_argument(
+        "--workload",
+        default="mix",
+        help=f"load: {', '.join(WORKLOAD_NAMES)} (default mix: all three parts at once)",
+    )
+    length = run.add_mutually_exclusive_group()
+    length.add_argument(
+        "--hours",
+        type=_positive("--hours"),
+        metavar="H",
+        help="soak length in hours, after the idle baseline (default 2; --minutes for shorter)",
+    )
+    length.add_argument(
+        "--minutes", type=_positive("--minutes"), metavar="M", help="soak length in minutes"
+    )
+    run.add_argument(
+        "--until-steady",
+        action="store_true",
+        help="stop early once every device has reached equilibrium and its 10-minute steady "
+        "window (default: run the whole length)",
+    )
+    run.add_argument(
+        "--interval",
+        type=_positive("--interval"),
+        default=1.0,
+        metavar="S",
+        help="telemetry sample interval in seconds (default 1)",
+    )
     run.add_argument(
         "--baseline",
         type=_positive("--baseline", allow_zero=True),
         default=10.0,
-        help="idle baseline before the load (s)",
+        metavar="S",
+        help="idle baseline before the load, in seconds (default 10)",
     )
-    run.add_argument("--devices", type=_device_list, help="e.g. 0,1,2")
-    run.add_argument("--profile", help="acceptance profile: a TOML file or a built-in name")
-    run.add_argument("--out", type=Path, default=Path("reports"), help="reports folder")
-    run.add_argument("--seed", type=_positive("--seed", int, allow_zero=True))
-    run.add_argument("--tag", type=_tag, action="append", default=[], metavar="KEY=VALUE")
+    run.add_argument(
+        "--devices",
+        type=_device_list,
+        metavar="0,1,...",
+        help="device indices to soak (default: all)",
+    )
+    run.add_argument(
+        "--profile",
+        metavar="FILE|NAME",
+        help="acceptance profile: a TOML file or a built-in name such as h100-sxm "
+        "(default: the built-in default profile)",
+    )
+    run.add_argument(
+        "--out",
+        type=Path,
+        default=Path("reports"),
+        metavar="DIR",
+        help="folder the run folder OUT/<host>/<UTC stamp>/ goes in (default reports)",
+    )
+    run.add_argument(
+        "--seed",
+        type=_positive("--seed", int, allow_zero=True),
+        metavar="N",
+        help="random seed of the workloads' data and of the simulator, recorded in the run "
+        "(default: random on sim, 0 elsewhere)",
+    )
+    run.add_argument(
+        "--tag",
+        type=_tag,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="label recorded in the run and summary, e.g. rack=r12 (repeatable; default none)",
+    )
     run.add_argument(
         "--option",
         type=_workload_option,
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="workload option, e.g. dtype=fp16",
+        help="workload option, e.g. dtype=fp16 or mem_fraction=0.5 (repeatable; default: the "
+        "workload's own choice; an unknown key lists the known ones)",
     )
-    run.add_argument("--heartbeat-timeout", type=_positive("--heartbeat-timeout"), default=120.0)
-    run.add_argument("--sim-gpus", type=_positive("--sim-gpus", int), default=8)
-    run.add_argument("--sim-sku", default="h100-sxm")
-    run.add_argument("--sim-fault", action="append", default=[], metavar="SPEC")
-
-    report = sub.add_parser(
-        "report", help="rebuild summary.json, junit.xml and report.html from a run"
+    run.add_argument(
+        "--heartbeat-timeout",
+        type=_positive("--heartbeat-timeout"),
+        default=120.0,
+        metavar="S",
+        help="seconds a worker may stay silent before its device fails as hung (default 120)",
     )
-    report.add_argument("run_dir", type=Path)
-    report.add_argument("--profile", help="judge with another profile than the run's own")
+    run.add_argument(
+        "--metrics-port",
+        type=_port,
+        metavar="PORT",
+        help="serve Prometheus metrics on this TCP port for the whole run; 0 picks a free port "
+        "and prints it (default: no exporter)",
+    )
+    run.add_argument(
+        "--metrics-addr",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="address the metrics port listens on (default 127.0.0.1: this machine only)",
+    )
+    run.add_argument(
+        "--sim-gpus",
+        type=_positive("--sim-gpus", int),
+        default=8,
+        metavar="N",
+        help="simulated devices, with --backend sim (default 8)",
+    )
+    run.add_argument(
+        "--sim-sku",
+        default="h100-sxm",
+        metavar="NAME",
+        help="simulated SKU: h100-sxm, h200, a100-sxm or mi300x (default h100-sxm)",
+    )
+    run.add_argument(
+        "--sim-fault",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="simulated fault KIND[:key=value]..., e.g. airflow:gpu=3:factor=2.2 (repeatable; "
+        "default none; the README lists the kinds)",
+    )
 
-    compare = sub.add_parser("compare", help="compare two runs of the same server")
+    report = _sub(
+        sub,
+        "report",
+        "rebuild summary.json, junit.xml and report.html from a run",
+        "Analyse a run folder's store again and rewrite its summary.json, junit.xml and "
+        "report.html: for a run whose coordinator was killed, or to judge a run with another "
+        "profile. The store is only read.",
+        [
+            "soak report reports/node1/20261201T101500Z",
+            "soak report reports/node1/20261201T101500Z --profile h100-sxm",
+        ],
+    )
+    report.add_argument("run_dir", type=Path, help="the run folder (holding soak.sqlite)")
+    report.add_argument(
+        "--profile",
+        metavar="FILE|NAME",
+        help="judge with another profile than the run's own (default: the run's own)",
+    )
+
+    compare = _sub(
+        sub,
+        "compare",
+        "compare two runs of the same server",
+        "Print, per device, the change in steady clocks, temperatures, power and throughput "
+        "between two runs and whether each is larger than the runs' own noise, and write the "
+        "same as compare.html.",
+        [
+            "soak compare reports/n1/before reports/n1/after",
+            "soak compare before/summary.json after/summary.json --out cmp.html",
+        ],
+    )
     compare.add_argument("run_a", type=Path, help="run folder (or its summary.json): before")
     compare.add_argument("run_b", type=Path, help="run folder (or its summary.json): after")
-    compare.add_argument("--out", type=Path, help="comparison report (default RUN_B/compare.html)")
+    compare.add_argument(
+        "--out", type=Path, metavar="FILE", help="comparison report (default RUN_B/compare.html)"
+    )
 
-    devices = sub.add_parser("devices", help="list devices and their capability table")
-    devices.add_argument("--backend", default="auto")
-    devices.add_argument("--sim-gpus", type=_positive("--sim-gpus", int), default=8)
-    devices.add_argument("--sim-sku", default="h100-sxm")
+    devices = _sub(
+        sub,
+        "devices",
+        "list devices and their capability table",
+        "Open the backend, list its devices (name, UUID, bus id, power limit) and what each "
+        "can report (supported, not supported, no permission, function missing), then exit.",
+        ["soak devices", "soak devices --backend sim --sim-gpus 4"],
+    )
+    devices.add_argument(
+        "--backend",
+        default="auto",
+        help=f"telemetry backend: {', '.join(BACKEND_NAMES)} (default auto)",
+    )
+    devices.add_argument(
+        "--sim-gpus",
+        type=_positive("--sim-gpus", int),
+        default=8,
+        metavar="N",
+        help="simulated devices, with --backend sim (default 8)",
+    )
+    devices.add_argument(
+        "--sim-sku",
+        default="h100-sxm",
+        metavar="NAME",
+        help="simulated SKU, with --backend sim (default h100-sxm)",
+    )
     return parser
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise ConfigError(f"--metrics-port: {text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--metrics-port: {port} is not in 0..65535")
+    return port
 
 
 def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
@@ -224,12 +407,21 @@ def _typed(key: str, text: str, kinds: set[object]) -> object:
 
 
 def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from soak.display import make_display
+    from soak.live.view import make_view
     from soak.report import build_outputs
     from soak.runner import run
 
     config = _run_config(args, argv)
-    result = run(config, watchers=[make_display()])
+    windows = config.profile.windows
+    cold_end = windows.cold_start_s + windows.cold_length_s
+    watchers: list = [make_view(sys.stderr, windows.cold_start_s, cold_end)]
+    if args.metrics_port is not None:  # bound now: a port in use is bad input, before any soak
+        from soak.live.exporter import MetricsExporter
+
+        exporter = MetricsExporter(args.metrics_port, args.metrics_addr)
+        print(f"soak: Prometheus metrics on {exporter.url}", file=sys.stderr, flush=True)
+        watchers.append(exporter)
+    result = run(config, watchers=watchers)
     try:
         analysis, report = build_outputs(result.run_dir, config.profile)
     except OSError as exc:  # a disk that filled up: the store has the run, the report waits

@@ -1,0 +1,104 @@
+"""What watching costs the sampling loop: a simulated 8-GPU soak's time per tick with no
+watcher, with the plain-line view, and with the Prometheus exporter scraped over HTTP every
+1 s of wall time (Prometheus' shortest usual scrape interval) and every 0.1 s (a stress: on
+the virtual clock each wall second is hundreds of ticks, so this is far more scraping per
+tick than any real run sees). The scraper is another thread of the same process, as
+Prometheus' requests are served by the exporter's thread during a real soak. Runs alternate,
+side by side in one process, so the machine's noise hits all of them alike; the ratio to
+"no watcher" is the figure. Prints a table and one JSON line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from soak.config import RunConfig
+from soak.live.exporter import MetricsExporter
+from soak.live.view import PlainView
+from soak.progress import Progress
+from soak.runner import run
+
+HOURS = 1.0
+GPUS = 8
+SCRAPE_EVERY_S = {"exporter, 1 s": 1.0, "exporter, 0.1 s": 0.1}
+
+
+class Ticks:
+    """Counts ticks (a watcher that does nothing else)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def update(self, progress: Progress) -> None:
+        self.n += 1
+
+    def close(self) -> None:
+        pass
+
+
+def scraper(url: str, stop: threading.Event, every_s: float = 0.1) -> list[int]:
+    sizes: list[int] = []
+
+    def loop() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                sizes.append(len(urllib.request.urlopen(url, timeout=5).read()))
+            stop.wait(every_s)
+
+    threading.Thread(target=loop, daemon=True).start()
+    return sizes
+
+
+def one(kind: str, out: Path) -> dict:
+    config = RunConfig(
+        backend="sim", workload="mix", duration_s=HOURS * 3600, seed=1, out=out, sim_gpus=GPUS
+    )
+    ticks = Ticks()
+    watchers: list = [ticks]
+    stop = threading.Event()
+    sizes: list[int] = []
+    if kind == "plain view":
+        watchers.append(PlainView(io.StringIO()))
+    elif kind.startswith("exporter"):
+        exporter = MetricsExporter(0)
+        watchers.append(exporter)
+        sizes = scraper(exporter.url, stop, SCRAPE_EVERY_S[kind])
+    start = time.perf_counter()
+    run(config, watchers=watchers)
+    wall = time.perf_counter() - start
+    stop.set()
+    return {"kind": kind, "us_per_tick": 1e6 * wall / ticks.n, "scrapes": len(sizes)}
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    kinds = ("none", "plain view", *SCRAPE_EVERY_S)
+    results: dict[str, list[dict]] = {k: [] for k in kinds}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(rounds):
+            for kind in kinds:
+                results[kind].append(one(kind, Path(tmp)))
+    base = statistics.median(r["us_per_tick"] for r in results["none"])
+    rows = []
+    print(f"{'watcher':>16} {'µs/tick (median)':>17} {'ratio to none':>14} {'scrapes':>8}")
+    for kind in kinds:
+        us = statistics.median(r["us_per_tick"] for r in results[kind])
+        scrapes = sum(r["scrapes"] for r in results[kind])
+        rows.append({"watcher": kind, "us_per_tick": us, "ratio": us / base, "scrapes": scrapes})
+        print(f"{kind:>16} {us:>17.0f} {us / base:>14.3f} {scrapes:>8}")
+    print(json.dumps({"bench": "live_overhead", "hours": HOURS, "gpus": GPUS, "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,310 @@
+"""What a person watching a soak sees: a live ``rich`` table on a terminal, plain timestamped
+lines anywhere else (a pipe, ``nohup``, a Slurm log).
+
+Both read only the runner's ``Progress`` snapshots. ``Tracker`` keeps what a view derives
+from the snapshots it has seen (each part's cold rate, the temperature a minute ago, the
+clock-event reasons already announced) so that the two views say the same things.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from soak.model import RATE_UNITS, ClockReason, EventKind
+from soak.progress import DeviceProgress, Progress
+from soak.units import NOT_AVAILABLE, si
+
+# Reasons a watcher is told about: the device is held back by heat or by its board. Idle,
+# application clocks and the power cap are the normal state of a loaded GPU.
+NOTABLE: int = ~int(
+    ClockReason.GPU_IDLE | ClockReason.APPLICATIONS_CLOCKS_SETTING | ClockReason.SW_POWER_CAP
+)
+# Events worth a message line as they happen.
+ANNOUNCED = frozenset(
+    {
+        EventKind.LOAD_START,
+        EventKind.EQUILIBRIUM,
+        EventKind.FAULT_INJECTED,
+        EventKind.XID,
+        EventKind.ECC,
+        EventKind.DEVICE_LOST,
+        EventKind.VERIFICATION_FAILED,
+        EventKind.WARNING,
+        EventKind.STOP,
+    }
+)
+TREND_S = 60.0  # temperature trend: change over the last minute
+
+
+def _num(value: float | None, fmt: str, unit: str) -> str:
+    return NOT_AVAILABLE if value is None else f"{value:{fmt}} {unit}"
+
+
+def reason_names(bits: int) -> str:
+    return ", ".join(ClockReason(bits).names())
+
+
+@dataclass
+class _Seen:
+    """One device's history as a view needs it."""
+
+    temps: deque[tuple[float, float]] = field(default_factory=deque)
+    cold_sum: dict[str, float] = field(default_factory=dict)
+    cold_n: dict[str, int] = field(default_factory=dict)
+    reasons: int = 0  # notable reasons announced so far
+    failed: bool = False
+    lost: bool = False
+
+
+class Tracker:
+    """Derives trends, cold rates and new messages from successive snapshots."""
+
+    def __init__(self, cold_start_s: float = 5.0, cold_end_s: float = 65.0) -> None:
+        self.cold_start_s = cold_start_s
+        self.cold_end_s = cold_end_s
+        self.seen: dict[int, _Seen] = {}
+
+    def add(self, progress: Progress) -> list[str]:
+        """Take one snapshot; returns the messages it brings, in order."""
+        messages = [
+            _event_text(e.device, e.message)
+            for e in progress.events
+            if e.kind in ANNOUNCED or (e.kind is EventKind.WORKER_OUTCOME and _bad_outcome(e))
+        ]
+        for d in progress.devices:
+            seen = self.seen.setdefault(d.index, _Seen())
+            messages += self._device(d, seen)
+        return messages
+
+    def _device(self, d: DeviceProgress, seen: _Seen) -> list[str]:
+        messages = []
+        row = d.telemetry
+        if row is not None and row.temp_c is not None:
+            if not seen.temps or seen.temps[-1][0] != row.t_s:
+                seen.temps.append((row.t_s, row.temp_c))
+            while len(seen.temps) > 2 and seen.temps[1][0] <= row.t_s - TREND_S:
+                seen.temps.popleft()
+        if row is not None and row.clock_reasons is not None:
+            new = row.clock_reasons & NOTABLE & ~seen.reasons
+            if new:
+                seen.reasons |= new
+                messages.append(_event_text(d.index, f"clock event: {reason_names(new)}"))
+        if d.work_start_s is not None and row is not None:
+            since = row.t_s - d.work_start_s
+            if self.cold_start_s <= since <= self.cold_end_s:
+                for r in d.rates:
+                    seen.cold_sum[r.part] = seen.cold_sum.get(r.part, 0.0) + r.rate
+                    seen.cold_n[r.part] = seen.cold_n.get(r.part, 0) + 1
+        if d.lost and not seen.lost:
+            seen.lost = True
+        if d.failed and not seen.failed:
+            seen.failed = True
+            messages.append(_event_text(d.index, "its load failed: the device fails"))
+        return messages
+
+    def trend(self, index: int) -> str:
+        """The temperature change over about the last minute: "↑ 2 °C/min", "→"."""
+        temps = self.seen.get(index, _Seen()).temps
+        if len(temps) < 2 or temps[-1][0] - temps[0][0] < TREND_S / 2:
+            return ""
+        (t0, y0), (t1, y1) = temps[0], temps[-1]
+        per_min = (y1 - y0) / (t1 - t0) * 60
+        if abs(per_min) < 0.5:
+            return "→"
+        return f"{'↑' if per_min > 0 else '↓'} {abs(per_min):.0f} °C/min"
+
+    def cold_rate(self, index: int, part: str) -> float | None:
+        seen = self.seen.get(index)
+        if seen is None or not seen.cold_n.get(part):
+            return None
+        return seen.cold_sum[part] / seen.cold_n[part]
+
+    def rates(self, d: DeviceProgress) -> str:
+        """Each part's latest rate in its unit, against its cold mean where one is known."""
+        out = []
+        for r in d.rates:
+            text = f"{r.part} {si(r.rate, RATE_UNITS.get(r.unit, r.unit + '/s'))}"
+            cold = self.cold_rate(d.index, r.part)
+            if cold and self._past_cold(d):
+                text += f" ({100 * r.rate / cold:.1f} % of cold)"
+            out.append(text)
+        return "  ".join(out) or "-"
+
+    def _past_cold(self, d: DeviceProgress) -> bool:
+        if d.work_start_s is None or d.telemetry is None:
+            return False
+        return d.telemetry.t_s - d.work_start_s > self.cold_end_s
+
+    def state(self, d: DeviceProgress) -> str:
+        if d.lost:
+            return "lost"
+        if d.failed:
+            return "failed"
+        row = d.telemetry
+        if row is not None and row.clock_reasons and row.clock_reasons & NOTABLE:
+            return f"throttled: {reason_names(row.clock_reasons & NOTABLE)}"
+        if d.equilibrium_s is not None:
+            return f"steady at {d.equilibrium_s / 60:.1f} min"
+        if d.work_start_s is None:
+            return "starting"
+        return "warming" if d.eta_s is None else f"warming, ~{d.eta_s / 60:.0f} min to go"
+
+
+def _bad_outcome(event) -> bool:
+    return event.details.get("outcome") not in (None, "ok")
+
+
+def _event_text(device: int | None, message: str) -> str:
+    return message if device is None else f"device {device}: {message}"
+
+
+def device_line(tracker: Tracker, d: DeviceProgress) -> str:
+    """One device in one plain line: temperature and trend, clock, power against the limit,
+    throughput against cold, state."""
+    row = d.telemetry
+    temp = _num(row and row.temp_c, ".0f", "°C")
+    trend = tracker.trend(d.index)
+    limit = row and row.power_limit_w
+    power = _num(row and row.power_w, ".0f", "W") + (f" / {limit:.0f} W" if limit else "")
+    return (
+        f"device {d.index}: {temp}{' ' + trend if trend else ''}, "
+        f"{_num(row and row.sm_clock_mhz, '.0f', 'MHz')}, {power}, "
+        f"{tracker.rates(d)}, {tracker.state(d)}"
+    )
+
+
+def header_text(p: Progress) -> str:
+    load = p.load_elapsed_s
+    planned = "until steady" if p.until_steady else f"{p.planned_s / 60:.0f} min"
+    done = "" if load is None else f", load {load / 60:.1f} of {planned}"
+    return f"soak {p.backend} · {p.workload} · {p.host} · {p.phase} · {p.t_s / 60:.1f} min{done}"
+
+
+class LiveView:
+    """The terminal view: a header with a progress bar and one row per device, redrawn in
+    place at most ``refresh_s`` of wall time apart; messages scroll above it."""
+
+    def __init__(
+        self,
+        stream: TextIO,
+        tracker: Tracker | None = None,
+        refresh_s: float = 0.25,
+        wall: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.tracker = tracker or Tracker()
+        self.console = Console(file=stream, force_terminal=True, highlight=False)
+        self.live = Live(console=self.console, auto_refresh=False, transient=False)
+        self.refresh_s = refresh_s
+        self._wall = wall
+        self._last: float | None = None
+        self._latest: Progress | None = None
+        self._started = False
+
+    def render(self, p: Progress) -> Group:
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        for col in ("dev", "temp", "trend", "SM clock", "power", "throughput", "state"):
+            table.add_column(col, no_wrap=col != "throughput")
+        for d in p.devices:
+            row = d.telemetry
+            limit = row and row.power_limit_w
+            power = _num(row and row.power_w, ".0f", "W") + (f" / {limit:.0f}" if limit else "")
+            state = self.tracker.state(d)
+            style = "red" if state in ("lost", "failed") or state.startswith("throttled") else ""
+            table.add_row(
+                str(d.index),
+                _num(row and row.temp_c, ".0f", "°C"),
+                self.tracker.trend(d.index),
+                _num(row and row.sm_clock_mhz, ".0f", "MHz"),
+                power,
+                self.tracker.rates(d),
+                Text(state, style=style),
+            )
+        parts: list = [Text(header_text(p), style="bold")]
+        if p.load_elapsed_s is not None and not p.until_steady and p.planned_s > 0:
+            parts.append(
+                ProgressBar(total=p.planned_s, completed=min(p.load_elapsed_s, p.planned_s))
+            )
+        parts += [
+            table,
+            Text("Ctrl-C stops and reports; a second Ctrl-C stops at once", style="dim"),
+        ]
+        return Group(*parts)
+
+    def update(self, progress: Progress) -> None:
+        self._latest = progress
+        for message in self.tracker.add(progress):
+            self.console.print(f"[{progress.t_s / 60:6.1f} min] {message}", markup=False)
+        now = self._wall()
+        if self._last is not None and now - self._last < self.refresh_s:
+            return
+        self._last = now
+        if not self._started:
+            self.live.start()
+            self._started = True
+        self.live.update(self.render(progress), refresh=True)
+
+    def close(self) -> None:
+        if self._started:
+            if self._latest is not None:  # the last state, not the last redraw's
+                self.live.update(self.render(self._latest), refresh=True)
+            self.live.stop()
+
+
+class PlainView:
+    """Timestamped lines for a log: every message as it happens, and one line per device per
+    ``every_s`` of run time (a 2-hour soak of 8 GPUs leaves about 1,000 lines, not 57,600)."""
+
+    def __init__(
+        self,
+        stream: TextIO,
+        tracker: Tracker | None = None,
+        every_s: float = 60.0,
+        now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self.stream: TextIO | None = stream
+        self.tracker = tracker or Tracker()
+        self.every_s = every_s
+        self._now = now
+        self._next = 0.0
+
+    def _write(self, lines: list[str]) -> None:
+        """Write and flush; a stream that fails (a closed terminal, a log pipe whose reader
+        died) is dropped, so that losing the view never stops a soak."""
+        if self.stream is None or not lines:
+            return
+        try:
+            self.stream.write("".join(line + "\n" for line in lines))
+            self.stream.flush()
+        except (OSError, ValueError):  # ValueError: the stream was closed
+            self.stream = None
+
+    def update(self, progress: Progress) -> None:
+        stamp = f"{self._now():%Y-%m-%dT%H:%M:%SZ} t={progress.t_s / 60:.1f}min"
+        lines = [f"{stamp} {m}" for m in self.tracker.add(progress)]
+        if progress.t_s >= self._next:
+            self._next = (progress.t_s // self.every_s + 1) * self.every_s
+            lines.append(f"{stamp} {header_text(progress)}")
+            lines += [f"{stamp} {device_line(self.tracker, d)}" for d in progress.devices]
+        self._write(lines)
+
+    def close(self) -> None:
+        self._write([])
+
+
+def make_view(stream: TextIO, cold_start_s: float = 5.0, cold_end_s: float = 65.0):
+    """The live table on a terminal, plain lines anywhere else."""
+    tracker = Tracker(cold_start_s, cold_end_s)
+    if stream.isatty():
+        return LiveView(stream, tracker)
+    return PlainView(stream, tracker)

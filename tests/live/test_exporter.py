@@ -1,0 +1,108 @@
+"""The Prometheus exporter, fed hand-made snapshots and scraped over HTTP."""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from soak.errors import ConfigError
+from soak.live.exporter import MetricsExporter
+from soak.model import ClockReason
+
+from .snapshots import device, snapshot, xid
+
+
+def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(samples, name: str, **labels: str) -> float | None:
+    for (n, have), v in samples.items():
+        if n == name and all(dict(have).get(k) == w for k, w in labels.items()):
+            return v
+    return None
+
+
+@pytest.fixture
+def exporter():
+    exp = MetricsExporter(0)
+    yield exp
+    exp.close()
+
+
+def test_device_gauges_in_base_units_and_unreadable_values_absent(exporter) -> None:
+    exporter.update(snapshot(100.0))
+    s = scrape(exporter.url)
+    assert value(s, "soak_device_temperature_celsius", device="0", host="node1") == 61.0
+    assert value(s, "soak_device_temperature_celsius", device="1") is None  # not readable
+    assert value(s, "soak_device_sm_clock_hertz", device="0") == 1.98e9
+    assert value(s, "soak_device_power_limit_watts", device="1") == 700.0
+    assert value(s, "soak_device_power_watts", device="0") is None  # None, never 0
+    assert value(s, "soak_device_ecc_uncorrected_errors_total", device="0") is None
+    assert value(s, "soak_device_ecc_corrected_errors_total", device="0") == 3
+    assert value(s, "soak_device_work_units_per_second", part="gemm", unit="FLOP") == 6.5e14
+    assert value(s, "soak_run_planned_seconds") == 3600.0
+    assert value(s, "soak_run_phase", phase="load") == 1.0
+    assert value(s, "soak_run_phase", phase="baseline") == 0.0
+    labels = dict(next(k[1] for k in s if k[0] == "soak_device_temperature_celsius"))
+    assert labels == {
+        "host": "node1",
+        "device": "0",
+        "uuid": "GPU-0000",
+        "sku": "NVIDIA H100 80GB HBM3",
+        "workload": "mix",
+    }
+
+
+def test_clock_event_time_and_xids_are_counted_and_protection_marks_the_device(exporter) -> None:
+    brake = int(ClockReason.SW_POWER_CAP | ClockReason.HW_POWER_BRAKE)
+    exporter.update(snapshot(100.0, (device(0, 100.0),)))
+    for t in (101.0, 102.0, 103.0):
+        exporter.update(snapshot(t, (device(0, t, reasons=brake),)))
+    exporter.update(snapshot(104.0, (device(0, 104.0),), events=[xid(104.0, 0)]))
+    s = scrape(exporter.url)
+    assert value(s, "soak_device_clock_event_seconds_total", reason="hw_power_brake") == 3.0
+    assert value(s, "soak_device_clock_event_seconds_total", reason="sw_power_cap") == 4.0
+    assert value(s, "soak_device_clock_event_active", reason="hw_power_brake") == 0.0
+    assert value(s, "soak_device_clock_event_active", reason="sw_power_cap") == 1.0
+    assert value(s, "soak_device_xid_events_total", device="0") == 1.0
+    assert value(s, "soak_device_failing", device="0") == 1.0
+
+
+def test_equilibrium_state_and_eta(exporter) -> None:
+    exporter.update(
+        snapshot(
+            900.0,
+            (device(0, 900.0, equilibrium_s=640.0, eta_s=0.0), device(1, 900.0, eta_s=120.0)),
+        )
+    )
+    s = scrape(exporter.url)
+    assert value(s, "soak_device_equilibrium", device="0") == 1.0
+    assert value(s, "soak_device_equilibrium_time_seconds", device="0") == 640.0
+    assert value(s, "soak_device_equilibrium", device="1") == 0.0
+    assert value(s, "soak_device_equilibrium_eta_seconds", device="1") == 120.0
+    assert value(s, "soak_device_failing", device="1") == 0.0
+    assert value(s, "soak_run_devices_at_equilibrium") == 1.0
+
+
+def test_a_port_in_use_is_a_one_line_configuration_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError) as err:
+            MetricsExporter(port)
+    assert str(err.value).startswith(f"--metrics-port {port}: cannot listen on 127.0.0.1:{port} (")
+    assert "\n" not in str(err.value)
+
+
+def test_nothing_is_served_before_the_first_tick(exporter) -> None:
+    assert scrape(exporter.url) == {}
