@@ -130,14 +130,16 @@ class Tracker:
             return None
         return seen.cold_sum[part] / seen.cold_n[part]
 
-    def rates(self, d: DeviceProgress) -> str:
-        """Each part's latest rate in its unit, against its cold mean where one is known."""
+    def rates(self, d: DeviceProgress, short: bool = False) -> str:
+        """Each part's latest rate in its unit, against its cold mean where one is known
+        ("gemm 336 TFLOP/s (97.1 % of cold)"; ``short``: "gemm 336 TFLOP/s 97.1 %")."""
         out = []
         for r in d.rates:
             text = f"{r.part} {si(r.rate, RATE_UNITS.get(r.unit, r.unit + '/s'))}"
             cold = self.cold_rate(d.index, r.part)
             if cold and self._past_cold(d):
-                text += f" ({100 * r.rate / cold:.1f} % of cold)"
+                ratio = 100 * r.rate / cold
+                text += f" {ratio:.1f} %" if short else f" ({ratio:.1f} % of cold)"
             out.append(text)
         return "  ".join(out) or "-"
 
@@ -213,8 +215,9 @@ class LiveView:
 
     def render(self, p: Progress) -> Group:
         table = Table(box=None, pad_edge=False, header_style="bold")
-        for col in ("dev", "temp", "trend", "SM clock", "power", "throughput", "state"):
-            table.add_column(col, no_wrap=col != "throughput")
+        columns = ("dev", "temp", "trend", "SM clock", "power / limit", "throughput, % of cold")
+        for col in (*columns, "state"):
+            table.add_column(col, no_wrap=True)
         for d in p.devices:
             row = d.telemetry
             limit = row and row.power_limit_w
@@ -227,14 +230,14 @@ class LiveView:
                 self.tracker.trend(d.index),
                 _num(row and row.sm_clock_mhz, ".0f", "MHz"),
                 power,
-                self.tracker.rates(d),
+                self.tracker.rates(d, short=True),
                 Text(state, style=style),
             )
         parts: list = [Text(header_text(p), style="bold")]
         if p.load_elapsed_s is not None and not p.until_steady and p.planned_s > 0:
-            parts.append(
-                ProgressBar(total=p.planned_s, completed=min(p.load_elapsed_s, p.planned_s))
-            )
+            done = min(p.load_elapsed_s, p.planned_s)
+            # a bare bar ends without a line break: the empty Text gives it one
+            parts += [ProgressBar(total=p.planned_s, completed=done), Text("")]
         parts += [
             table,
             Text("Ctrl-C stops and reports; a second Ctrl-C stops at once", style="dim"),
