@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from soak.errors import StoreError
+from soak.fields import INTEGER_COLUMNS
 from soak.model import (
     TELEMETRY_FIELDS,
     TELEMETRY_METRICS,
@@ -36,17 +37,6 @@ from soak.model import (
 STORE_VERSION = 1
 STORE_NAME = "soak.sqlite"
 
-_INT_COLUMNS = frozenset(
-    {
-        "clock_reasons",
-        "ecc_corrected",
-        "ecc_uncorrected",
-        "remap_pending",
-        "remap_failure",
-        "retired_pages",
-        "pcie_replay",
-    }
-)
 
 _SCHEMA = f"""
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -56,7 +46,7 @@ CREATE TABLE capabilities (
     PRIMARY KEY (device, metric));
 CREATE TABLE telemetry (
     device INTEGER NOT NULL, t_s REAL NOT NULL,
-    {", ".join(f"{m} {'INTEGER' if m in _INT_COLUMNS else 'REAL'}" for m in TELEMETRY_METRICS)});
+    {", ".join(f"{m} {'INTEGER' if m in INTEGER_COLUMNS else 'REAL'}" for m in TELEMETRY_METRICS)});
 CREATE INDEX telemetry_device_t ON telemetry (device, t_s);
 CREATE TABLE work (
     device INTEGER NOT NULL, t_start_s REAL NOT NULL, t_end_s REAL NOT NULL,

@@ -19,6 +19,7 @@ from soak.analysis.windows import (
     work_rates,
 )
 from soak.config import Profile
+from soak.fields import FOLLOWED
 from soak.model import DeviceInfo, Event, EventKind, WorkerOutcome
 from soak.store import RunStore
 
@@ -193,17 +194,7 @@ def device_facts(
         equilibrium=equilibrium,
         slowdown_temp_c=info.slowdown_temp_c,
         run_incomplete=incomplete,
-        counters={
-            key: _counter(tele[key])
-            for key in (
-                "ecc_uncorrected",
-                "ecc_corrected",
-                "retired_pages",
-                "remap_pending",
-                "remap_failure",
-                "pcie_replay",
-            )
-        },
+        counters={key: _counter(tele[key]) for key in FOLLOWED},
         xids=[int(e.details.get("code", -1)) for e in mine if e.kind is EventKind.XID],
         outcome=outcome,
         outcome_detail=detail,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from soak import fields
 from soak.analysis.equilibrium import Equilibrium
 from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowStats
 from soak.config import Profile
@@ -215,16 +216,11 @@ def check_temp_margin(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     return out
 
 
-_COUNTER_LABELS = {
-    "ecc_uncorrected": "uncorrectable ECC errors",
-    "retired_pages": "retired pages",
-}
-
-
 def check_hardware_errors(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     out = []
     remapping = (f.counters.get("remap_pending") or Counter(None, None)).peak is not None
-    for key, label in _COUNTER_LABELS.items():
+    for key in fields.FAILING_COUNTERS:
+        label = fields.label(key)
         counter = f.counters.get(key)
         if key == "retired_pages" and remapping and (counter is None or not counter.readable):
             continue  # devices with row remapping (Ampere and later) retire no pages
@@ -235,10 +231,8 @@ def check_hardware_errors(f: DeviceFacts, profile: Profile) -> list[CheckResult]
         status = Status.PASS if new <= 0 else Status.FAIL
         message = f"{int(new)} new {label} (from {int(counter.first)} to {int(counter.last)})"
         out.append(CheckResult(key, status, message, f.index))
-    for key, label in (
-        ("remap_pending", "pending row remap"),
-        ("remap_failure", "row remap failure"),
-    ):
+    for key in (k for k in fields.FOLLOWED if fields.BY_NAME[k].kind is fields.Kind.FLAG):
+        label = fields.label(key)
         counter = f.counters.get(key)
         if counter is None or counter.peak is None:
             out.append(CheckResult(key, Status.WARN, f"{label}: not supported", f.index))

@@ -13,30 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from soak.config import Windows
-from soak.model import HW_REASONS, ClockReason
+from soak.fields import REASONS, WINDOW_METRICS
+from soak.model import ClockReason
 
 MIN_SEPARATE_STEADY_S = 60.0  # shortest steady window worth keeping apart from the cold one
 ENERGY_COUNTER, POWER_INTEGRAL = "energy counter", "power integral"
-
-METRICS = (
-    "temp_c",
-    "mem_temp_c",
-    "sm_clock_mhz",
-    "mem_clock_mhz",
-    "power_w",
-    "power_limit_w",
-    "util_pct",
-    "mem_util_pct",
-)
-
-# Reasons whose share of time each window reports; the HW group is one entry as well.
-REASONS = {
-    "sw_power_cap": ClockReason.SW_POWER_CAP,
-    "sw_thermal": ClockReason.SW_THERMAL,
-    "hw_slowdown": ClockReason.HW_SLOWDOWN,
-    "hw_thermal": ClockReason.HW_THERMAL,
-    "hw_power_brake": ClockReason.HW_POWER_BRAKE,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +122,7 @@ def window_stats(
     t = tele["t_s"]
     mask = window.mask(t)
     median, p10, p90 = {}, {}, {}
-    for name in METRICS:
+    for name in WINDOW_METRICS:
         column = tele.get(name)
         values = column[mask] if column is not None else np.empty(0)
         median[name] = _quantile(values, 0.5)
@@ -167,13 +148,11 @@ def window_stats(
     readable = reasons[np.isfinite(reasons)].astype(np.int64)
     share: dict[str, float | None] = {}
     unknown = 0
-    for name, bit in REASONS.items():
-        share[name] = float(np.mean(readable & int(bit) != 0)) if readable.size else None
+    for reason in REASONS:
+        hit = readable & int(reason.bits) != 0
+        share[reason.key] = float(np.mean(hit)) if readable.size else None
     if readable.size:
-        share["hw_any"] = float(np.mean(readable & int(HW_REASONS) != 0))
         unknown = int(np.bitwise_or.reduce(readable) & ~ClockReason.known_mask())
-    else:
-        share["hw_any"] = None
 
     power, basis = _mean_power(t[mask], tele["energy_j"][mask], tele["power_w"][mask])
     return WindowStats(

@@ -26,32 +26,16 @@ from prometheus_client.exposition import start_http_server
 
 from soak import __version__
 from soak.errors import ConfigError
+from soak.fields import FIELDS, Kind
 from soak.model import HW_REASONS, ClockReason, EventKind, Telemetry
 from soak.progress import DeviceProgress, Phase, Progress
 
 DEVICE_LABELS = ("host", "device", "uuid", "sku", "workload")
 
-# Telemetry gauges: (metric name, field, scale to the base unit, help). One line per metric.
-GAUGES: tuple[tuple[str, str, float, str], ...] = (
-    ("temperature_celsius", "temp_c", 1.0, "GPU (die) temperature"),
-    ("memory_temperature_celsius", "mem_temp_c", 1.0, "memory (HBM) temperature"),
-    ("sm_clock_hertz", "sm_clock_mhz", 1e6, "SM (graphics) clock"),
-    ("memory_clock_hertz", "mem_clock_mhz", 1e6, "memory clock"),
-    ("power_watts", "power_w", 1.0, "power draw"),
-    ("power_limit_watts", "power_limit_w", 1.0, "enforced power limit"),
-    ("utilization_ratio", "util_pct", 0.01, "compute utilisation, 0 to 1"),
-    ("memory_utilization_ratio", "mem_util_pct", 0.01, "memory-controller utilisation, 0 to 1"),
-    ("fan_ratio", "fan_pct", 0.01, "fan speed, 0 to 1 of its maximum"),
-    ("remap_pending", "remap_pending", 1.0, "1 while a memory row remap waits for a reset"),
-    ("retired_pages", "retired_pages", 1.0, "memory pages retired since manufacture"),
-)
-# Device counters as the device reports them (cumulative since the driver loaded).
-COUNTERS: tuple[tuple[str, str, str], ...] = (
-    ("ecc_corrected_errors", "ecc_corrected", "corrected ECC errors (volatile count)"),
-    ("ecc_uncorrected_errors", "ecc_uncorrected", "uncorrected ECC errors (volatile count)"),
-    ("pcie_replay", "pcie_replay", "PCIe replay counter"),
-    ("energy_joules", "energy_j", "energy counter"),
-)
+# Each telemetry field with a Prometheus name (the registry's ``prom``): counters as
+# counters (``_total`` added), every other kind as a gauge in its base unit.
+GAUGES = tuple(f for f in FIELDS if f.prom and f.kind is not Kind.COUNTER)
+COUNTERS = tuple(f for f in FIELDS if f.prom and f.kind is Kind.COUNTER)
 REASONS: tuple[ClockReason, ...] = tuple(r for r in ClockReason if r.value and r.name)
 KNOWN_BITS = int(ClockReason.known_mask())
 HW_BITS = int(HW_REASONS)
@@ -176,20 +160,14 @@ def _device_metrics(p: Progress, tally: dict[int, _DeviceTally]) -> Iterator[Met
     rows: list[tuple[list[str], DeviceProgress, Telemetry | None]] = [
         (_labels(p, d), d, d.telemetry) for d in p.devices
     ]
-    for name, attr, scale, text in GAUGES:
-        family = GaugeMetricFamily(f"soak_device_{name}", text, labels=DEVICE_LABELS)
-        for labels, _, row in rows:
-            value = None if row is None else getattr(row, attr)
-            if value is not None:
-                family.add_metric(labels, value * scale)
-        yield family
-    for name, attr, text in COUNTERS:
-        family = CounterMetricFamily(f"soak_device_{name}", text, labels=DEVICE_LABELS)
-        for labels, _, row in rows:
-            value = None if row is None else getattr(row, attr)
-            if value is not None:
-                family.add_metric(labels, value)
-        yield family
+    for fields, family_type in ((GAUGES, GaugeMetricFamily), (COUNTERS, CounterMetricFamily)):
+        for field in fields:
+            family = family_type(f"soak_device_{field.prom}", field.meaning, labels=DEVICE_LABELS)
+            for labels, _, row in rows:
+                value = None if row is None else getattr(row, field.name)
+                if value is not None:
+                    family.add_metric(labels, value * field.prom_scale)
+            yield family
 
     rate = GaugeMetricFamily(
         "soak_device_work_units_per_second",

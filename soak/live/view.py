@@ -203,9 +203,10 @@ class LiveView:
         tracker: Tracker | None = None,
         refresh_s: float = 0.25,
         wall: Callable[[], float] = time.monotonic,
+        width: int | None = None,
     ) -> None:
         self.tracker = tracker or Tracker()
-        self.console = Console(file=stream, force_terminal=True, highlight=False)
+        self.console = Console(file=stream, force_terminal=True, highlight=False, width=width)
         self.live = Live(console=self.console, auto_refresh=False, transient=False)
         self.refresh_s = refresh_s
         self._wall = wall

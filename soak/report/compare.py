@@ -22,6 +22,7 @@ from typing import Any
 
 from soak import __version__
 from soak.errors import ConfigError
+from soak.fields import BY_NAME, NOISE_METRICS
 from soak.report import figures
 from soak.report.html import render, write_html
 from soak.report.summary import load_summary
@@ -33,11 +34,7 @@ COMPARE_NAME = "compare.html"
 
 # metric key -> (label, unit, which way is better: +1 higher, -1 lower, 0 neither)
 METRICS: dict[str, tuple[str, str, int]] = {
-    "sm_clock_mhz": ("SM clock", "MHz", +1),
-    "mem_clock_mhz": ("memory clock", "MHz", +1),
-    "temp_c": ("temperature", "°C", -1),
-    "mem_temp_c": ("HBM temperature", "°C", -1),
-    "power_w": ("power", "W", 0),
+    name: (BY_NAME[name].label, BY_NAME[name].unit, BY_NAME[name].better) for name in NOISE_METRICS
 }
 
 

@@ -27,6 +27,7 @@ from matplotlib.patches import Patch
 
 from soak.analysis.analyze import DeviceResult
 from soak.analysis.windows import work_rates
+from soak.fields import BY_NAME, NOISE_METRICS
 from soak.model import ClockReason
 
 MAX_POINTS = 1000  # bins per plotted series; about one per pixel column of a figure
@@ -479,12 +480,13 @@ def comparison(changes: Sequence) -> str:
     devices = sorted({c.device for c in changes})
     rel_keys = sorted({c.key for c in changes if c.key.startswith("throughput:")})
     rel_keys.append("sm_clock_mhz")
+    temp_keys = [k for k in NOISE_METRICS if BY_NAME[k].unit == "°C"]
     fig = Figure(figsize=(WIDTH_IN, 5.2))
     ax_rel, ax_temp = fig.subplots(2, 1, sharex=True)
     rel_colors = ("#0969da", "#1a7f37", "#8250df", "#57606a", "#bc4c00")
     panels = (
         (ax_rel, rel_keys, True, "change (%)", rel_colors),
-        (ax_temp, ["temp_c", "mem_temp_c"], False, "change (°C)", ("#cf222e", "#8250df")),
+        (ax_temp, temp_keys, False, "change (°C)", ("#cf222e", "#8250df")),
     )
     by_key = {(c.device, c.key): c for c in changes}
     for ax, keys, relative, ylabel, colors in panels:

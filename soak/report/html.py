@@ -14,11 +14,12 @@ from typing import Any
 import jinja2
 import numpy as np
 
-from soak import __version__
+from soak import __version__, fields
 from soak.analysis.analyze import INCOMPLETE_STOPS, Analysis, DeviceResult, RunData
 from soak.analysis.checks import CheckResult
-from soak.analysis.windows import REASONS, WindowStats
+from soak.analysis.windows import WindowStats
 from soak.config import Checks, Windows
+from soak.fields import REASONS
 from soak.model import RATE_UNITS, EventKind
 from soak.report import figures
 from soak.report.junit import case_names
@@ -70,22 +71,6 @@ CHECK_MEANINGS = {
     "require_equilibrium": "fail (not warn) when equilibrium is not reached",
 }
 
-REASON_LABELS = {
-    "sw_power_cap": "SW power cap",
-    "sw_thermal": "SW thermal slowdown",
-    "hw_slowdown": "HW slowdown",
-    "hw_thermal": "HW thermal slowdown",
-    "hw_power_brake": "HW power brake",
-    "hw_any": "any HW reason",
-}
-COUNTER_LABELS = {
-    "ecc_uncorrected": "uncorrectable ECC errors",
-    "ecc_corrected": "correctable ECC errors",
-    "retired_pages": "retired pages",
-    "remap_pending": "row remap pending",
-    "remap_failure": "row remap failure",
-    "pcie_replay": "PCIe replays",
-}
 NOTABLE_EVENTS = frozenset(
     {
         EventKind.XID,
@@ -202,12 +187,12 @@ def _part_rows(d: DeviceResult, units: dict[str, str]) -> list[dict[str, str]]:
 
 def _reason_rows(d: DeviceResult) -> list[dict[str, str]]:
     f = d.facts
-    names = [*REASONS, "hw_any"]
     rows = []
-    for name in names:
+    for reason in REASONS:
+        name = reason.key
         rows.append(
             {
-                "label": REASON_LABELS.get(name, name),
+                "label": reason.label,
                 "cold": pct(_stat(f.cold, "reason_share", name), 2),
                 "steady": pct(_stat(f.steady, "reason_share", name), 2),
                 "whole": pct(_stat(f.whole, "reason_share", name), 2),
@@ -221,7 +206,7 @@ def _counter_rows(d: DeviceResult) -> list[dict[str, str]]:
     for key, c in d.facts.counters.items():
         rows.append(
             {
-                "label": COUNTER_LABELS.get(key, key),
+                "label": fields.label(key),
                 "first": num(c.first, ".0f"),
                 "last": num(c.last, ".0f"),
                 "change": num(c.delta, "+.0f") if c.readable else NOT_AVAILABLE,

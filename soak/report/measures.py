@@ -18,10 +18,10 @@ import numpy as np
 
 from soak.analysis.analyze import DeviceResult
 from soak.analysis.windows import Window
+from soak.fields import NOISE_METRICS
 
 NOISE_BLOCKS = 10
 MIN_BLOCKS = 3  # fewer blocks with data than this: no noise estimate
-NOISE_METRICS = ("temp_c", "mem_temp_c", "sm_clock_mhz", "mem_clock_mhz", "power_w")
 
 
 @dataclass(frozen=True, slots=True)

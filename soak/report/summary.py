@@ -24,12 +24,13 @@ from soak import __version__
 from soak.analysis.analyze import Analysis, DeviceResult
 from soak.analysis.windows import WindowStats
 from soak.errors import ConfigError
+from soak.fields import SUMMARY_METRICS
 from soak.model import RATE_UNITS
 from soak.report.measures import Noise
 
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({1})
-WINDOW_KEYS = ("temp_c", "mem_temp_c", "sm_clock_mhz", "mem_clock_mhz", "power_w", "util_pct")
+WINDOW_KEYS = SUMMARY_METRICS  # schema v1: cold, steady and ratio of each
 
 
 def _clean(value: Any) -> Any:

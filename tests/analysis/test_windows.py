@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from soak.analysis.windows import METRICS, Window, cold_window, steady_window, window_stats
+from soak.analysis.windows import Window, cold_window, steady_window, window_stats
 from soak.config import Windows
+from soak.fields import WINDOW_METRICS as METRICS
 from soak.model import ClockReason
 
 W = Windows()

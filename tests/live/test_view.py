@@ -75,7 +75,7 @@ def test_temperature_trend_over_the_last_minute() -> None:
 def test_live_view_draws_every_device_and_a_progress_bar_then_its_last_state() -> None:
     stream = io.StringIO()
     clock = iter(range(0, 10_000))
-    view = LiveView(stream, refresh_s=5, wall=lambda: float(next(clock)))
+    view = LiveView(stream, refresh_s=5, wall=lambda: float(next(clock)), width=200)
     for t in range(100, 130):
         view.update(snapshot(float(t), (device(0, float(t)), device(1, float(t), lost=True))))
     view.close()

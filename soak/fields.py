@@ -1,0 +1,145 @@
+"""The registry of what soak measures: each telemetry field declared once, with its kind, unit,
+label and meaning, and the uses each part of soak makes of it (pyperf's ``METADATA``).
+
+Every list of metric names elsewhere is derived from here: the store's column types, the
+window statistics, the summary's cold/steady keys, the noise estimate, the counters the
+analysis follows, the report's labels and the Prometheus exporter's names. Adding a metric is
+one field on ``Telemetry`` (``soak/model.py``), one line in ``FIELDS``, and the backends that
+can read it; ``tests/test_fields.py`` fails until both agree.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from soak.model import ClockReason
+
+
+class Kind(enum.StrEnum):
+    GAUGE = "gauge"  # a level read at the tick: temperature, clock, power
+    COUNTER = "counter"  # a count that only grows while the device runs: ECC errors
+    FLAG = "flag"  # 0/1 state: a row remap pending
+    BITMASK = "bitmask"  # bits tested with &: clock-event reasons
+
+
+class Use(enum.Flag):
+    """What soak does with a field besides storing it."""
+
+    NONE = 0
+    WINDOW = enum.auto()  # median, p10, p90 per cold/steady/final window
+    SUMMARY = enum.auto()  # cold, steady and ratio in summary.json (schema v1)
+    NOISE = enum.auto()  # batch-means noise of its steady median (soak compare)
+    FOLLOWED = enum.auto()  # a counter or flag whose first/last/peak the analysis follows
+    FAILS = enum.auto()  # any new count during the run fails the device
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str  # the Telemetry attribute and store column: the unit is in the name
+    kind: Kind
+    unit: str  # for people: "°C", "MHz", "W"; "" for a count
+    label: str  # for people: "HBM temperature"
+    meaning: str  # one sentence, for the report and the exporter's HELP
+    uses: Use = Use.NONE
+    # Prometheus: name after "soak_device_" (base unit in it) and the scale to that unit;
+    # None where the exporter gives the field another shape (clock reasons).
+    prom: str | None = None
+    prom_scale: float = 1.0
+    better: int = 0  # which way is better in a comparison: +1 higher, -1 lower, 0 neither
+
+    @property
+    def integer(self) -> bool:
+        """Stored as an integer: flags, bitmasks and counts (a counter with a unit, such as
+        energy in joules, is real)."""
+        return self.kind in (Kind.FLAG, Kind.BITMASK) or (
+            self.kind is Kind.COUNTER and not self.unit
+        )
+
+
+W, S, N, F, X = Use.WINDOW, Use.SUMMARY, Use.NOISE, Use.FOLLOWED, Use.FAILS
+
+FIELDS: tuple[Field, ...] = (
+    Field("temp_c", Kind.GAUGE, "°C", "temperature", "GPU (die) temperature", W | S | N,
+          "temperature_celsius", better=-1),
+    Field("mem_temp_c", Kind.GAUGE, "°C", "HBM temperature", "memory (HBM) temperature",
+          W | S | N, "memory_temperature_celsius", better=-1),
+    Field("sm_clock_mhz", Kind.GAUGE, "MHz", "SM clock", "SM (graphics) clock", W | S | N,
+          "sm_clock_hertz", 1e6, better=+1),
+    Field("mem_clock_mhz", Kind.GAUGE, "MHz", "memory clock", "memory clock", W | S | N,
+          "memory_clock_hertz", 1e6, better=+1),
+    Field("power_w", Kind.GAUGE, "W", "power", "power draw", W | S | N, "power_watts"),
+    Field("power_limit_w", Kind.GAUGE, "W", "power limit", "enforced power limit", W,
+          "power_limit_watts"),
+    Field("energy_j", Kind.COUNTER, "J", "energy counter", "energy counter since the driver "
+          "loaded", prom="energy_joules"),
+    Field("util_pct", Kind.GAUGE, "%", "utilisation", "compute utilisation", W | S,
+          "utilization_ratio", 0.01),
+    Field("mem_util_pct", Kind.GAUGE, "%", "memory utilisation", "memory-controller "
+          "utilisation", W, "memory_utilization_ratio", 0.01),
+    Field("fan_pct", Kind.GAUGE, "%", "fan", "fan speed, of its maximum", prom="fan_ratio",
+          prom_scale=0.01),
+    Field("clock_reasons", Kind.BITMASK, "", "clock-event reasons", "why the clocks are below "
+          "their maximum (NVML's bits)"),
+    Field("power_violation_s", Kind.GAUGE, "s", "power violation time", "time held back by "
+          "the power limit, as the device counts it"),
+    Field("thermal_violation_s", Kind.GAUGE, "s", "thermal violation time", "time held back "
+          "by temperature, as the device counts it"),
+    Field("ecc_corrected", Kind.COUNTER, "", "correctable ECC errors", "corrected ECC errors "
+          "(volatile count)", F, "ecc_corrected_errors"),
+    Field("ecc_uncorrected", Kind.COUNTER, "", "uncorrectable ECC errors", "uncorrected ECC "
+          "errors (volatile count)", F | X, "ecc_uncorrected_errors"),
+    Field("remap_pending", Kind.FLAG, "", "pending row remap", "a memory row remap waits for a "
+          "reset", F, "remap_pending"),
+    Field("remap_failure", Kind.FLAG, "", "row remap failure", "a memory row remap failed", F,
+          "remap_failure"),
+    Field("retired_pages", Kind.COUNTER, "", "retired pages", "memory pages retired", F | X,
+          "retired_pages"),
+    Field("pcie_replay", Kind.COUNTER, "", "PCIe replays", "PCIe replay counter", F,
+          "pcie_replay"),
+)  # fmt: skip
+
+BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
+
+
+def named(use: Use) -> tuple[str, ...]:
+    """The fields with ``use``, in declaration order."""
+    return tuple(f.name for f in FIELDS if use in f.uses)
+
+
+WINDOW_METRICS = named(Use.WINDOW)
+SUMMARY_METRICS = named(Use.SUMMARY)
+NOISE_METRICS = named(Use.NOISE)
+FOLLOWED = named(Use.FOLLOWED)
+FAILING_COUNTERS = named(Use.FAILS)
+INTEGER_COLUMNS = frozenset(f.name for f in FIELDS if f.integer)
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    key: str  # the name in windows' reason shares and in the report
+    bits: ClockReason
+    label: str
+
+
+# The clock-event reasons whose share of each window is reported; "hw_any" is the HW group.
+REASONS: tuple[Reason, ...] = (
+    Reason("sw_power_cap", ClockReason.SW_POWER_CAP, "SW power cap"),
+    Reason("sw_thermal", ClockReason.SW_THERMAL, "SW thermal slowdown"),
+    Reason("hw_slowdown", ClockReason.HW_SLOWDOWN, "HW slowdown"),
+    Reason("hw_thermal", ClockReason.HW_THERMAL, "HW thermal slowdown"),
+    Reason("hw_power_brake", ClockReason.HW_POWER_BRAKE, "HW power brake"),
+    Reason(
+        "hw_any",
+        ClockReason.HW_SLOWDOWN | ClockReason.HW_THERMAL | ClockReason.HW_POWER_BRAKE,
+        "any HW reason",
+    ),
+)
+
+
+def label(name: str) -> str:
+    """The label of a field or reason key, for people; the key itself if unknown."""
+    field = BY_NAME.get(name)
+    if field is not None:
+        return field.label
+    return next((r.label for r in REASONS if r.key == name), name)

@@ -1,0 +1,57 @@
+"""The field registry is the one list of metrics: it follows ``Telemetry`` exactly, and every
+other list is derived from it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from soak import fields
+from soak.model import TELEMETRY_METRICS
+from soak.report.summary import WINDOW_KEYS
+from soak.store import _SCHEMA
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_registry_declares_each_telemetry_field_once_in_its_order() -> None:
+    assert tuple(f.name for f in fields.FIELDS) == TELEMETRY_METRICS
+
+
+def test_the_store_schema_types_come_from_the_registry() -> None:
+    columns = dict(re.findall(r"(\w+) (INTEGER|REAL)", _SCHEMA.split("CREATE TABLE telemetry")[1]))
+    for f in fields.FIELDS:
+        assert columns[f.name] == ("INTEGER" if f.integer else "REAL"), f.name
+    assert columns["energy_j"] == "REAL" and columns["ecc_uncorrected"] == "INTEGER"
+
+
+def test_derived_lists_are_the_registrys() -> None:
+    assert WINDOW_KEYS == fields.SUMMARY_METRICS
+    assert set(fields.SUMMARY_METRICS) <= set(fields.WINDOW_METRICS)
+    assert fields.FAILING_COUNTERS == ("ecc_uncorrected", "retired_pages")
+    assert set(fields.FAILING_COUNTERS) <= set(fields.FOLLOWED)
+    assert fields.label("mem_temp_c") == "HBM temperature"
+    assert fields.label("hw_any") == "any HW reason"
+
+
+def test_prometheus_names_carry_a_base_unit_and_are_unique() -> None:
+    names = [f.prom for f in fields.FIELDS if f.prom]
+    assert len(names) == len(set(names))
+    units = ("_celsius", "_hertz", "_watts", "_ratio", "_joules", "_errors", "_pending",
+             "_failure", "_pages", "_replay")  # fmt: skip
+    assert all(n.endswith(units) for n in names), names
+
+
+def test_no_module_keeps_its_own_list_of_metric_names() -> None:
+    """A tuple or set literal of two or more telemetry names outside the registry is a second
+    hand-kept list: derive it from ``soak.fields`` instead."""
+    metric = "|".join(TELEMETRY_METRICS)
+    pattern = re.compile(rf'[\(\{{\[]\s*"({metric})",\s*"({metric})"')
+    offenders = [
+        str(path.relative_to(REPO))
+        for path in sorted((REPO / "soak").rglob("*.py"))
+        if path.name != "fields.py"
+        and "devices" not in path.parts  # vendor tables map names
+        and pattern.search(path.read_text())
+    ]
+    assert not offenders, offenders
