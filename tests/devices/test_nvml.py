@@ -82,7 +82,14 @@ SCENARIOS: dict[str, dict[int, dict[str, Any]]] = {
         for gpu in (0, 1)
     },
     "pcie_replay_counter_sentinel": {
-        0: {f"{FI}(NVML_FI_DEV_PCIE_REPLAY_COUNTER)": fv(0xFFFFFFFF, 1)},
+        0: {
+            f"{FI}(NVML_FI_DEV_PCIE_REPLAY_COUNTER)": fv(0xFFFFFFFF, 1),
+            "nvmlDeviceGetPcieReplayCounter()": 3,
+        },
+        1: {
+            f"{FI}(NVML_FI_DEV_PCIE_REPLAY_COUNTER)": fv(0xFFFFFFFF, 1),
+            "nvmlDeviceGetPcieReplayCounter()": err("NotSupported"),
+        },
     },
     "power_limit_zero": {0: {"nvmlDeviceGetEnforcedPowerLimit()": 0}},
     "xid_registration_not_supported_on_gpu0": {
@@ -264,23 +271,34 @@ def test_field_values_one_entry_fails_mid_run_only_that_metric_is_none(
     assert (s.mem_temp_c, s.remap_failure, s.ecc_uncorrected) == (70, 0, 0)
 
 
-def test_hbm_temperature_sentinels_become_none(make_fake, open_nvml, caplog) -> None:
+def test_hbm_temperature_sentinels_are_none_and_not_supported(make_fake, open_nvml, caplog) -> None:
+    """A sensor answering 0 °C or ~9.2e18 has no reading: None, and "not supported" in the
+    capability table, which never claims a metric whose every reading would be None."""
     make_fake("hbm_temp_sentinels")
-    backend = open_nvml()
     with caplog.at_level(logging.INFO, logger="soak.devices.nvml"):
+        backend = open_nvml()
         for t in range(5):
             s = by_device(backend.sample(float(t)))
             assert s[0].mem_temp_c is None and s[1].mem_temp_c is None
             assert s[0].temp_c == 61
-    assert backend.capabilities()[0]["mem_temp_c"] is Capability.SUPPORTED
-    assert (
-        sum("implausible" in r.message or "not plausible" in r.message for r in caplog.records) == 1
-    )
+    caps = backend.capabilities()
+    assert caps[0]["mem_temp_c"] is Capability.NOT_SUPPORTED
+    assert caps[1]["mem_temp_c"] is Capability.NOT_SUPPORTED
+    assert sum("not plausible" in r.message for r in caplog.records) == 1  # GPU 0's 0 °C, once
 
 
-def test_pcie_replay_counter_sentinel_is_none_not_a_count(make_fake, open_nvml) -> None:
+def test_pcie_replay_counter_sentinel_is_never_a_count(make_fake, open_nvml) -> None:
+    """The field answering its sentinel is not supported: the next way is read where it
+    answers (GPU 0), and the metric is None and not supported where none does (GPU 1)."""
     make_fake("pcie_replay_counter_sentinel")
-    assert by_device(open_nvml().sample(1.0))[0].pcie_replay is None
+    backend = open_nvml()
+    s = by_device(backend.sample(1.0))
+    assert (s[0].pcie_replay, s[1].pcie_replay) == (3, None)
+    sources = backend.devices()[0].extra["nvml_sources"]
+    assert sources["pcie_replay"] == "nvmlDeviceGetPcieReplayCounter()"
+    caps = backend.capabilities()
+    assert caps[0]["pcie_replay"] is Capability.SUPPORTED
+    assert caps[1]["pcie_replay"] is Capability.NOT_SUPPORTED
 
 
 def test_power_limit_zero_is_none(make_fake, open_nvml) -> None:
