@@ -1,6 +1,9 @@
 """NVIDIA telemetry through NVML (``nvidia-ml-py``, imported as ``pynvml``).
 
-The only module in soak that imports ``pynvml``. Three rules shape it:
+The only module in soak that imports ``pynvml``. It keeps NVML's calls, tables and event
+thread; the probe, the per-tick snapshot and lost devices are
+`soak.devices.common.VendorBackend`'s, the same as AMD's (including what "supported" means).
+Three rules shape it:
 
 * Every vendor call goes through `NvmlQuery.call`, which translates NVML errors into soak's
   own exceptions through the table `_ERRORS`. "Not supported", "no permission" and "function

@@ -146,15 +146,6 @@ def open_nvml(clock: FakeClock, closing) -> Callable[..., NvmlBackend]:
     return open_
 
 
-def wait_for_events(backend: NvmlBackend, t_s: float, n: int, timeout: float = 5.0) -> list[Any]:
-    events: list[Any] = []
-    deadline = time.monotonic() + timeout
-    while len(events) < n and time.monotonic() < deadline:
-        events += backend.poll_events(t_s)
-        time.sleep(0.005)
-    return events
-
-
 # -- the declared table ---------------------------------------------------------------------
 
 
@@ -409,7 +400,8 @@ def test_xid_79_from_the_event_thread_is_an_xid_and_a_lost_gpu(make_fake, open_n
     fake = make_fake("healthy")
     backend = open_nvml()
     fake.push_event(1, XID, 79)
-    events = wait_for_events(backend, 5.0, 2)
+    fake.wait_handled(1)
+    events = backend.poll_events(5.0)
     assert [(e.kind, e.device) for e in events] == [
         (EventKind.XID, 1),
         (EventKind.DEVICE_LOST, 1),
@@ -418,7 +410,8 @@ def test_xid_79_from_the_event_thread_is_an_xid_and_a_lost_gpu(make_fake, open_n
     assert events[0].message.startswith("XID 79")
     assert sorted(by_device(backend.sample(6.0))) == [0]
     fake.push_event(0, XID, 13)
-    events = wait_for_events(backend, 7.0, 1)
+    fake.wait_handled(2)
+    events = backend.poll_events(7.0)
     assert [(e.kind, e.device, e.details["code"]) for e in events] == [(EventKind.XID, 0, 13)]
     assert sorted(by_device(backend.sample(8.0))) == [0]  # XID 13 does not lose the GPU
 
@@ -427,12 +420,9 @@ def test_xid_time_is_when_it_arrived_on_the_run_clock(make_fake, open_nvml, cloc
     fake = make_fake("healthy")
     backend = open_nvml()
     fake.push_event(0, XID, 48)
-    deadline = time.monotonic() + 5
-    while fake.events.qsize() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    time.sleep(0.05)  # let the thread stamp it with clock.now
+    fake.wait_handled(1)  # the thread stamped it with clock.now
     clock.now += 2.5
-    (event,) = wait_for_events(backend, 50.0, 1)
+    (event,) = backend.poll_events(50.0)
     assert event.t_s == pytest.approx(47.5)
 
 
