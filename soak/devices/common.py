@@ -8,8 +8,8 @@ What "supported" means, for every backend: at the probe, a way of reading a metr
 supported on a device only when it answers **with a usable value**: no error, no sentinel
 ("N/A", all-ones, 0 °C), nothing implausible. A function that answers with a sentinel for
 this device is *not supported* there, exactly as one that raises NotSupported, and the next
-way is tried. So the capability table never says a metric is readable when every reading of
-it would be None, and a better way behind a sentinel is not hidden. Any failure at the probe
+way is tried. So the capability table never calls a metric readable on the strength of a
+"no reading" answer, and a better way behind a sentinel is not hidden. Any failure at the probe
 other than no permission or a missing function (after a check that the device is alive) also
 counts as not supported for that read. Mid-run, a planned read that fails or answers a
 sentinel is one missing reading (None), never a value.
