@@ -1,9 +1,11 @@
 """AMD Instinct telemetry through ``amdsmi`` (the optional extra ``soak[amd]``).
 
-The only module in soak that imports ``amdsmi``. It follows the NVML backend's rules: every
-vendor call goes through `AmdQuery.call`, which translates amdsmi's status codes into soak's
-exceptions (`_STATUS`); each tick reads the declared table `METRICS`, whose ways the probe at
-start picks once per device; "N/A" and all-ones values become ``None``.
+The only module in soak that imports ``amdsmi``. It keeps amdsmi's calls and tables only; the
+probe, the per-tick snapshot and lost devices are `soak.devices.common.VendorBackend`'s, the
+same as NVML's (including what "supported" means). Every vendor call goes through
+`AmdQuery.call`, which translates amdsmi's status codes into soak's exceptions (`_STATUS`);
+each tick reads the declared table `METRICS`, whose ways the probe at start picks once per
+device; "N/A" and all-ones values become ``None``.
 
 Choices where AMD and NVIDIA differ (the report compares GPUs of one vendor at a time):
 
@@ -39,34 +41,35 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from soak.devices import select
 from soak.devices.common import (
     Call,
+    Device,
     EnergyIntegrator,
     LogOnce,
     Metric,
+    Pending,
+    Query,
+    VendorBackend,
+    Way,
+    by_call,
     clean_number,
-    confirm_alive,
-    failed_read,
     pct,
     positive,
     temp_ok,
-    why_not,
 )
 from soak.errors import (
     BackendUnavailable,
     FunctionMissing,
-    GpuLost,
     NoPermission,
     NotSupported,
     SoakError,
 )
-from soak.model import Capability, ClockReason, DeviceInfo, Event, EventKind, Telemetry
+from soak.model import Capability, ClockReason, DeviceInfo, EventKind
 
 try:
     import amdsmi
@@ -155,55 +158,17 @@ def _error_name(exc: BaseException) -> str:
     return type(cause or exc).__name__
 
 
-class AmdQuery:
+class AmdQuery(Query):
     """Calls amdsmi, translates its errors, and logs each problem once (a bounded set)."""
 
     def __init__(self) -> None:
-        self.log_once = LogOnce(log, "amd")
-
-    def call(self, func: str, *args: Any, device: int | None = None) -> Any:
-        """``amdsmi.<func>(*args)``; any amdsmi error is raised as soak's exception."""
-        try:
-            fn = getattr(amdsmi, func)
-        except AttributeError as exc:
-            raise FunctionMissing(f"{func}: not in this amdsmi") from exc
-        try:
-            return fn(*args)
-        except amdsmi.AmdSmiException as exc:
-            raise translate(exc, func, device) from exc
-
-    def constant(self, path: str) -> Any:
-        """``"AmdSmiClkType.GFX"`` → that member; a plain number is itself."""
-        if path.isdigit():
-            return int(path)
-        value: Any = amdsmi
-        try:
-            for part in path.split("."):
-                value = getattr(value, part)
-        except AttributeError as exc:
-            raise FunctionMissing(f"{path}: not in this amdsmi") from exc
-        return value
+        super().__init__(
+            LogOnce(log, "amd"), "amdsmi", lambda: amdsmi, lambda: amdsmi.AmdSmiException, translate
+        )
 
 
 # --------------------------------------------------------------------------------------------
 # Declared reads
-
-
-@dataclass(frozen=True, slots=True)
-class Way:
-    """One way to read a value: a call and how its answer becomes the value (None: N/A)."""
-
-    read: Call
-    convert: Callable[[Any], Any]
-    unit: str = ""
-
-    @property
-    def label(self) -> str:
-        return self.read.key
-
-
-def by_call(func: str, *args: str, convert: Callable[[Any], Any], unit: str = "") -> Way:
-    return Way(Call(func, args), convert, unit)
 
 
 _UINT_MAX = frozenset({0xFF, 0xFFFF, 0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF})
@@ -243,10 +208,6 @@ def _text_key(*names: str) -> Callable[[Any], str | None]:
 
 def _text(v: Any) -> str | None:
     return v.strip() if isinstance(v, str) and v.strip() and v.strip() != "N/A" else None
-
-
-def _same(v: Any) -> Any:
-    return _number(v)
 
 
 def _celsius(v: float) -> float:
@@ -679,15 +640,9 @@ class _ViolationTime:
 
 
 @dataclass(slots=True, eq=False)
-class _Device:
-    """One AMD GPU and what the probe decided for it."""
+class _Device(Device):
+    """One AMD GPU and what the probe decided for it (``energy``: its `_EnergyGuard`)."""
 
-    index: int
-    handle: Any
-    plan: dict[str, Way] = field(default_factory=dict)
-    caps: dict[str, Capability] = field(default_factory=dict)
-    calls: dict[str, Capability] = field(default_factory=dict)
-    energy: _EnergyGuard | None = None
     violation: dict[str, _ViolationTime] = field(default_factory=dict)
     unmapped_seen: int = 0
 
@@ -696,65 +651,28 @@ class _Device:
 # The backend
 
 
-class AmdBackend:
+class AmdBackend(VendorBackend):
     """AMD GPUs through amdsmi: inventory, capability probe, per-tick snapshots.
 
     ``devices`` selects by soak index, which is amdsmi's processor-handle order.
     """
 
     name = "amd"
+    METRICS = METRICS
+    SUSPECT = _Suspect  # an I/O-like error: a lost GPU or a missing sensor file
+    ALIVE = Call("amdsmi_get_gpu_activity")
+    SHUTDOWN = "amdsmi_shut_down"
 
     def __init__(self, devices: Sequence[int] | None = None) -> None:
         if amdsmi is None:
             raise BackendUnavailable(_IMPORT_PROBLEM)
-        self._q = AmdQuery()
-        self._lock = threading.Lock()
-        self._pending: list[Event] = []
-        self._lost: set[int] = set()
-        self._devices: list[_Device] = []
-        self._info: list[DeviceInfo] = []
-        self._open = False
+        super().__init__(AmdQuery())
         self._init()
         try:
             self._start(devices)
         except BaseException:
             self.close()
             raise
-
-    # -- Backend protocol ---------------------------------------------------------------------
-
-    def devices(self) -> list[DeviceInfo]:
-        return list(self._info)
-
-    def capabilities(self) -> dict[int, dict[str, Capability]]:
-        return {dev.index: dict(dev.caps) for dev in self._devices}
-
-    def sample(self, t_s: float) -> list[Telemetry]:
-        out: list[Telemetry] = []
-        for dev in self._devices:
-            if dev.index in self._lost:
-                continue
-            try:
-                out.append(self._snapshot(dev, t_s))
-            except GpuLost as exc:
-                self._mark_lost(dev, str(exc), t_s)
-        return out
-
-    def poll_events(self, t_s: float) -> list[Event]:
-        with self._lock:
-            pending, self._pending = self._pending, []
-        return pending
-
-    def simulated_load(self, workload: str) -> None:
-        return None
-
-    def close(self) -> None:
-        if self._open:
-            self._open = False
-            try:
-                self._q.call("amdsmi_shut_down")
-            except SoakError as exc:
-                log.warning("amd: shutdown failed: %s", exc)
 
     # -- start ----------------------------------------------------------------------------------
 
@@ -793,20 +711,16 @@ class AmdBackend:
         for i in select(list(range(len(handles))), wanted, self.name):
             dev = _Device(index=i, handle=handles[i])
             self._devices.append(dev)
-            try:
-                self._probe(dev)
-                self._info.append(self._describe(dev))
-            except GpuLost as exc:
-                self._mark_lost(dev, f"could not be opened: {exc}", 0.0)
-                self._info.append(
-                    DeviceInfo(
-                        index=i,
-                        backend=self.name,
-                        name="unknown AMD GPU (lost at start)",
-                        torch_device=None,
-                        worker_env={"HIP_VISIBLE_DEVICES": "-1", "CUDA_VISIBLE_DEVICES": "-1"},
-                    )
-                )
+            self._info.append(self._open_device(dev))
+
+    def _lost_info(self, dev: _Device) -> DeviceInfo:
+        return DeviceInfo(
+            index=dev.index,
+            backend=self.name,
+            name="unknown AMD GPU (lost at start)",
+            torch_device=None,
+            worker_env={"HIP_VISIBLE_DEVICES": "-1", "CUDA_VISIBLE_DEVICES": "-1"},
+        )
 
     def _describe(self, dev: _Device) -> DeviceInfo:
         """The `DeviceInfo` of a probed device, with the probe's tables in ``extra``."""
@@ -826,25 +740,7 @@ class AmdBackend:
             **inv,
         )
 
-    def _probe(self, dev: _Device) -> None:
-        """Read every way once; keep the first with a value per metric; record the rest."""
-        answers = self._read(dev, [w.read for m in METRICS for w in m.ways], probing=True)
-        for metric in METRICS:
-            failures: list[Capability] = []
-            for way in metric.ways:
-                cap, value = answers[way.read]
-                if cap is SUPPORTED and self._convert(metric, way, value) is not None:
-                    dev.plan[metric.name] = way
-                    dev.caps[metric.name] = SUPPORTED
-                    break
-                failures.append(Capability.NOT_SUPPORTED if cap is SUPPORTED else cap)
-            else:
-                dev.caps[metric.name] = why_not(failures)
-        dev.calls = {c.key: cap for c, (cap, _v) in answers.items()}
-        self._plan_derived(dev)
-        dev.caps["xid_events"] = Capability.NOT_SUPPORTED
-
-    def _plan_derived(self, dev: _Device) -> None:
+    def _after_probe(self, dev: _Device) -> None:
         """Set up the per-device state of derived metrics (violation time, energy)."""
         for name in _DERIVED & set(dev.plan):
             dev.violation[name] = _ViolationTime()
@@ -854,24 +750,18 @@ class AmdBackend:
         elif "power_w" in dev.plan:
             dev.energy = _EnergyGuard(base=(0.0, 0.0))  # no counter: the integral from the start
             dev.caps["energy_j"] = Capability.FALLBACK
+        dev.caps["xid_events"] = Capability.NOT_SUPPORTED
 
     # -- reading --------------------------------------------------------------------------------
 
-    def _snapshot(self, dev: _Device, t_s: float) -> Telemetry:
-        """One consistent reading of every planned metric of one device."""
-        answers = self._read(dev, [w.read for w in dev.plan.values()])
-        values: dict[str, Any] = {}
-        for metric in METRICS:
-            way = dev.plan.get(metric.name)
-            values[metric.name] = (
-                None if way is None else self._convert(metric, way, answers[way.read][1])
-            )
+    def _derive(self, dev: _Device, t_s: float, values: dict[str, Any]) -> dict[str, Any]:
+        """Violation time from its counters, mapped clock reasons, the checked energy."""
         for name, clock in dev.violation.items():
             values[name] = clock.add(t_s, values[name])
         values["clock_reasons"] = self._reasons(dev, values["clock_reasons"], t_s)
         if dev.energy is not None:
             values["energy_j"] = self._energy(dev, t_s, values["energy_j"], values["power_w"])
-        return Telemetry(device=dev.index, t_s=t_s, **values)
+        return values
 
     def _reasons(self, dev: _Device, reasons: tuple[int, int] | None, t_s: float) -> int | None:
         """The mapped clock-reason bits; unmapped AMD bits are reported once as an event."""
@@ -881,106 +771,27 @@ class AmdBackend:
         new = unmapped & ~dev.unmapped_seen
         if new:
             dev.unmapped_seen |= new
-            self._event(
-                Event(
-                    t_s=t_s,
-                    kind=EventKind.WARNING,
-                    device=dev.index,
-                    message=f"AMD throttle reason bits {new:#x} have no NVIDIA equivalent",
-                    details={"indep_throttle_status_unmapped": new},
-                )
-            )
+            message = f"AMD throttle reason bits {new:#x} have no NVIDIA equivalent"
+            details = {"indep_throttle_status_unmapped": new}
+            self._event(Pending(EventKind.WARNING, message, dev.index, details, t_s))
         return mapped
 
     def _energy(
         self, dev: _Device, t_s: float, counter_j: float | None, power_w: float | None
     ) -> float | None:
         """Energy from the checked counter, or from integrated power once the check failed."""
-        assert dev.energy is not None
         was_ok = dev.energy.counter_ok
         value = dev.energy.add(t_s, counter_j, power_w)
         if was_ok and not dev.energy.counter_ok:
             dev.caps["energy_j"] = Capability.FALLBACK
             message = "energy counter disagrees with integrated power by > 20 %; integrating power"
             log.warning("amd: device %d: %s", dev.index, message)
-            self._event(
-                Event(
-                    t_s=t_s,
-                    kind=EventKind.WARNING,
-                    device=dev.index,
-                    message=message,
-                    details={"metric": "energy_j", "fallback": "integrated power_w"},
-                )
-            )
+            details = {"metric": "energy_j", "fallback": "integrated power_w"}
+            self._event(Pending(EventKind.WARNING, message, dev.index, details, t_s))
         return value
 
-    def _convert(self, metric: Metric, way: Way, value: Any) -> Any:
-        """A way's answer as a soak value; N/A, sentinels and implausible values → None."""
-        if value is None:
-            return None
-        return metric.accept(way.convert(value), way.label, self._q.log_once)
-
-    def _value(self, dev: _Device, metric: Metric) -> Any:
-        """The first way of an inventory metric that has a value."""
-        for way in metric.ways:
-            cap, value = self._read(dev, [way.read], probing=True)[way.read]
-            out = self._convert(metric, way, value) if cap is SUPPORTED else None
-            if out is not None:
-                return out
-        return None
-
-    def _read(
-        self, dev: _Device, calls: Iterable[Call], *, probing: bool = False
-    ) -> dict[Call, tuple[Capability, Any]]:
-        """Answer each call once: (capability, value); a lost GPU raises GpuLost."""
-        answers: dict[Call, tuple[Capability, Any]] = {}
-        for c in dict.fromkeys(calls):
-            try:
-                args = [self._q.constant(a) for a in c.args]
-                answers[c] = (SUPPORTED, self._q.call(c.func, dev.handle, *args, device=dev.index))
-            except GpuLost:
-                raise
-            except SoakError as exc:
-                answers[c] = (self._problem(dev, c.key, exc, probing), None)
-        return answers
-
-    def _problem(self, dev: _Device, key: str, exc: SoakError, probing: bool) -> Capability:
-        """A failed read: its capability, logged once; an I/O-like error checks liveness."""
-        error = _error_name(exc)
-        if isinstance(exc, _Suspect):
-            self._confirm_alive(dev)
-            if probing:  # alive, so the sensor is just not there
-                exc = NotSupported(str(exc))
-        return failed_read(self._q.log_once, key, exc, error, f" on device {dev.index}")
-
-    def _confirm_alive(self, dev: _Device) -> None:
-        """After an I/O-like error: a device that cannot report its activity is lost."""
-        confirm_alive(
-            dev.index,
-            lambda: self._q.call("amdsmi_get_gpu_activity", dev.handle, device=dev.index),
-        )
-
-    # -- events ---------------------------------------------------------------------------------
-
-    def _event(self, event: Event) -> None:
-        with self._lock:
-            self._pending.append(event)
-
-    def _mark_lost(self, dev: _Device, reason: str, t_s: float) -> None:
-        """Leave a device out from now on and report it once."""
-        if dev.index in self._lost:
-            return
-        self._lost.add(dev.index)
-        log.error("amd: GPU %d lost: %s", dev.index, reason)
-        self._event(
-            Event(
-                t_s=t_s,
-                kind=EventKind.DEVICE_LOST,
-                device=dev.index,
-                message=f"GPU {dev.index} lost: {reason}",
-                details={"reason": reason},
-            )
-        )
+    def _error_name(self, exc: BaseException) -> str:
+        return _error_name(exc)
 
 
 def worker_env(hip_uuid: str | None, hip_id: int | None, index: int) -> dict[str, str]:

@@ -1,18 +1,34 @@
-"""Pieces every vendor backend needs: what a failed read means for a metric, which readings
-are plausible, logging each problem once (not once per sample for two hours, STYLE.md), and
-the named fallback for energy without a counter."""
+"""What the vendor backends (NVML, amdsmi) share: the one door to a binding, the declared
+reads, the capability probe, the per-tick snapshot, and lost-device marking, written once;
+plus what a failed read means for a metric, which readings are plausible, logging each
+problem once (not once per sample for two hours, STYLE.md), and the named fallback for
+energy without a counter. A backend module keeps only its vendor calls and tables.
+
+What "supported" means, for every backend: at the probe, a way of reading a metric is
+supported on a device only when it answers **with a usable value**: no error, no sentinel
+("N/A", all-ones, 0 °C), nothing implausible. A function that answers with a sentinel for
+this device is *not supported* there, exactly as one that raises NotSupported, and the next
+way is tried. So the capability table never calls a metric readable on the strength of a
+"no reading" answer, and a better way behind a sentinel is not hidden. Any failure at the probe
+other than no permission or a missing function (after a check that the device is alive) also
+counts as not supported for that read. Mid-run, a planned read that fails or answers a
+sentinel is one missing reading (None), never a value.
+"""
 
 from __future__ import annotations
 
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from soak.errors import FunctionMissing, GpuLost, NoPermission, NotSupported, SoakError
-from soak.model import Capability
+from soak.model import Capability, DeviceInfo, Event, EventKind, Telemetry
+
+SUPPORTED = Capability.SUPPORTED
 
 # A read that failed with one of these says the metric cannot be read on this device; any
 # other failure is one missing reading of a readable metric.
@@ -79,13 +95,36 @@ class Call:
         return f"{self.func}({', '.join(parts)})"
 
 
+def _same(v: Any) -> Any:
+    return v
+
+
+@dataclass(frozen=True, slots=True)
+class Way:
+    """One way to read a value: the reads it needs (`Call`s, or a backend's own kind, such as
+    NVML's batched field values) and how their answers become the value."""
+
+    reads: tuple[Any, ...]
+    convert: Callable[..., Any] = _same
+    unit: str = ""  # the vendor unit and its conversion, for readers of the table
+
+    @property
+    def label(self) -> str:
+        return " + ".join(r.key for r in self.reads)
+
+
+def by_call(func: str, *args: str, convert: Callable[..., Any] = _same, unit: str = "") -> Way:
+    """A way that is one vendor call, ``args`` named as the binding names them."""
+    return Way((Call(func, args),), convert, unit)
+
+
 @dataclass(frozen=True, slots=True)
 class Metric:
     """A ``Telemetry`` (or ``DeviceInfo``) field and the backend's ways to read it, best first:
-    the probe keeps, per device, the first way that answers."""
+    the probe keeps, per device, the first way that answers with a usable value."""
 
     name: str
-    ways: tuple[Any, ...]  # the backend's ``Way``s
+    ways: tuple[Way, ...]
     plausible: Callable[[Any], bool] = any_value
     integer: bool = False  # a count or bitmask: read as int
     raw: bool = False  # raw material for per-device state (a tuple), passed on unchecked
@@ -185,3 +224,311 @@ class EnergyIntegrator:
             self.total_j += (t_s - t0) * (p0 + power_w) / 2
         self.last = (t_s, power_w)
         return self.total_j
+
+
+# --------------------------------------------------------------------------------------------
+# The one door to a vendor binding.
+
+
+class Query:
+    """Calls a vendor binding, translates its errors, and logs each problem once (a bounded
+    set). The binding is looked up at each call, so tests can patch it where it is imported."""
+
+    def __init__(
+        self,
+        log_once: LogOnce,
+        package: str,
+        binding: Callable[[], Any],
+        error_class: Callable[[], type[Exception]],
+        translate: Callable[[Exception, str, int | None], SoakError],
+    ) -> None:
+        self.log_once = log_once
+        self._package = package
+        self._binding = binding
+        self._error_class = error_class
+        self._translate = translate
+
+    def call(self, func: str, *args: Any, device: int | None = None, **kwargs: Any) -> Any:
+        """``<binding>.<func>(*args, **kwargs)``; any vendor error is raised as soak's."""
+        try:
+            fn = getattr(self._binding(), func)
+        except AttributeError as exc:
+            raise FunctionMissing(f"{func}: not in this {self._package}") from exc
+        try:
+            return fn(*args, **kwargs)
+        except self._error_class() as exc:
+            raise self._translate(exc, func, device) from exc
+
+    def constant(self, path: str) -> Any:
+        """A binding constant by (dotted) name, ``"AmdSmiClkType.GFX"``; a plain number is
+        itself; one the binding lacks counts as a missing function."""
+        if path.isdigit():
+            return int(path)
+        value: Any = self._binding()
+        try:
+            for part in path.split("."):
+                value = getattr(value, part)
+        except AttributeError as exc:
+            raise FunctionMissing(f"{path}: not in this {self._package}") from exc
+        return value
+
+
+# --------------------------------------------------------------------------------------------
+# Answers, devices, events.
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What one read returned: a value, or None and why."""
+
+    value: Any = None
+    capability: Capability = SUPPORTED
+    error: str | None = None  # the vendor's name for the failure when the read failed
+    value_type: int | None = None  # the binding's type tag, where it gives one (NVML fields)
+
+
+@dataclass(slots=True, eq=False)
+class Device:
+    """One vendor device and what the probe decided for it."""
+
+    index: int = -1  # soak's index
+    handle: Any = None
+    lost: str | None = None  # why it could not be opened
+    plan: dict[str, Way] = field(default_factory=dict)  # metric → the way it is read
+    caps: dict[str, Capability] = field(default_factory=dict)  # metric → readable or why not
+    calls: dict[str, Capability] = field(default_factory=dict)  # read key → what it answered
+    energy: Any = None  # the backend's energy fallback state, where it has one
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """An event waiting for ``poll_events``: stamped with a run time, or with the time of the
+    backend's ``time_fn`` when it arrived on another thread (placed back on the run clock)."""
+
+    kind: EventKind
+    message: str
+    device: int | None
+    details: dict[str, Any]
+    t_s: float | None = None
+    arrived: float | None = None
+
+    def event(self, t_s: float, now: float) -> Event:
+        when = self.t_s
+        if when is None:
+            when = t_s - max(0.0, now - (self.arrived if self.arrived is not None else now))
+        return Event(
+            t_s=when, kind=self.kind, message=self.message, device=self.device, details=self.details
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# The probe, the snapshot and lost devices, once for every vendor backend.
+
+
+class VendorBackend:
+    """The part of a vendor backend that is not about the vendor: the ``Backend`` protocol,
+    the capability probe (see the module docstring for what "supported" means), the per-tick
+    snapshot from the probe's plan, liveness after an ambiguous error, and lost devices
+    (reported once as DEVICE_LOST, then left out of ``sample``; the others go on).
+
+    A subclass declares its table and its vendor's calls, opens its binding, fills
+    ``_devices`` and ``_info`` (each device through `_open_device`), and may derive values
+    per tick (`_derive`) or add fallbacks after the probe (`_after_probe`).
+    """
+
+    name: ClassVar[str]
+    METRICS: ClassVar[tuple[Metric, ...]]  # the per-tick snapshot, one per Telemetry field
+    SUSPECT: ClassVar[type[SoakError]]  # an ambiguous failure: a lost device, or a one-off
+    ALIVE: ClassVar[Call]  # a read every live device answers
+    SHUTDOWN: ClassVar[str]  # the binding's shutdown function
+
+    def __init__(self, query: Query, time_fn: Callable[[], float] = time.monotonic) -> None:
+        self._q = query
+        self._log = logging.getLogger(type(self).__module__)
+        self._time_fn = time_fn
+        self._lock = threading.Lock()
+        self._pending: list[Pending] = []
+        self._lost: set[int] = set()
+        self._devices: list[Any] = []
+        self._info: list[DeviceInfo] = []
+        self._open = False
+
+    # -- Backend protocol ---------------------------------------------------------------------
+
+    def devices(self) -> list[DeviceInfo]:
+        return list(self._info)
+
+    def capabilities(self) -> dict[int, dict[str, Capability]]:
+        return {dev.index: dict(dev.caps) for dev in self._devices}
+
+    def sample(self, t_s: float) -> list[Telemetry]:
+        out: list[Telemetry] = []
+        for dev in self._devices:
+            if self._is_lost(dev.index):
+                continue
+            try:
+                out.append(self._snapshot(dev, t_s))
+            except GpuLost as exc:
+                self._mark_lost(dev.index, f"stopped answering: {exc}", t_s=t_s)
+        return out
+
+    def poll_events(self, t_s: float) -> list[Event]:
+        with self._lock:
+            pending, self._pending = self._pending, []
+        now = self._time_fn()
+        return [p.event(t_s, now) for p in pending]
+
+    def simulated_load(self, workload: str) -> None:
+        return None
+
+    def close(self) -> None:
+        """Shut the binding down; safe to call twice."""
+        if self._open:
+            self._open = False
+            try:
+                self._q.call(self.SHUTDOWN)
+            except SoakError as exc:
+                self._log.warning("%s: shutdown failed: %s", self.name, exc)
+
+    # -- hooks ----------------------------------------------------------------------------------
+
+    def _describe(self, dev: Any) -> DeviceInfo:
+        """The ``DeviceInfo`` of a probed device."""
+        raise NotImplementedError
+
+    def _lost_info(self, dev: Any) -> DeviceInfo:
+        """The ``DeviceInfo`` of a device lost before or during its probe."""
+        raise NotImplementedError
+
+    def _after_probe(self, dev: Any) -> None:
+        """Fallbacks and per-device state once the plan is known (e.g. energy from power)."""
+
+    def _derive(self, dev: Any, t_s: float, values: dict[str, Any]) -> dict[str, Any]:
+        """The tick's values from the table's (e.g. energy integrated from power)."""
+        return values
+
+    def _clean(self, value: Any) -> Any:
+        """A raw answer or converted value with the vendor's sentinels made None."""
+        return value
+
+    def _error_name(self, exc: BaseException) -> str:
+        """The vendor's name for a failure (its error class or status behind ``exc``)."""
+        cause = exc.__cause__
+        return type(cause).__name__ if cause is not None else type(exc).__name__
+
+    # -- opening --------------------------------------------------------------------------------
+
+    def _open_device(self, dev: Any) -> DeviceInfo:
+        """Probe one device and describe it; a device lost at discovery or during its probe is
+        listed and reported lost, and the other devices go on."""
+        if dev.lost is None:
+            try:
+                self._probe(dev)
+                return self._describe(dev)
+            except GpuLost as exc:
+                dev.lost, dev.caps = str(exc), {}
+        self._mark_lost(dev.index, f"could not be opened: {dev.lost}", t_s=0.0)
+        return self._lost_info(dev)
+
+    def _probe(self, dev: Any) -> None:
+        """Read every way of every metric once; per metric keep the first way that answers
+        with a usable value, and record why the metric cannot be read where none does."""
+        reads = [r for m in self.METRICS for w in m.ways for r in w.reads]
+        answers = self._read(dev, reads, probing=True)
+        for metric in self.METRICS:
+            failures: list[Capability] = []
+            for way in metric.ways:
+                bad = [answers[r].capability for r in way.reads]
+                bad = [c for c in bad if c is not SUPPORTED]
+                if not bad and self._evaluate(metric, way, answers) is not None:
+                    dev.plan[metric.name] = way
+                    dev.caps[metric.name] = SUPPORTED
+                    break
+                failures.extend(bad or [Capability.NOT_SUPPORTED])  # answered a sentinel
+            else:
+                dev.caps[metric.name] = why_not(failures)
+        dev.calls = {r.key: answers[r].capability for r in dict.fromkeys(reads)}
+        self._after_probe(dev)
+
+    def _value(self, dev: Any, metric: Metric) -> Any:
+        """The first way of an inventory (or system, ``dev`` None) metric with a value."""
+        for way in metric.ways:
+            answers = self._read(dev, way.reads, probing=True)
+            if all(answers[r].capability is SUPPORTED for r in way.reads):
+                value = self._evaluate(metric, way, answers)
+                if value is not None:
+                    return value
+        return None
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def _snapshot(self, dev: Any, t_s: float) -> Telemetry:
+        """One consistent reading of every planned metric of one device."""
+        answers = self._read(dev, [r for w in dev.plan.values() for r in w.reads])
+        values = {m.name: self._evaluate(m, dev.plan.get(m.name), answers) for m in self.METRICS}
+        return Telemetry(device=dev.index, t_s=t_s, **self._derive(dev, t_s, values))
+
+    def _evaluate(self, metric: Metric, way: Way | None, answers: dict[Any, Answer]) -> Any:
+        """Apply a way's conversion to its answers; sentinels and implausible values → None."""
+        if way is None:
+            return None
+        raws = [self._clean(answers[r].value) for r in way.reads]
+        if any(v is None for v in raws):
+            return None
+        return metric.accept(self._clean(way.convert(*raws)), way.label, self._q.log_once)
+
+    def _read(self, dev: Any, reads: Iterable[Any], *, probing: bool = False) -> dict[Any, Answer]:
+        """Answer each call once: its value, or None and why; a lost device raises GpuLost."""
+        answers: dict[Any, Answer] = {}
+        for c in dict.fromkeys(reads):
+            try:
+                answers[c] = Answer(self._call(dev, c))
+            except GpuLost:
+                raise
+            except SoakError as exc:
+                answers[c] = self._problem(dev, c.key, exc, probing)
+        return answers
+
+    def _call(self, dev: Any, c: Call) -> Any:
+        """One declared call on a device (its handle first), or on the system (``dev`` None)."""
+        args = [self._q.constant(a) for a in c.args]
+        kwargs = {k: self._q.constant(v) for k, v in c.kwargs}
+        head, index = ((), None) if dev is None else ((dev.handle,), dev.index)
+        return self._q.call(c.func, *head, *args, device=index, **kwargs)
+
+    def _problem(self, dev: Any, key: str, exc: SoakError, probing: bool) -> Answer:
+        """A read that failed: None and why, logged once. An ambiguous failure first checks
+        that the device is alive (GpuLost if not); at the probe, a failure that is neither
+        permission nor a missing function means the read is not supported there."""
+        error = self._error_name(exc)
+        if isinstance(exc, self.SUSPECT) and dev is not None:
+            confirm_alive(dev.index, lambda: self._call(dev, self.ALIVE))
+        if probing and type(exc) not in CAPABILITY_OF:
+            exc = NotSupported(str(exc))
+        where = "" if dev is None else f" on device {dev.index}"
+        return Answer(None, failed_read(self._q.log_once, key, exc, error, where), error)
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def _event(self, pending: Pending) -> None:
+        with self._lock:
+            self._pending.append(pending)
+
+    def _is_lost(self, index: int) -> bool:
+        with self._lock:
+            return index in self._lost
+
+    def _mark_lost(
+        self, index: int, reason: str, *, t_s: float | None = None, arrived: float | None = None
+    ) -> None:
+        """Leave a device out from now on and report it once (thread-safe)."""
+        with self._lock:
+            if index in self._lost:
+                return
+            self._lost.add(index)
+            message = f"GPU {index} lost: {reason}"
+            details = {"reason": reason}
+            self._pending.append(
+                Pending(EventKind.DEVICE_LOST, message, index, details, t_s, arrived)
+            )
+        self._log.error("%s: GPU %d lost: %s", self.name, index, reason)

@@ -1,6 +1,9 @@
 """NVIDIA telemetry through NVML (``nvidia-ml-py``, imported as ``pynvml``).
 
-The only module in soak that imports ``pynvml``. Three rules shape it:
+The only module in soak that imports ``pynvml``. It keeps NVML's calls, tables and event
+thread; the probe, the per-tick snapshot and lost devices are
+`soak.devices.common.VendorBackend`'s, the same as AMD's (including what "supported" means).
+Three rules shape it:
 
 * Every vendor call goes through `NvmlQuery.call`, which translates NVML errors into soak's
   own exceptions through the table `_ERRORS`. "Not supported", "no permission" and "function
@@ -35,7 +38,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pynvml
@@ -43,17 +46,21 @@ import pynvml
 from soak.devices import select
 from soak.devices.common import (
     CAPABILITY_OF,
+    Answer,
     Call,
+    Device,
     EnergyIntegrator,
     LogOnce,
     Metric,
+    Pending,
+    Query,
+    VendorBackend,
+    Way,
+    by_call,
     clean_number,
-    confirm_alive,
-    failed_read,
     pct,
     positive,
     temp_ok,
-    why_not,
 )
 from soak.errors import (
     BackendUnavailable,
@@ -63,7 +70,7 @@ from soak.errors import (
     NotSupported,
     SoakError,
 )
-from soak.model import Capability, DeviceInfo, Event, EventKind, Telemetry
+from soak.model import Capability, DeviceInfo, EventKind
 
 log = logging.getLogger(__name__)
 
@@ -139,29 +146,17 @@ def _error_name(exc: BaseException) -> str:
 # The one door to pynvml.
 
 
-class NvmlQuery:
+class NvmlQuery(Query):
     """Calls pynvml, translates its errors, and logs each problem once (a bounded set)."""
 
     def __init__(self) -> None:
-        self.log_once = LogOnce(log, "nvml")
-
-    def call(self, func: str, *args: Any, device: int | None = None, **kwargs: Any) -> Any:
-        """``pynvml.<func>(*args, **kwargs)``; any NVML error is raised as soak's exception."""
-        try:
-            fn = getattr(pynvml, func)
-        except AttributeError as exc:
-            raise FunctionMissing(f"{func}: not in this nvidia-ml-py") from exc
-        try:
-            return fn(*args, **kwargs)
-        except pynvml.NVMLError as exc:
-            raise translate(exc, func, device) from exc
-
-    def constant(self, name: str) -> Any:
-        """A pynvml constant by name; an old binding without it counts as a missing function."""
-        try:
-            return getattr(pynvml, name)
-        except AttributeError as exc:
-            raise FunctionMissing(f"{name}: not in this nvidia-ml-py") from exc
+        super().__init__(
+            LogOnce(log, "nvml"),
+            "nvidia-ml-py",
+            lambda: pynvml,
+            lambda: pynvml.NVMLError,
+            translate,
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -249,23 +244,6 @@ _SENTINELS = frozenset({0xFFFF_FFFF, 0xFFFF_FFFF_FFFF_FFFF})
 def _clean(v: Any) -> Any:
     """None for NVML's 'not available' sentinels and impossible numbers; structures pass."""
     return clean_number(v, _SENTINELS) if isinstance(v, int | float) else v
-
-
-@dataclass(frozen=True, slots=True)
-class Way:
-    """One way to read a value: the reads it needs and how their answers become the value."""
-
-    reads: tuple[Read, ...]
-    convert: Callable[..., Any] = _same
-    unit: str = ""  # the vendor unit and its conversion, for readers of the table
-
-    @property
-    def label(self) -> str:
-        return " + ".join(r.key for r in self.reads)
-
-
-def by_call(func: str, *args: str, convert: Callable[..., Any] = _same, unit: str = "") -> Way:
-    return Way((Call(func, args),), convert, unit)
 
 
 def by_fields(*names: str, convert: Callable[..., Any] = _same, unit: str = "") -> Way:
@@ -523,22 +501,13 @@ LOST_XIDS = frozenset({79})
 # Answers and per-device state.
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """What one read returned: a value, or None and why."""
-
-    value: Any = None
-    capability: Capability = SUPPORTED
-    error: str | None = None  # NVML's error name when the read failed
-    value_type: int | None = None  # for field values: NVML_VALUE_TYPE_*
-
-    def raw(self) -> Any:
-        """JSON-able form for `probe_raw`; `tests/devices/fake_pynvml.py` replays it."""
-        if self.error is not None:
-            return {"error": self.error}
-        if self.value_type is not None:
-            return {"type": self.value_type, "value": self.value}
-        return _jsonable(self.value)
+def _raw(answer: Answer) -> Any:
+    """An answer in JSON-able form for `probe_raw`; `tests/devices/fake_pynvml.py` replays it."""
+    if answer.error is not None:
+        return {"error": answer.error}
+    if answer.value_type is not None:
+        return {"type": answer.value_type, "value": answer.value}
+    return _jsonable(answer.value)
 
 
 def _jsonable(v: Any) -> Any:
@@ -561,40 +530,13 @@ def _jsonable(v: Any) -> Any:
 
 
 @dataclass(slots=True, eq=False)
-class _Device:
+class _Device(Device):
     """One NVML device as found at discovery, and what the probe decided for it."""
 
-    nvml_index: int
-    handle: Any = None
+    nvml_index: int = -1
     uuid: str | None = None
     pci_bus_id: str | None = None
-    lost: str | None = None  # why it could not be opened at discovery
-    index: int = -1  # soak's index, set once the visible order is known
-    plan: dict[str, Way] = field(default_factory=dict)
-    caps: dict[str, Capability] = field(default_factory=dict)
-    calls: dict[str, Capability] = field(default_factory=dict)
-    energy: EnergyIntegrator | None = None
     raw: dict[str, Any] | None = None  # every answer, when recording for probe_raw
-
-
-@dataclass(frozen=True, slots=True)
-class _Pending:
-    """An event waiting for `poll_events`: stamped with a run time or a ``time_fn`` time."""
-
-    kind: EventKind
-    message: str
-    device: int | None
-    details: dict[str, Any]
-    t_s: float | None = None
-    arrived: float | None = None
-
-    def event(self, t_s: float, now: float) -> Event:
-        when = self.t_s
-        if when is None:
-            when = t_s - max(0.0, now - (self.arrived if self.arrived is not None else now))
-        return Event(
-            t_s=when, kind=self.kind, message=self.message, device=self.device, details=self.details
-        )
 
 
 def _handle_key(handle: Any) -> int:
@@ -609,7 +551,7 @@ def _handle_key(handle: Any) -> int:
 # The backend.
 
 
-class NvmlBackend:
+class NvmlBackend(VendorBackend):
     """NVIDIA GPUs through NVML: inventory, capability probe, per-tick snapshots, XIDs.
 
     ``devices`` selects by soak index (see the module docstring for the order). ``time_fn``
@@ -619,6 +561,10 @@ class NvmlBackend:
     """
 
     name = "nvml"
+    METRICS = METRICS
+    SUSPECT = _Unknown  # NVML's 'Unknown Error'
+    ALIVE = Call("nvmlDeviceGetClockInfo", ("NVML_CLOCK_SM",))
+    SHUTDOWN = "nvmlShutdown"
 
     def __init__(
         self,
@@ -629,16 +575,10 @@ class NvmlBackend:
         watch_events: bool = True,
         record_raw: bool = False,
     ) -> None:
-        self._q = NvmlQuery()
-        self._time_fn = time_fn
-        self._lock = threading.Lock()
-        self._pending: list[_Pending] = []
-        self._lost: set[int] = set()
-        self._devices: list[_Device] = []
-        self._info: list[DeviceInfo] = []
+        super().__init__(NvmlQuery(), time_fn)
+        self._system: dict[str, Any] = {}
         self._system_raw: dict[str, Any] | None = {} if record_raw else None
         self._watcher: _EventWatcher | None = None
-        self._open = False
         self._init()
         try:
             self._start(devices, record_raw)
@@ -652,45 +592,12 @@ class NvmlBackend:
             self.close()
             raise
 
-    # -- Backend protocol ---------------------------------------------------------------------
-
-    def devices(self) -> list[DeviceInfo]:
-        return list(self._info)
-
-    def capabilities(self) -> dict[int, dict[str, Capability]]:
-        return {dev.index: dict(dev.caps) for dev in self._devices}
-
-    def sample(self, t_s: float) -> list[Telemetry]:
-        out: list[Telemetry] = []
-        for dev in self._devices:
-            if self._is_lost(dev.index):
-                continue
-            try:
-                out.append(self._snapshot(dev, t_s))
-            except GpuLost as exc:
-                self._mark_lost(dev.index, f"stopped answering: {exc}", t_s=t_s)
-        return out
-
-    def poll_events(self, t_s: float) -> list[Event]:
-        with self._lock:
-            pending, self._pending = self._pending, []
-        now = self._time_fn()
-        return [p.event(t_s, now) for p in pending]
-
-    def simulated_load(self, workload: str) -> None:
-        return None
-
     def close(self) -> None:
         """Stop the event thread and shut NVML down; safe to call twice."""
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
-        if self._open:
-            self._open = False
-            try:
-                self._q.call("nvmlShutdown")
-            except SoakError as exc:
-                log.warning("nvml: shutdown failed: %s", exc)
+        super().close()
 
     def raw_answers(self) -> dict[str, Any]:
         """Every NVML answer of the probe, JSON-able (needs ``record_raw=True``)."""
@@ -716,7 +623,7 @@ class NvmlBackend:
 
     def _start(self, wanted: Sequence[int] | None, record: bool) -> None:
         """Inventory, device order, selection, MIG check and the probe of each chosen device."""
-        system = {m.name: self._value(None, m, self._system_raw) for m in SYSTEM}
+        self._system = {m.name: self._value(None, m) for m in SYSTEM}
         found = self._discover(record)
         visible = _visible(found, os.environ.get("CUDA_VISIBLE_DEVICES"), self._q)
         for position, dev in enumerate(visible):
@@ -726,11 +633,12 @@ class NvmlBackend:
             self._check_mig(dev)
         for dev in chosen:
             self._devices.append(dev)
-            self._info.append(self._open_device(dev, system))
+            self._info.append(self._open_device(dev))
 
     def _discover(self, record: bool) -> list[_Device]:
         """Every GPU NVML counts, with its handle, UUID and PCI id (or why it cannot be opened)."""
-        answer = self._read_call(None, Call("nvmlDeviceGetCount"), self._system_raw)
+        count_call = Call("nvmlDeviceGetCount")
+        answer = self._read(None, [count_call], probing=True)[count_call]
         if answer.error is not None:
             raise BackendUnavailable(f"NVML cannot count the GPUs ({answer.error})")
         count = _clean(answer.value)
@@ -741,8 +649,8 @@ class NvmlBackend:
             dev = _Device(nvml_index=i, index=i, raw={} if record else None)
             try:
                 dev.handle = self._q.call("nvmlDeviceGetHandleByIndex", i, device=i)
-                dev.uuid = self._value(dev, _UUID_METRIC, dev.raw)
-                dev.pci_bus_id = self._value(dev, _PCI_METRIC, dev.raw)
+                dev.uuid = self._value(dev, _UUID_METRIC)
+                dev.pci_bus_id = self._value(dev, _PCI_METRIC)
             except (GpuLost, _Unknown) as exc:
                 dev.lost = str(exc)
                 log.error("nvml: GPU %d cannot be opened (%s); it is reported lost", i, exc)
@@ -763,34 +671,25 @@ class NvmlBackend:
                 f"it loads whole GPUs (disable with: nvidia-smi -i {dev.nvml_index} -mig 0)"
             )
 
-    def _open_device(self, dev: _Device, system: dict[str, Any]) -> DeviceInfo:
-        """Probe one device and describe it; a device lost at discovery or during its probe is
-        listed and reported lost, and the other devices go on."""
-        if not dev.lost:
-            try:
-                self._probe(dev)
-                return self._describe(dev, system)
-            except GpuLost as exc:
-                dev.lost, dev.caps = str(exc), {}
-        self._mark_lost(dev.index, f"could not be opened: {dev.lost}", t_s=0.0)
+    def _lost_info(self, dev: _Device) -> DeviceInfo:
         return DeviceInfo(
             index=dev.index,
             backend=self.name,
             name="unknown NVIDIA GPU (lost at start)",
-            driver_version=system["driver_version"],
-            cuda_version=system["cuda_version"],
+            driver_version=self._system["driver_version"],
+            cuda_version=self._system["cuda_version"],
             torch_device=None,
             worker_env={"CUDA_VISIBLE_DEVICES": ""},
             extra={"nvml_index": dev.nvml_index, "lost": dev.lost},
         )
 
-    def _describe(self, dev: _Device, system: dict[str, Any]) -> DeviceInfo:
+    def _describe(self, dev: _Device) -> DeviceInfo:
         """The `DeviceInfo` of a probed device, with the probe's tables in ``extra``."""
-        inv = {m.name: self._value(dev, m, dev.raw) for m in INVENTORY}
+        inv = {m.name: self._value(dev, m) for m in INVENTORY}
         extra = {
             "nvml_index": dev.nvml_index,
             "compute_capability": inv.pop("compute_capability"),
-            "nvml_version": system["nvml_version"],
+            "nvml_version": self._system["nvml_version"],
             "nvml_sources": {name: way.label for name, way in dev.plan.items()},
             "nvml_calls": {key: cap.value for key, cap in dev.calls.items()},
         }
@@ -802,31 +701,16 @@ class NvmlBackend:
             name=inv.pop("name") or "unknown NVIDIA GPU",
             uuid=dev.uuid,
             pci_bus_id=dev.pci_bus_id,
-            driver_version=system["driver_version"],
-            cuda_version=system["cuda_version"],
+            driver_version=self._system["driver_version"],
+            cuda_version=self._system["cuda_version"],
             torch_device="cuda:0",
             worker_env=worker_env(dev.uuid),
             extra=extra,
             **inv,
         )
 
-    def _probe(self, dev: _Device) -> None:
-        """Try every way of every metric once; keep the first that answers, record the rest."""
-        reads = [r for m in METRICS for w in m.ways for r in w.reads]
-        answers = self._read(dev, reads, dev.raw)
-        for metric in METRICS:
-            failures: list[Capability] = []
-            for way in metric.ways:
-                caps = [answers[r].capability for r in way.reads]
-                bad = [c for c in caps if c is not SUPPORTED]
-                if not bad:
-                    dev.plan[metric.name] = way
-                    dev.caps[metric.name] = SUPPORTED
-                    break
-                failures.extend(bad)
-            else:
-                dev.caps[metric.name] = why_not(failures)
-        dev.calls = {r.key: answers[r].capability for r in dict.fromkeys(reads)}
+    def _after_probe(self, dev: _Device) -> None:
+        """No energy counter: integrate power (the named fallback)."""
         if "energy_j" not in dev.plan and "power_w" in dev.plan:
             dev.energy = EnergyIntegrator()
             dev.caps["energy_j"] = Capability.FALLBACK
@@ -847,79 +731,44 @@ class NvmlBackend:
 
     # -- reading --------------------------------------------------------------------------------
 
-    def _snapshot(self, dev: _Device, t_s: float) -> Telemetry:
-        """One consistent reading of every planned metric of one device."""
-        answers = self._read(dev, [r for w in dev.plan.values() for r in w.reads])
-        values = {m.name: self._evaluate(m, dev.plan.get(m.name), answers) for m in METRICS}
+    def _derive(self, dev: _Device, t_s: float, values: dict[str, Any]) -> dict[str, Any]:
         if dev.energy is not None:
             values["energy_j"] = dev.energy.add(t_s, values["power_w"])
-        return Telemetry(device=dev.index, t_s=t_s, **values)
+        return values
 
-    def _value(
-        self, dev: _Device | None, metric: Metric, record: dict[str, Any] | None = None
-    ) -> Any:
-        """The first way of ``metric`` that answers (inventory and system reads)."""
-        for way in metric.ways:
-            if dev is None:
-                answers = {r: self._read_call(None, r, record) for r in way.reads}
-            else:
-                answers = self._read(dev, way.reads, record)
-            if all(answers[r].capability is SUPPORTED for r in way.reads):
-                value = self._evaluate(metric, way, answers)
-                if value is not None:
-                    return value
-        return None
+    def _clean(self, value: Any) -> Any:
+        return _clean(value)
 
-    def _evaluate(self, metric: Metric, way: Way | None, answers: dict[Read, Answer]) -> Any:
-        """Apply a way's conversion to its answers; sentinels and implausible values → None."""
-        if way is None:
-            return None
-        raws = [_clean(answers[r].value) for r in way.reads]
-        if any(v is None for v in raws):
-            return None
-        return metric.accept(_clean(way.convert(*raws)), way.label, self._q.log_once)
+    def _error_name(self, exc: BaseException) -> str:
+        return _error_name(exc)
 
     def _read(
-        self, dev: _Device, reads: Iterable[Read], record: dict[str, Any] | None = None
+        self, dev: _Device | None, reads: Iterable[Read], *, probing: bool = False
     ) -> dict[Read, Answer]:
-        """Answer each read once: field values in one batched call, the rest one by one."""
+        """Answer each read once: field values in one batched call, the rest one by one. The
+        probe's answers are recorded for `probe_raw` when asked."""
         unique = list(dict.fromkeys(reads))
-        answers = self._read_fields(dev, [r for r in unique if isinstance(r, Field)])
-        for r in unique:
-            if isinstance(r, Call):
-                answers[r] = self._read_call(dev, r)
-        if record is not None:
-            record.update({r.key: answers[r].raw() for r in unique})
+        answers = self._read_fields(dev, [r for r in unique if isinstance(r, Field)], probing)
+        answers |= super()._read(dev, [r for r in unique if isinstance(r, Call)], probing=probing)
+        record = self._system_raw if dev is None else dev.raw
+        if probing and record is not None:
+            record.update({r.key: _raw(answers[r]) for r in unique})
         return answers
 
-    def _read_call(
-        self, dev: _Device | None, c: Call, record: dict[str, Any] | None = None
-    ) -> Answer:
-        """One call through the query door: its answer, or None and why (GpuLost passes)."""
-        device = None if dev is None else dev.index
-        try:
-            args = [self._q.constant(a) for a in c.args]
-            kwargs = {k: self._q.constant(v) for k, v in c.kwargs}
-            head = () if dev is None else (dev.handle,)
-            answer = Answer(self._q.call(c.func, *head, *args, device=device, **kwargs))
-        except GpuLost:
-            raise
-        except SoakError as exc:
-            answer = self._problem(dev, c.key, exc)
-        if record is not None:
-            record[c.key] = answer.raw()
-        return answer
-
-    def _read_fields(self, dev: _Device, wanted: list[Field]) -> dict[Read, Answer]:
+    def _read_fields(
+        self, dev: _Device | None, wanted: list[Field], probing: bool
+    ) -> dict[Read, Answer]:
         """The field values among the reads, in one nvmlDeviceGetFieldValues call."""
         answers: dict[Read, Answer] = {}
+        if not wanted or dev is None:
+            return answers
         ids, known = [], []
         for f in wanted:
             try:
                 ids.append(self._q.constant(f.name))
                 known.append(f)
             except FunctionMissing as exc:
-                answers[f] = self._problem(dev, f.key, exc)
+                answers[f] = self._problem(dev, f.key, exc, probing)
         if not known:
             return answers
         try:
@@ -927,86 +776,42 @@ class NvmlBackend:
         except GpuLost:
             raise
         except SoakError as exc:
-            failed = self._problem(dev, "nvmlDeviceGetFieldValues", exc)
+            failed = self._problem(dev, "nvmlDeviceGetFieldValues", exc, probing)
             return answers | dict.fromkeys(known, failed)
         for f, entry in zip(known, entries, strict=True):
-            answers[f] = self._field_answer(dev, f, entry)
+            answers[f] = self._field_answer(dev, f, entry, probing)
         return answers
 
-    def _field_answer(self, dev: _Device, f: Field, entry: Any) -> Answer:
+    def _field_answer(self, dev: _Device, f: Field, entry: Any, probing: bool) -> Answer:
         """One field value, its own nvmlReturn checked: only that metric fails."""
         if entry.nvmlReturn != 0:
             exc = translate(pynvml.NVMLError(entry.nvmlReturn), f.key, dev.index)
             if isinstance(exc, GpuLost):
                 raise exc
-            return self._problem(dev, f.key, exc)
+            return self._problem(dev, f.key, exc, probing)
         member = _VALUE_MEMBER.get(entry.valueType)
         if member is None:
-            return self._problem(dev, f.key, _ReadFailed(f"{f.key}: value type {entry.valueType}"))
+            problem = _ReadFailed(f"{f.key}: value type {entry.valueType}")
+            return self._problem(dev, f.key, problem, probing)
         return Answer(getattr(entry.value, member), value_type=entry.valueType)
 
-    def _problem(self, dev: _Device | None, key: str, exc: SoakError) -> Answer:
-        """A read that failed: None and why, logged once; an unknown error checks liveness."""
-        if isinstance(exc, _Unknown) and dev is not None:
-            self._confirm_alive(dev)
-        where = "" if dev is None else f" on device {dev.index}"
-        cap = failed_read(self._q.log_once, key, exc, _error_name(exc), where)
-        return Answer(None, cap, _error_name(exc))
-
-    def _confirm_alive(self, dev: _Device) -> None:
-        """After NVML's 'Unknown Error': a device that cannot tell its SM clock is lost."""
-        confirm_alive(
-            dev.index,
-            lambda: self._q.call(
-                "nvmlDeviceGetClockInfo",
-                dev.handle,
-                self._q.constant("NVML_CLOCK_SM"),
-                device=dev.index,
-            ),
-        )
-
     # -- events ---------------------------------------------------------------------------------
-
-    def _is_lost(self, index: int) -> bool:
-        with self._lock:
-            return index in self._lost
-
-    def _mark_lost(
-        self, index: int, reason: str, *, t_s: float | None = None, arrived: float | None = None
-    ) -> None:
-        """Leave a device out from now on and report it once."""
-        with self._lock:
-            if index in self._lost:
-                return
-            self._lost.add(index)
-            self._pending.append(
-                _Pending(
-                    EventKind.DEVICE_LOST,
-                    f"GPU {index} lost: {reason}",
-                    index,
-                    {"reason": reason},
-                    t_s,
-                    arrived,
-                )
-            )
-        log.error("nvml: GPU %d lost: %s", index, reason)
 
     def _on_event(self, index: int | None, kind: str, data: int, arrived: float) -> None:
         """Called by the event thread for each NVML event."""
         if kind == "xid":
             name = _XID_NAMES.get(data)
             message = f"XID {data}" + (f" ({name})" if name else "")
-            pending = _Pending(EventKind.XID, message, index, {"code": data}, arrived=arrived)
+            pending = Pending(EventKind.XID, message, index, {"code": data}, arrived=arrived)
         else:
-            pending = _Pending(
+            pending = Pending(
                 EventKind.ECC,
                 "double-bit ECC error",
                 index,
                 {"event": "double_bit_ecc"},
                 arrived=arrived,
             )
-        with self._lock:
-            self._pending.append(pending)
+        self._event(pending)
         log.warning("nvml: device %s: %s", index, pending.message)
         if kind == "xid" and data in LOST_XIDS and index is not None:
             self._mark_lost(index, pending.message, arrived=arrived)
@@ -1267,7 +1072,7 @@ def probe_raw(devices: Sequence[int] | None = None) -> dict[str, Any]:
         for dev, raw in zip(backend._devices, dump["devices"], strict=True):
             if not dev.lost:
                 raw.update(
-                    {c.key: a.raw() for c, a in backend._read(dev, [_MIG, _EVENT_TYPES]).items()}
+                    {c.key: _raw(a) for c, a in backend._read(dev, [_MIG, _EVENT_TYPES]).items()}
                 )
         return dump
     finally:

@@ -191,6 +191,9 @@ class FakeNvml:
         self.shutdowns = 0
         self.registered: dict[int, int] = {}
         self.events: queue.Queue[types.SimpleNamespace] = queue.Queue()
+        self._waits = threading.Condition()
+        self._returned = 0  # events the wait handed to the event thread
+        self._handled = 0  # of those, how many the thread handled (it came back to wait again)
         self._handles = [FakeHandle(i) for i in range(len(self.tables))]
         self._index = [self._build_index(t) for t in self.tables]
         self._lock = threading.Lock()
@@ -228,6 +231,13 @@ class FakeNvml:
                 computeInstanceId=0xFFFFFFFF,
             )
         )
+
+    def wait_handled(self, n: int, timeout: float = 10.0) -> None:
+        """Block until the event thread has handled ``n`` events in all: it has come back to
+        wait for the next one after each. The timeout is only a guard against a hung thread."""
+        with self._waits:
+            if not self._waits.wait_for(lambda: self._handled >= n, timeout):
+                raise AssertionError(f"fake pynvml: {self._handled} of {n} events handled")
 
     def count(self, name: str) -> int:
         return sum(1 for called, _ in self.calls if called == name)
@@ -346,10 +356,16 @@ class FakeNvml:
         self.registered[gpu] = eventTypes
 
     def _fake_nvmlEventSetWait_v2(self, eventSet: FakeEventSet, timeoutms: int) -> Any:
+        with self._waits:  # back to wait: every event handed out before is handled
+            self._handled = self._returned
+            self._waits.notify_all()
         try:
-            return self.events.get(timeout=timeoutms / 1000)
+            event = self.events.get(timeout=timeoutms / 1000)
         except queue.Empty:
             raise real.NVMLError_Timeout() from None
+        with self._waits:
+            self._returned += 1
+        return event
 
     def _fake_nvmlEventSetWait(self, eventSet: FakeEventSet, timeoutms: int) -> Any:
         return self._fake_nvmlEventSetWait_v2(eventSet, timeoutms)

@@ -82,7 +82,14 @@ SCENARIOS: dict[str, dict[int, dict[str, Any]]] = {
         for gpu in (0, 1)
     },
     "pcie_replay_counter_sentinel": {
-        0: {f"{FI}(NVML_FI_DEV_PCIE_REPLAY_COUNTER)": fv(0xFFFFFFFF, 1)},
+        0: {
+            f"{FI}(NVML_FI_DEV_PCIE_REPLAY_COUNTER)": fv(0xFFFFFFFF, 1),
+            "nvmlDeviceGetPcieReplayCounter()": 3,
+        },
+        1: {
+            f"{FI}(NVML_FI_DEV_PCIE_REPLAY_COUNTER)": fv(0xFFFFFFFF, 1),
+            "nvmlDeviceGetPcieReplayCounter()": err("NotSupported"),
+        },
     },
     "power_limit_zero": {0: {"nvmlDeviceGetEnforcedPowerLimit()": 0}},
     "xid_registration_not_supported_on_gpu0": {
@@ -137,15 +144,6 @@ def open_nvml(clock: FakeClock, closing) -> Callable[..., NvmlBackend]:
         return closing(NvmlBackend(**kwargs))
 
     return open_
-
-
-def wait_for_events(backend: NvmlBackend, t_s: float, n: int, timeout: float = 5.0) -> list[Any]:
-    events: list[Any] = []
-    deadline = time.monotonic() + timeout
-    while len(events) < n and time.monotonic() < deadline:
-        events += backend.poll_events(t_s)
-        time.sleep(0.005)
-    return events
 
 
 # -- the declared table ---------------------------------------------------------------------
@@ -264,23 +262,34 @@ def test_field_values_one_entry_fails_mid_run_only_that_metric_is_none(
     assert (s.mem_temp_c, s.remap_failure, s.ecc_uncorrected) == (70, 0, 0)
 
 
-def test_hbm_temperature_sentinels_become_none(make_fake, open_nvml, caplog) -> None:
+def test_hbm_temperature_sentinels_are_none_and_not_supported(make_fake, open_nvml, caplog) -> None:
+    """A sensor answering 0 °C or ~9.2e18 has no reading: None, and "not supported" in the
+    capability table, which never claims a metric whose every reading would be None."""
     make_fake("hbm_temp_sentinels")
-    backend = open_nvml()
     with caplog.at_level(logging.INFO, logger="soak.devices.nvml"):
+        backend = open_nvml()
         for t in range(5):
             s = by_device(backend.sample(float(t)))
             assert s[0].mem_temp_c is None and s[1].mem_temp_c is None
             assert s[0].temp_c == 61
-    assert backend.capabilities()[0]["mem_temp_c"] is Capability.SUPPORTED
-    assert (
-        sum("implausible" in r.message or "not plausible" in r.message for r in caplog.records) == 1
-    )
+    caps = backend.capabilities()
+    assert caps[0]["mem_temp_c"] is Capability.NOT_SUPPORTED
+    assert caps[1]["mem_temp_c"] is Capability.NOT_SUPPORTED
+    assert sum("not plausible" in r.message for r in caplog.records) == 1  # GPU 0's 0 °C, once
 
 
-def test_pcie_replay_counter_sentinel_is_none_not_a_count(make_fake, open_nvml) -> None:
+def test_pcie_replay_counter_sentinel_is_never_a_count(make_fake, open_nvml) -> None:
+    """The field answering its sentinel is not supported: the next way is read where it
+    answers (GPU 0), and the metric is None and not supported where none does (GPU 1)."""
     make_fake("pcie_replay_counter_sentinel")
-    assert by_device(open_nvml().sample(1.0))[0].pcie_replay is None
+    backend = open_nvml()
+    s = by_device(backend.sample(1.0))
+    assert (s[0].pcie_replay, s[1].pcie_replay) == (3, None)
+    sources = backend.devices()[0].extra["nvml_sources"]
+    assert sources["pcie_replay"] == "nvmlDeviceGetPcieReplayCounter()"
+    caps = backend.capabilities()
+    assert caps[0]["pcie_replay"] is Capability.SUPPORTED
+    assert caps[1]["pcie_replay"] is Capability.NOT_SUPPORTED
 
 
 def test_power_limit_zero_is_none(make_fake, open_nvml) -> None:
@@ -391,7 +400,8 @@ def test_xid_79_from_the_event_thread_is_an_xid_and_a_lost_gpu(make_fake, open_n
     fake = make_fake("healthy")
     backend = open_nvml()
     fake.push_event(1, XID, 79)
-    events = wait_for_events(backend, 5.0, 2)
+    fake.wait_handled(1)
+    events = backend.poll_events(5.0)
     assert [(e.kind, e.device) for e in events] == [
         (EventKind.XID, 1),
         (EventKind.DEVICE_LOST, 1),
@@ -400,7 +410,8 @@ def test_xid_79_from_the_event_thread_is_an_xid_and_a_lost_gpu(make_fake, open_n
     assert events[0].message.startswith("XID 79")
     assert sorted(by_device(backend.sample(6.0))) == [0]
     fake.push_event(0, XID, 13)
-    events = wait_for_events(backend, 7.0, 1)
+    fake.wait_handled(2)
+    events = backend.poll_events(7.0)
     assert [(e.kind, e.device, e.details["code"]) for e in events] == [(EventKind.XID, 0, 13)]
     assert sorted(by_device(backend.sample(8.0))) == [0]  # XID 13 does not lose the GPU
 
@@ -409,12 +420,9 @@ def test_xid_time_is_when_it_arrived_on_the_run_clock(make_fake, open_nvml, cloc
     fake = make_fake("healthy")
     backend = open_nvml()
     fake.push_event(0, XID, 48)
-    deadline = time.monotonic() + 5
-    while fake.events.qsize() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    time.sleep(0.05)  # let the thread stamp it with clock.now
+    fake.wait_handled(1)  # the thread stamped it with clock.now
     clock.now += 2.5
-    (event,) = wait_for_events(backend, 50.0, 1)
+    (event,) = backend.poll_events(50.0)
     assert event.t_s == pytest.approx(47.5)
 
 
