@@ -120,11 +120,97 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("run_b", type=Path, help="run folder (or its summary.json): after")
     compare.add_argument("--out", type=Path, help="comparison report (default RUN_B/compare.html)")
 
+    _import_parser(sub)
+
     devices = sub.add_parser("devices", help="list devices and their capability table")
     devices.add_argument("--backend", default="auto")
     devices.add_argument("--sim-gpus", type=_positive("--sim-gpus", int), default=8)
     devices.add_argument("--sim-sku", default="h100-sxm")
     return parser
+
+
+def _import_parser(sub: argparse._SubParsersAction) -> None:
+    imp = sub.add_parser("import", help="turn a foreign trace into a normal run and report")
+    formats = imp.add_subparsers(dest="format", required=True, parser_class=_Parser)
+    helps = {
+        "csv": "any CSV with a header (long with --device-col, or wide with --devices N)",
+        "nvidia-smi": "nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits] -l N output",
+        "dcgmi-dmon": "dcgmi dmon -e ... text output",
+        "gpu-burn": "gpu_burn stdout (its status records, as it prints them)",
+    }
+    for name, text in helps.items():
+        p = formats.add_parser(name, help=text)
+        p.add_argument("file", type=Path, help="the trace: plain, .gz, or a .zip holding one file")
+        if name == "csv":
+            p.add_argument("--time-col", required=True, help="column holding the time")
+            p.add_argument(
+                "--time-unit",
+                default="s",
+                choices=("s", "ms", "iso"),
+                help="unit of --time-col: seconds, milliseconds or ISO-8601 (default s)",
+            )
+            p.add_argument("--device-col", help="column holding the device index (long file)")
+            p.add_argument(
+                "--devices",
+                type=_positive("--devices", int),
+                help="number of devices in a wide file ({i} in --map names the device)",
+            )
+            p.add_argument(
+                "--map",
+                action="append",
+                default=[],
+                metavar="FIELD=COLUMN",
+                help="soak field (temp_c, mem_temp_c, sm_clock_mhz, mem_clock_mhz, power_w, "
+                "power_limit_w, util_pct, mem_util_pct, fan_pct, clock_reasons, throughput) "
+                "from COLUMN; repeatable; COLUMN may hold {i}",
+            )
+            p.add_argument(
+                "--throughput-unit",
+                help="unit of the throughput column: FLOP/s, GFLOP/s, TFLOP/s, B/s, GB/s or "
+                "token/s (default FLOP/s)",
+            )
+        if name == "nvidia-smi":
+            p.add_argument(
+                "--query",
+                help="the --query-gpu field list, for a file without header (default: none; "
+                "the header names the columns)",
+            )
+        if name in ("nvidia-smi", "dcgmi-dmon"):
+            p.add_argument(
+                "--interval",
+                type=_positive("--interval"),
+                default=1.0,
+                help="seconds between samples where the file has no time column (default 1)",
+            )
+        if name == "gpu-burn":
+            from soak.importers.gpu_burn import DEFAULT_OPS_PER_MUL
+
+            p.add_argument(
+                "--ops-per-mul",
+                type=_positive("--ops-per-mul"),
+                default=float(DEFAULT_OPS_PER_MUL),
+                help="FLOP per matrix multiply of the gpu-burn build (its OPS_PER_MUL; default "
+                f"{DEFAULT_OPS_PER_MUL}, SIZE=2048; SIZE=8192 builds: 1100048498688)",
+            )
+        p.add_argument(
+            "--workload",
+            default="gemm" if name == "gpu-burn" else "imported",
+            help="name of the workload the trace ran (default: gemm for gpu-burn, else imported)",
+        )
+        p.add_argument(
+            "--load-start",
+            type=_positive("--load-start", allow_zero=True),
+            help="load start, seconds from the first sample (default: detected)",
+        )
+        p.add_argument(
+            "--load-end",
+            type=_positive("--load-end"),
+            help="load end, seconds from the first sample (default: detected)",
+        )
+        p.add_argument("--host", help="host name for the run (default: the file's name)")
+        p.add_argument("--name", help="device model, where the trace does not name it")
+        p.add_argument("--out", type=Path, default=Path("reports"), help="reports folder")
+        p.add_argument("--tag", type=_tag, action="append", default=[], metavar="KEY=VALUE")
 
 
 def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
@@ -274,6 +360,61 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def cmd_import(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from soak.importers.core import ImportOptions, write_run
+    from soak.importers.source import describe
+    from soak.report import build_outputs
+
+    source = describe(args.file, args.format)
+    trace = _read_trace(args)
+    options = ImportOptions(
+        workload=args.workload,
+        host=args.host,
+        out=args.out,
+        tags=dict(args.tag),
+        command=shlex.join(["soak", *argv]),
+        load_start_s=args.load_start,
+        load_end_s=args.load_end,
+        name=args.name,
+    )
+    result = write_run(trace, source, options)
+    seg = result.segment
+    print(f"load segment: {seg.start_s:.1f} s to {seg.end_s:.1f} s ({seg.basis})")
+    for other in result.others:
+        print(f"  other segment: {other.start_s:.1f} s to {other.end_s:.1f} s (not imported)")
+    analysis, report = build_outputs(result.run_dir)
+    _print_verdict(analysis)
+    print(report)
+    return VERDICT_EXIT[analysis.verdict]
+
+
+def _read_trace(args: argparse.Namespace):
+    if args.format == "csv":
+        from soak.importers import csv
+
+        options = csv.CsvOptions(
+            time_col=args.time_col,
+            time_unit=args.time_unit,
+            mapping=csv.parse_map(args.map),
+            device_col=args.device_col,
+            devices=args.devices,
+            throughput_unit=args.throughput_unit,
+        )
+        return csv.read(args.file, options)
+    if args.format == "nvidia-smi":
+        from soak.importers import nvidia_smi
+
+        query = nvidia_smi.parse_query(args.query) if args.query else None
+        return nvidia_smi.read(args.file, query, args.interval)
+    if args.format == "dcgmi-dmon":
+        from soak.importers import dcgmi
+
+        return dcgmi.read(args.file, args.interval)
+    from soak.importers import gpu_burn
+
+    return gpu_burn.read(args.file, args.ops_per_mul)
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from soak.devices import BackendOptions, open_backend
 
@@ -319,6 +460,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_report(args)
         if args.command == "compare":
             return cmd_compare(args)
+        if args.command == "import":
+            return cmd_import(args, argv)
         return cmd_devices(args)
     except (ConfigError, BackendUnavailable) as exc:
         _error(exc)
