@@ -12,7 +12,8 @@ window after which the centred 5-minute mean temperature stays within 1.5 °C of
 of the last 30 minutes of load (ignoring the last 2 minutes), and, where throughput is
 measured, its centred 5-minute mean stays within 1 % of its last-30-minute median.
 
-``--traces DIR`` reads another copy of the traces; ``--only SUBSTRING`` limits them; ``--keep DIR`` keeps the run folders.
+``--traces DIR`` reads another copy of the traces; ``--only SUBSTRING`` limits them;
+``--keep DIR`` keeps the run folders.
 """
 
 from __future__ import annotations

@@ -1,0 +1,177 @@
+"""`soak import` end to end: a normal run folder and report, the source in the run record
+and the report header, the last line the report path; every bad file is one line naming the
+file and line, exit 2, and no run folder."""
+
+import json
+
+import pytest
+
+from soak.cli import main
+from soak.store import RunStore
+from tests.importers.conftest import run_folders
+
+V100_ARGS = [
+    "--time-col",
+    "est_elapsed_s_from_gpu0",
+    "--devices",
+    "4",
+    "--map",
+    "temp_c=gpu{i}_temp_c",
+    "--map",
+    "throughput=gpu{i}_gflops",
+    "--throughput-unit",
+    "GFLOP/s",
+    "--workload",
+    "gemm",
+]
+
+GOOD_CSV = "t,gpu,temp,power\n0,0,30,100\n1,0,31,101\n"
+BAD_FILES = {
+    "empty": (b"", "x.csv:1: empty file"),
+    "binary": (b"t,gpu,temp,power\n\x00\xff\x13\x07\n", "x.csv:2: binary data"),
+    "truncated last line": (
+        (GOOD_CSV + "2,0,3").encode(),
+        "x.csv:4: truncated last line (3 of 4 fields)",
+    ),
+    "time backwards": (
+        (GOOD_CSV + "0.5,0,31,101\n").encode(),
+        "x.csv:4: time goes backwards for device 0",
+    ),
+    "duplicated device row": (
+        (GOOD_CSV + "1,0,31,101\n").encode(),
+        "x.csv:4: device 0 appears twice at the same time",
+    ),
+    "mixed units": (
+        b"t,gpu,temp,power\n0,0,30,100 W\n1,0,31,101 mW\n",
+        "x.csv:3: column 'power': mixed units ('mW' after 'W')",
+    ),
+    "not a number": (
+        (GOOD_CSV + "2,0,hot,101\n").encode(),
+        "x.csv:4: column 'temp': 'hot' is not a number",
+    ),
+    "header only": (b"t,gpu,temp,power\n", "x.csv: no samples"),
+}
+CSV_ARGS = ["--time-col", "t", "--device-col", "gpu", "--map", "temp_c=temp"]
+
+
+@pytest.mark.parametrize("content,message", BAD_FILES.values(), ids=BAD_FILES.keys())
+def test_bad_file_is_one_line_exit_2_and_no_run_folder(content, message, tmp_path, capsys):
+    path = tmp_path / "x.csv"
+    path.write_bytes(content)
+    out = tmp_path / "reports"
+    code = main(
+        ["import", "csv", str(path), *CSV_ARGS, "--map", "power_w=power", "--out", str(out)]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and message in err and str(path) in err
+    assert run_folders(out) == [] and not out.exists()
+
+
+def test_unknown_map_column_names_the_file_and_header_line(tmp_path, capsys):
+    path = tmp_path / "x.csv"
+    path.write_text(GOOD_CSV)
+    code = main(
+        [
+            "import",
+            "csv",
+            str(path),
+            *CSV_ARGS,
+            "--map",
+            "power_w=watts",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"{path}:1: --map power_w=watts: no column 'watts'" in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--map", "voltage=power"], "--map voltage: not a soak field"),
+        (["--map", "temp_c"], "is not FIELD=COLUMN"),
+        (["--devices", "2"], "exactly one of --device-col COL and --devices N"),
+        (["--throughput-unit", "furlong/s", "--map", "throughput=power"], "--throughput-unit"),
+    ],
+)
+def test_bad_options_exit_2(extra, needle, tmp_path, capsys):
+    path = tmp_path / "x.csv"
+    path.write_text(GOOD_CSV)
+    code = main(["import", "csv", str(path), *CSV_ARGS, *extra, "--out", str(tmp_path / "o")])
+    assert code == 2 and needle in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_missing_file_exit_2(tmp_path, capsys):
+    code = main(["import", "gpu-burn", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "o")])
+    assert code == 2 and "nope.txt: no such file" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_v100_csv_imports_as_a_normal_run(fixture_path, tmp_path, capsys):
+    out = tmp_path / "reports"
+    path = fixture_path("v100-39-parsed-head.csv")
+    code = main(["import", "csv", str(path), *V100_ARGS, "--host", "v100-39", "--out", str(out)])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert code in (0, 1)
+    (run_dir,) = run_folders(out)
+    assert lines[-1] == str(run_dir / "report.html")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["schema_version"] == 1 and len(summary["devices"]) == 4
+    assert summary["run"]["backend"] == "import"
+    assert summary["devices"][0]["throughput_units"] == {"gemm": "FLOP/s"}
+    cold = summary["devices"][0]["cold"]["throughput"]["gemm"]
+    assert 12.0e12 < cold < 13.2e12  # the trace's ~12.6 TFLOP/s in the first minute
+    store = RunStore.open(run_dir)
+    try:
+        source = store.meta()["run"]["source"]
+        caps = store.capabilities()
+    finally:
+        store.close_read()
+    assert source["file"] == path.name and source["format"] == "csv"
+    assert source["size_b"] == path.stat().st_size and len(source["sha256"]) == 64
+    assert caps[0]["temp_c"] == "supported" and caps[0]["power_w"] == "not supported"
+    html = (run_dir / "report.html").read_text()
+    assert (
+        f"imported from {path.name} (csv, {path.stat().st_size} B, sha256 {source['sha256']})"
+        in html
+    )
+    # the same store reports again through the ordinary path
+    assert main(["report", str(run_dir)]) == code
+
+
+@pytest.mark.slow
+def test_gpu_burn_report_says_how_time_was_rebuilt(fixture_path, tmp_path, capsys):
+    out = tmp_path / "reports"
+    code = main(
+        ["import", "gpu-burn", str(fixture_path("v100-39-gpuburn-head.txt.gz")), "--out", str(out)]
+    )
+    assert code in (0, 1)
+    (run_dir,) = run_folders(out)
+    html = (run_dir / "report.html").read_text()
+    assert "time: rebuilt from gpu-burn&#39;s counters" in html
+    assert capsys.readouterr().out.strip().splitlines()[-1] == str(run_dir / "report.html")
+
+
+@pytest.mark.slow
+def test_cold_start_trace_finds_its_load_segment(fixture_path, tmp_path, capsys):
+    out = tmp_path / "reports"
+    path = fixture_path("h100-f4f827dd-from-idle-head.csv.gz")
+    args = ["--time-col", "timestamp", "--time-unit", "iso", "--device-col", "gpu_index"]
+    maps = ["--map", "temp_c=temperature_C", "--map", "util_pct=utilization_gpu_percent"]
+    main(["import", "csv", str(path), *args, *maps, "--map", "power_w=power_W", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert "load segment: 29.1 s to 129.9 s (utilisation)" in text
+    (run_dir,) = run_folders(out)
+    store = RunStore.open(run_dir)
+    try:
+        meta = store.meta()
+        t = store.telemetry(0)["t_s"]
+    finally:
+        store.close_read()
+    assert meta["load_start_s"] == pytest.approx(29.1, abs=0.1)
+    assert t[0] == 0.0  # the idle head is kept as the baseline
