@@ -278,10 +278,10 @@ def choose_segment(
         return longest, found[1:]
     start = load_start if load_start is not None else (longest.start_s if longest else 0.0)
     end = load_end if load_end is not None else (longest.end_s if longest else t_end)
-    if not 0 <= start < end:
-        raise ConfigError(f"--load-start/--load-end: {start:g} s to {end:g} s is not a segment")
     if start >= t_end:
         raise ConfigError(f"--load-start: {start:g} s is past the trace's end ({t_end:.1f} s)")
+    if not 0 <= start < end:
+        raise ConfigError(f"--load-start/--load-end: {start:g} s to {end:g} s is not a segment")
     return Segment(start, min(end, t_end), "given"), found
 
 
@@ -408,7 +408,7 @@ def _fill_store(
         for i in sorted(trace.devices):
             device = trace.devices[i]
             rows = [
-                Telemetry(i, t, **{f: device.values[f][k] for f in TELEMETRY_IMPORTED})
+                Telemetry(i, t, **_row_values(device, k))
                 for k, t in enumerate(device.t)
                 if t <= segment.end_s
             ]
@@ -419,7 +419,7 @@ def _fill_store(
                 if trace.work_unit
                 else []
             )
-            store.append(telemetry=_clean_ints(rows), samples=samples)
+            store.append(telemetry=rows, samples=samples)
         duration = segment.end_s - segment.start_s
         store.append(events=[Event(segment.end_s, EventKind.STOP, "stopped: end of load segment")])
         store.set_meta(
@@ -434,17 +434,12 @@ def _fill_store(
         store.close()
 
 
-def _clean_ints(rows: list[Telemetry]) -> list[Telemetry]:
-    """clock_reasons is an integer bitmask in the store."""
-    out = []
-    for row in rows:
-        if row.clock_reasons is not None:
-            row = Telemetry(
-                **{f: getattr(row, f) for f in Telemetry.__slots__}  # type: ignore[attr-defined]
-                | {"clock_reasons": int(row.clock_reasons)}
-            )
-        out.append(row)
-    return out
+def _row_values(device: DeviceTrace, k: int) -> dict[str, float | int | None]:
+    values: dict[str, float | int | None] = {f: device.values[f][k] for f in TELEMETRY_IMPORTED}
+    reasons = values["clock_reasons"]
+    if reasons is not None:  # a bitmask: an integer in the store
+        values["clock_reasons"] = int(reasons)
+    return values
 
 
 def _segment_dict(s: Segment) -> dict[str, Any]:
