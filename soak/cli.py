@@ -142,18 +142,21 @@ def _import_parser(sub: argparse._SubParsersAction) -> None:
         p = formats.add_parser(name, help=text)
         p.add_argument("file", type=Path, help="the trace: plain, .gz, or a .zip holding one file")
         if name == "csv":
-            p.add_argument("--time-col", required=True, help="column holding the time")
+            p.add_argument("--time-col", required=True, help="column holding the time (required)")
             p.add_argument(
                 "--time-unit",
                 default="s",
                 choices=("s", "ms", "iso"),
                 help="unit of --time-col: seconds, milliseconds or ISO-8601 (default s)",
             )
-            p.add_argument("--device-col", help="column holding the device index (long file)")
+            p.add_argument(
+                "--device-col",
+                help="column holding the device index, in a long file (default: none)",
+            )
             p.add_argument(
                 "--devices",
                 type=_positive("--devices", int),
-                help="number of devices in a wide file ({i} in --map names the device)",
+                help="number of devices in a wide file; {i} in --map is the device (default: none)",
             )
             p.add_argument(
                 "--map",
@@ -207,10 +210,24 @@ def _import_parser(sub: argparse._SubParsersAction) -> None:
             type=_positive("--load-end"),
             help="load end, seconds from the first sample (default: detected)",
         )
-        p.add_argument("--host", help="host name for the run (default: the file's name)")
-        p.add_argument("--name", help="device model, where the trace does not name it")
-        p.add_argument("--out", type=Path, default=Path("reports"), help="reports folder")
-        p.add_argument("--tag", type=_tag, action="append", default=[], metavar="KEY=VALUE")
+        p.add_argument(
+            "--host", help="host name for the run (default: the file's name up to its first dot)"
+        )
+        p.add_argument(
+            "--name",
+            help="device model where the trace does not name it (default: unknown)",
+        )
+        p.add_argument(
+            "--out", type=Path, default=Path("reports"), help="reports folder (default reports)"
+        )
+        p.add_argument(
+            "--tag",
+            type=_tag,
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="recorded with the run; repeatable (default: none)",
+        )
 
 
 def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
