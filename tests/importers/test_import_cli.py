@@ -175,3 +175,59 @@ def test_cold_start_trace_finds_its_load_segment(fixture_path, tmp_path, capsys)
         store.close_read()
     assert meta["load_start_s"] == pytest.approx(29.1, abs=0.1)
     assert t[0] == 0.0  # the idle head is kept as the baseline
+
+
+def _nvidia_smi_log(path, seconds=120, idle_s=20):
+    """nvidia-smi --query-gpu=timestamp,index,temperature.gpu,utilization.gpu,power.draw,
+    fan.speed,clocks_throttle_reasons.active --format=csv -l 1, two GPUs."""
+    lines = [
+        "timestamp, index, temperature.gpu, utilization.gpu [%], power.draw [W], "
+        "fan.speed [%], clocks_throttle_reasons.active"
+    ]
+    for s in range(seconds):
+        busy = s >= idle_s
+        for gpu in (0, 1):
+            temp = 30 + (min(s - idle_s, 60) * 0.5 if busy else 0) + gpu
+            reasons = "0x0000000000000004" if busy else "0x0000000000000001"
+            lines.append(
+                f"2024/03/11 14:{2 + s // 60:02d}:{s % 60:02d}.{100 + gpu:03d}, {gpu}, {temp:.0f}, "
+                f"{100 if busy else 0} %, {650.5 if busy else 70.25} W, [N/A], {reasons}"
+            )
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _dcgmi_log(path, seconds=120, idle_s=20):
+    lines = ["#Entity   TMPTR  POWER    GPUTL", "ID"]
+    for s in range(seconds):
+        busy = s >= idle_s
+        for gpu in (0, 1):
+            temp, power, util = (40, 650.1, 100) if busy else (30, 70.2, 0)
+            lines.append(f"GPU {gpu}     {temp}     {power}  {util}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["nvidia-smi", "dcgmi-dmon"])
+def test_tool_logs_import_with_their_load_segment(fmt, tmp_path, capsys):
+    path = tmp_path / f"{fmt}.log"
+    (_nvidia_smi_log if fmt == "nvidia-smi" else _dcgmi_log)(path)
+    out = tmp_path / "reports"
+    main(["import", fmt, str(path), "--host", "node7", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert "load segment: 20.0 s to 119.0 s (utilisation)" in text
+    (run_dir,) = run_folders(out)
+    assert run_dir.parent.name == "node7"
+    store = RunStore.open(run_dir)
+    try:
+        tele = store.telemetry(1)
+        caps = store.capabilities()
+        meta = store.meta()
+    finally:
+        store.close_read()
+    assert meta["load_start_s"] == pytest.approx(20.0)
+    assert meta["stop"]["load_stop_s"] == pytest.approx(119.0, abs=0.01)
+    assert caps[1]["fan_pct"] == "not supported"  # [N/A] throughout, or no such column
+    assert tele["power_w"][-1] == pytest.approx(650.5 if fmt == "nvidia-smi" else 650.1)
+    if fmt == "nvidia-smi":
+        assert tele["clock_reasons"][0] == 1 and tele["clock_reasons"][-1] == 4
+        assert meta["run"]["started_utc"] == "2024-03-11T14:02:20Z"
