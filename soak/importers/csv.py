@@ -67,7 +67,7 @@ def read(path: Path, options: CsvOptions) -> Trace:
     state = [Record(0, "", True)]
     reader = csv.reader(_rows(path, state), skipinitialspace=True)
     try:
-        header = [h.strip() for h in next(reader)]
+        header = [h.strip().lstrip("\ufeff") for h in next(reader)]  # a BOM from Excel
     except StopIteration:
         raise ImportFailed(path, 1, "empty file (no header line)") from None
     except csv.Error as exc:

@@ -135,3 +135,68 @@ def test_csv_b200_step_with_tflops(fixture_path):
     trace = csv_import.read(fixture_path("b200-0108-pl1000w.csv"), options)
     assert sorted(trace.devices) == list(range(8))
     assert max(r for r in trace.devices[2].rate if r) > 1e12
+
+
+STATUS = (
+    "{pct}%  proc'd: {n} (12853 Gflop/s) - {n} (12805 Gflop/s)   errors: 0 - 0   "
+    "temps: 39 C - 37 C "
+)
+BAD_TOOL_FILES = {
+    "gpu-burn empty": ("gpu-burn", "", ":1: no gpu-burn status record"),
+    "gpu-burn truncated last record": (
+        "gpu-burn",
+        "\r".join([STATUS.format(pct=0.0, n=1347), STATUS.format(pct=0.0, n=2694)])
+        + "\r0.1%  proc'd: 4041 (128",
+        ":3: truncated last record",
+    ),
+    "gpu-burn counter backwards": (
+        "gpu-burn",
+        "\r".join([STATUS.format(pct=0.0, n=2694), STATUS.format(pct=0.0, n=1347)]) + "\r",
+        ":2: a proc'd counter goes backwards",
+    ),
+    "nvidia-smi duplicated row": (
+        "nvidia-smi",
+        "timestamp, index, temperature.gpu\n2024/03/11 14:02:11.123, 0, 34\n"
+        "2024/03/11 14:02:11.123, 0, 34\n",
+        ":3: device 0 appears twice at the same time",
+    ),
+    "nvidia-smi truncated last line": (
+        "nvidia-smi",
+        "index, temperature.gpu, power.draw [W]\n0, 34, 70.1 W\n0, 35",
+        ":3: truncated last line (2 of 3 fields)",
+    ),
+    "nvidia-smi no device column": (
+        "nvidia-smi",
+        "temperature.gpu, power.draw [W]\n34, 70.1 W\n",
+        ":2: no index, uuid or pci.bus_id column",
+    ),
+    "dcgmi data before header": ("dcgmi-dmon", "GPU 0  33  61.3\n", ":1: data before the"),
+    "dcgmi truncated last line": (
+        "dcgmi-dmon",
+        "#Entity   TMPTR  POWER\nID\nGPU 0     33     61.347\nGPU 1     35",
+        ":4: truncated last line (1 of 2 values)",
+    ),
+}
+
+
+@pytest.mark.parametrize("fmt,content,message", BAD_TOOL_FILES.values(), ids=BAD_TOOL_FILES.keys())
+def test_bad_tool_logs_name_file_and_line(fmt, content, message, tmp_path):
+    path = tmp_path / "log.txt"
+    path.write_text(content)
+    read = {
+        "gpu-burn": gpu_burn.read,
+        "nvidia-smi": lambda p: nvidia_smi.read(p, None, 1.0),
+        "dcgmi-dmon": lambda p: dcgmi.read(p, 1.0),
+    }[fmt]
+    with pytest.raises(ImportFailed) as caught:
+        read(path)
+    assert str(caught.value).startswith(str(path) + ":") and message in str(caught.value)
+
+
+def test_csv_header_with_a_byte_order_mark(tmp_path):
+    path = tmp_path / "excel.csv"
+    path.write_bytes("\ufefft,gpu,temp\n0,0,30\n1,0,31\n".encode())
+    options = csv_import.CsvOptions(
+        time_col="t", time_unit="s", device_col="gpu", mapping={"temp_c": "temp"}
+    )
+    assert csv_import.read(path, options).devices[0].values["temp_c"] == [30.0, 31.0]
