@@ -81,9 +81,15 @@ def parse_value(text: str, column: Column, path: Path, line: int) -> float | Non
         return None
     if stripped.lower().startswith("0x"):  # clock-event reason bitmasks
         try:
-            return float(int(stripped, 16))
+            bits = int(stripped, 16)
         except ValueError:
-            pass
+            bits = None
+        if bits is not None:
+            if bits >= 1 << 63:
+                raise ImportFailed(
+                    path, line, f"column {column.name!r}: {stripped[:40]!r} is over 64 bits"
+                )
+            return float(bits)
     match = _VALUE.match(stripped)
     if match is None:
         raise ImportFailed(path, line, f"column {column.name!r}: {stripped[:40]!r} is not a number")
