@@ -271,6 +271,8 @@ def _parser() -> argparse.ArgumentParser:
         "--out", type=Path, metavar="FILE", help="comparison report (default RUN_B/compare.html)"
     )
 
+    _import_parser(sub)
+
     devices = _sub(
         sub,
         "devices",
@@ -308,6 +310,140 @@ def _port(text: str) -> int:
     if not 0 <= port <= 65535:
         raise ConfigError(f"--metrics-port: {port} is not in 0..65535")
     return port
+
+
+def _import_parser(sub: argparse._SubParsersAction) -> None:
+    imp = sub.add_parser(
+        "import",
+        help="turn a foreign trace into a normal run and report",
+        description="Read a telemetry trace recorded by another tool (a CSV, nvidia-smi or "
+        "dcgmi dmon logs, gpu-burn's output) into a normal run folder, and judge it like a "
+        "live run: equilibrium, cold vs steady, verdict. The last line printed is the report.",
+    )
+    formats = imp.add_subparsers(dest="format", required=True, parser_class=_Parser)
+    helps = {
+        "csv": "any CSV with a header (long with --device-col, or wide with --devices N)",
+        "nvidia-smi": "nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits] -l N output",
+        "dcgmi-dmon": "dcgmi dmon -e ... text output",
+        "gpu-burn": "gpu_burn stdout (its status records, as it prints them)",
+    }
+    examples = {
+        "csv": [
+            "soak import csv trace.csv --time-col t --devices 4 --map temp_c=gpu{i}_temp",
+            "soak import csv metrics.csv --time-col timestamp --time-unit iso "
+            "--device-col gpu_index --map temp_c=temperature --map power_w=power",
+        ],
+        "nvidia-smi": [
+            "soak import nvidia-smi smi.csv",
+            "soak import nvidia-smi smi-noheader.csv --query "
+            "timestamp,index,temperature.gpu,power.draw --interval 5",
+        ],
+        "dcgmi-dmon": [
+            "soak import dcgmi-dmon dmon.txt",
+            "soak import dcgmi-dmon dmon.txt.gz --interval 1 --host node7",
+        ],
+        "gpu-burn": [
+            "soak import gpu-burn gpu_burn.log",
+            "soak import gpu-burn burn.zip --ops-per-mul 1100048498688 --host node3",
+        ],
+    }
+    for name, text in helps.items():
+        p = _sub(
+            formats,
+            name,
+            text,
+            f"Import {text} as a run: the load segment is detected (or given with "
+            "--load-start/--load-end), signals the trace does not have are 'not available'.",
+            examples[name],
+        )
+        p.add_argument("file", type=Path, help="the trace: plain, .gz, or a .zip holding one file")
+        if name == "csv":
+            p.add_argument("--time-col", required=True, help="column holding the time (required)")
+            p.add_argument(
+                "--time-unit",
+                default="s",
+                choices=("s", "ms", "iso"),
+                help="unit of --time-col: seconds, milliseconds or ISO-8601 (default s)",
+            )
+            p.add_argument(
+                "--device-col",
+                help="column holding the device index, in a long file (default: none)",
+            )
+            p.add_argument(
+                "--devices",
+                type=_positive("--devices", int),
+                help="number of devices in a wide file; {i} in --map is the device (default: none)",
+            )
+            p.add_argument(
+                "--map",
+                action="append",
+                default=[],
+                metavar="FIELD=COLUMN",
+                help="soak field (temp_c, mem_temp_c, sm_clock_mhz, mem_clock_mhz, power_w, "
+                "power_limit_w, util_pct, mem_util_pct, fan_pct, clock_reasons, throughput) "
+                "from COLUMN; repeatable; COLUMN may hold {i}",
+            )
+            p.add_argument(
+                "--throughput-unit",
+                help="unit of the throughput column: FLOP/s, GFLOP/s, TFLOP/s, B/s, GB/s or "
+                "token/s (default FLOP/s)",
+            )
+        if name == "nvidia-smi":
+            p.add_argument(
+                "--query",
+                help="the --query-gpu field list, for a file without header (default: none; "
+                "the header names the columns)",
+            )
+        if name in ("nvidia-smi", "dcgmi-dmon"):
+            p.add_argument(
+                "--interval",
+                type=_positive("--interval"),
+                default=1.0,
+                help="seconds between samples where the file has no time column (default 1)",
+            )
+        if name == "gpu-burn":
+            from soak.importers.gpu_burn import DEFAULT_OPS_PER_MUL
+
+            p.add_argument(
+                "--ops-per-mul",
+                type=_positive("--ops-per-mul"),
+                default=float(DEFAULT_OPS_PER_MUL),
+                help="FLOP per matrix multiply of the gpu-burn build (its OPS_PER_MUL; default "
+                f"{DEFAULT_OPS_PER_MUL}, SIZE=2048; SIZE=8192 builds: 1100048498688)",
+            )
+        p.add_argument(
+            "--workload",
+            default="gemm" if name == "gpu-burn" else "imported",
+            help="name of the workload the trace ran (default: gemm for gpu-burn, else imported)",
+        )
+        p.add_argument(
+            "--load-start",
+            type=_positive("--load-start", allow_zero=True),
+            help="load start, seconds from the first sample (default: detected)",
+        )
+        p.add_argument(
+            "--load-end",
+            type=_positive("--load-end"),
+            help="load end, seconds from the first sample (default: detected)",
+        )
+        p.add_argument(
+            "--host", help="host name for the run (default: the file's name up to its first dot)"
+        )
+        p.add_argument(
+            "--name",
+            help="device model where the trace does not name it (default: unknown)",
+        )
+        p.add_argument(
+            "--out", type=Path, default=Path("reports"), help="reports folder (default reports)"
+        )
+        p.add_argument(
+            "--tag",
+            type=_tag,
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="recorded with the run; repeatable (default: none)",
+        )
 
 
 def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
@@ -467,6 +603,61 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def cmd_import(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from soak.importers.core import ImportOptions, write_run
+    from soak.importers.source import describe
+    from soak.report import build_outputs
+
+    source = describe(args.file, args.format)
+    trace = _read_trace(args)
+    options = ImportOptions(
+        workload=args.workload,
+        host=args.host,
+        out=args.out,
+        tags=dict(args.tag),
+        command=shlex.join(["soak", *argv]),
+        load_start_s=args.load_start,
+        load_end_s=args.load_end,
+        name=args.name,
+    )
+    result = write_run(trace, source, options)
+    seg = result.segment
+    print(f"load segment: {seg.start_s:.1f} s to {seg.end_s:.1f} s ({seg.basis})")
+    for other in result.others:
+        print(f"  other segment: {other.start_s:.1f} s to {other.end_s:.1f} s (not imported)")
+    analysis, report = build_outputs(result.run_dir)
+    _print_verdict(analysis)
+    print(report)
+    return VERDICT_EXIT[analysis.verdict]
+
+
+def _read_trace(args: argparse.Namespace):
+    if args.format == "csv":
+        from soak.importers import csv
+
+        options = csv.CsvOptions(
+            time_col=args.time_col,
+            time_unit=args.time_unit,
+            mapping=csv.parse_map(args.map),
+            device_col=args.device_col,
+            devices=args.devices,
+            throughput_unit=args.throughput_unit,
+        )
+        return csv.read(args.file, options)
+    if args.format == "nvidia-smi":
+        from soak.importers import nvidia_smi
+
+        query = nvidia_smi.parse_query(args.query) if args.query else None
+        return nvidia_smi.read(args.file, query, args.interval)
+    if args.format == "dcgmi-dmon":
+        from soak.importers import dcgmi
+
+        return dcgmi.read(args.file, args.interval)
+    from soak.importers import gpu_burn
+
+    return gpu_burn.read(args.file, args.ops_per_mul)
+
+
 def cmd_devices(args: argparse.Namespace) -> int:
     from soak.devices import BackendOptions, open_backend
 
@@ -512,6 +703,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_report(args)
         if args.command == "compare":
             return cmd_compare(args)
+        if args.command == "import":
+            return cmd_import(args, argv)
         return cmd_devices(args)
     except (ConfigError, BackendUnavailable) as exc:
         _error(exc)

@@ -457,7 +457,34 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         "stop": analysis.stop_reason,
         "stop_detail": stop.get("detail") or "",
         "incomplete": analysis.stop_reason in INCOMPLETE_STOPS,
+        "imported": _imported(run.get("source")),
     }
+
+
+def _imported(source: Any) -> str:
+    """The header line of an imported trace: file, format, size, sha256, how time was
+    obtained and which load segment was taken; empty for a live run."""
+    if not isinstance(source, dict):
+        return ""
+    parts = [
+        f"{text(source.get('file'))} ({text(source.get('format'))}, "
+        f"{text(source.get('size_b'))} B, sha256 {text(source.get('sha256'))})"
+    ]
+    if source.get("member"):
+        parts.append(f"member {source['member']}")
+    if source.get("time_basis"):
+        parts.append(f"time: {source['time_basis']}")
+    segment = source.get("load_segment") or {}
+    if segment:
+        parts.append(
+            f"load segment {num(segment.get('start_s'), '.1f', ' s')} to "
+            f"{num(segment.get('end_s'), '.1f', ' s')} after the first sample "
+            f"({text(segment.get('basis'))})"
+        )
+    others = source.get("other_segments") or []
+    if others:
+        parts.append(f"{len(others)} other load segment(s) not imported")
+    return " · ".join(parts)
 
 
 def _reasons(analysis: Analysis) -> list[dict[str, Any]]:

@@ -1,0 +1,310 @@
+"""soak's equilibrium time and verdict on real public traces, against a reference time.
+
+Imports every trace with a time axis in ``../shared/data/real-traces/`` (the V100 gpu-burn
+runs as derived CSV and as raw gpu-burn logs, the H100 nanoGPT CSVs, the B200 step files)
+with ``soak import``'s own readers into a normal run store, analyses it as ``soak report``
+does (default profile), and prints per device the reference equilibrium time, soak's, the
+delay (soak − reference) and the verdict, then one JSON line. Times are minutes from the
+load start. The accuracy contract (DESIGN.md): a delay in [−2, +5] min.
+
+The reference (issue 13, point 6) is ``reference_time``: the centre of the first 5-minute
+window after which the centred 5-minute mean temperature stays within 1.5 °C of the median
+of the last 30 minutes of load (ignoring the last 2 minutes), and, where throughput is
+measured, its centred 5-minute mean stays within 1 % of its last-30-minute median.
+
+``--traces DIR`` reads another copy of the traces; ``--only SUBSTRING`` limits them;
+``--keep DIR`` keeps the run folders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from soak.analysis.analyze import RunData, analyze_run  # noqa: E402
+from soak.config import load_profile  # noqa: E402
+from soak.importers import csv as csv_import  # noqa: E402
+from soak.importers import gpu_burn  # noqa: E402
+from soak.importers.core import ImportOptions, Trace, write_run  # noqa: E402
+from soak.importers.source import describe  # noqa: E402
+from soak.store import RunStore  # noqa: E402
+
+TRACES = ROOT.parent / "shared" / "data" / "real-traces"
+
+WINDOW_S = 300.0  # the centred mean's window
+TAIL_S = 1800.0  # the last 30 minutes of load
+IGNORE_END_S = 120.0  # ... ignoring its last 2 minutes
+TEMP_BAND_C = 1.5
+RATE_BAND = 0.01
+EARLY_MIN, LATE_MIN = -2.0, 5.0
+
+
+def centred_mean(t: np.ndarray, y: np.ndarray, centres: np.ndarray, half: float) -> np.ndarray:
+    """Mean of the finite y within [c − half, c + half] for each centre; NaN where empty."""
+    ok = np.isfinite(y)
+    t, y = t[ok], y[ok]
+    csum = np.concatenate(([0.0], np.cumsum(y)))
+    lo = np.searchsorted(t, centres - half, side="left")
+    hi = np.searchsorted(t, centres + half, side="right")
+    n = hi - lo
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, (csum[hi] - csum[lo]) / np.maximum(n, 1), np.nan)
+
+
+def reference_time(
+    load_start_s: float,
+    load_end_s: float,
+    temp_t: np.ndarray,
+    temp: np.ndarray,
+    rate_t: np.ndarray | None = None,
+    rate: np.ndarray | None = None,
+) -> float | None:
+    """The reference equilibrium time (run seconds), or None where no window qualifies.
+
+    The final level is the median over [end − 2 min − 30 min, end − 2 min] (clipped to the
+    load). Candidate centres are every sample time whose 5-minute window lies inside
+    [load start, end − 2 min]; the answer is the first centre from which every later centred
+    mean stays within 1.5 °C (and, with throughput, within 1 % of its own final level)."""
+    end = load_end_s - IGNORE_END_S
+    half = WINDOW_S / 2
+    if end - load_start_s < WINDOW_S:
+        return None
+    series = [(temp_t, temp, lambda m, ref: np.abs(m - ref) <= TEMP_BAND_C)]
+    if rate_t is not None and rate is not None and np.isfinite(rate).any():
+        series.append((rate_t, rate, lambda m, ref: np.abs(m - ref) <= RATE_BAND * abs(ref)))
+    in_load = (temp_t >= load_start_s + half) & (temp_t <= end - half)
+    centres = temp_t[in_load]
+    if centres.size == 0:
+        return None
+    ok = np.ones(centres.size, dtype=bool)
+    for t, y, within in series:
+        tail = (t >= max(load_start_s, end - TAIL_S)) & (t <= end) & np.isfinite(y)
+        if not tail.any():
+            return None
+        final = float(np.median(y[tail]))
+        mean = centred_mean(t, y, centres, half)
+        ok &= np.nan_to_num(within(mean, final), nan=False).astype(bool)
+    bad = np.flatnonzero(~ok)
+    first = 0 if bad.size == 0 else bad[-1] + 1
+    return None if first >= centres.size else float(centres[first])
+
+
+# -- the traces ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    path: Path
+    read: Callable[[Path], Trace]
+    workload: str
+
+
+def cases(traces: Path) -> list[Case]:
+    out: list[Case] = []
+    v100 = traces / "v100x4-gpuburn-18h-lambda"
+    for f in sorted((v100 / "derived").glob("*_parsed.csv")):
+        options = csv_import.CsvOptions(
+            time_col="est_elapsed_s_from_gpu0",
+            time_unit="s",
+            devices=4,
+            mapping={"temp_c": "gpu{i}_temp_c", "throughput": "gpu{i}_gflops"},
+            throughput_unit="GFLOP/s",
+        )
+        out.append(Case(f"v100/{f.stem}", f, lambda p, o=options: csv_import.read(p, o), "gemm"))
+    for f in sorted((v100 / "raw").glob("*.zip")):
+        out.append(Case(f"v100/{f.stem}", f, gpu_burn.read, "gemm"))
+    h100 = traces / "h100x8-nanogpt-powercap-voltagepark"
+    for f in sorted(h100.glob("*.csv")):
+        options = csv_import.CsvOptions(
+            time_col="timestamp",
+            time_unit="iso",
+            device_col="gpu_index",
+            mapping={
+                "temp_c": "temperature_C",
+                "util_pct": "utilization_gpu_percent",
+                "power_w": "power_W",
+            },
+        )
+        out.append(Case(f"h100/{f.stem}", f, lambda p, o=options: csv_import.read(p, o), "train"))
+    b200 = traces / "b200x8-gpuburn-powerlimit-sweep"
+    for session, rate_col, unit in (
+        ("0107-default", "gpu_gflops", "GFLOP/s"),
+        ("0108-log-d", "gpu_tflops", "TFLOP/s"),
+    ):
+        for f in sorted((b200 / session).glob("*.csv")):
+            options = csv_import.CsvOptions(
+                time_col="timestamp",
+                time_unit="iso",
+                device_col="gpu_id",
+                mapping={
+                    "temp_c": "gpu_temp_c",
+                    "power_w": "gpu_power_w",
+                    "util_pct": "gpu_util_pct",
+                    "throughput": rate_col,
+                },
+                throughput_unit=unit,
+            )
+            out.append(
+                Case(f"b200/{f.stem}", f, lambda p, o=options: csv_import.read(p, o), "gemm")
+            )
+    for f in sorted((b200 / "dcgmproftester-tc-0109").glob("b200_tensor_test_2*.csv")):
+        options = csv_import.CsvOptions(
+            time_col="elapsed_sec",
+            time_unit="s",
+            device_col="gpu_id",
+            mapping={
+                "temp_c": "gpu_temp_c",
+                "power_w": "gpu_power_w",
+                "power_limit_w": "gpu_power_limit_w",
+                "util_pct": "gpu_util_pct",
+            },
+        )
+        out.append(Case(f"b200/{f.stem}", f, lambda p, o=options: csv_import.read(p, o), "gemm"))
+    return out
+
+
+@dataclass
+class Row:
+    trace: str
+    device: int
+    ref_min: float | None
+    eq_min: float | None
+    verdict: str
+    diagnosis: str
+    note: str
+
+    @property
+    def delay_min(self) -> float | None:
+        if self.ref_min is None or self.eq_min is None:
+            return None
+        return self.eq_min - self.ref_min
+
+
+def run_case(case: Case, out: Path) -> tuple[list[Row], float]:
+    began = time.perf_counter()
+    trace = case.read(case.path)
+    options = ImportOptions(
+        workload=case.workload,
+        host=case.name.replace("/", "_"),
+        out=out,
+        tags={},
+        command=f"bench/real_traces.py {case.path.name}",
+    )
+    result = write_run(trace, describe(case.path, trace.format), options)
+    store = RunStore.open(result.run_dir)
+    try:
+        data = RunData.from_store(store)
+    finally:
+        store.close_read()
+    analysis = analyze_run(data, load_profile(None))
+    rows = []
+    for d in analysis.devices:
+        start = d.load_start_s if d.load_start_s is not None else result.segment.start_s
+        end = d.end_s if d.end_s is not None else result.segment.end_s
+        tele = data.telemetry[d.index]
+        rate_t = rate = None
+        work = data.work.get(d.index, {}).get(case.workload)
+        if work is not None and work["t_end_s"].size:
+            rate_t = work["t_end_s"]
+            rate = work["work"] / (work["t_end_s"] - work["t_start_s"])
+        ref = reference_time(start, end, tele["t_s"], tele["temp_c"], rate_t, rate)
+        eq = d.facts.equilibrium
+        eq_s = eq.time_s if eq is not None and eq.reached else None
+        note = "" if eq_s is not None else "equilibrium not reached"
+        rows.append(
+            Row(
+                case.name,
+                d.index,
+                None if ref is None else (ref - start) / 60,
+                None if eq_s is None else (eq_s - start) / 60,
+                d.verdict,
+                d.diagnosis,
+                note,
+            )
+        )
+    return rows, time.perf_counter() - began
+
+
+def _fmt(value: float | None, spec: str = "6.1f") -> str:
+    return f"{value:{spec}}" if value is not None and math.isfinite(value) else "     –"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="only traces whose name holds this (default: all)")
+    parser.add_argument(
+        "--traces", type=Path, default=TRACES, help=f"traces folder (default {TRACES})"
+    )
+    parser.add_argument("--keep", type=Path, help="keep the run folders here (default: none)")
+    args = parser.parse_args(argv)
+    traces = args.traces
+    if not traces.is_dir():
+        print(f"skipped: no traces at {traces} (give --traces DIR)")
+        return 0
+    print(
+        f"skipped: {traces.name}/v100-sc22-sgemm-per-gpu-aggregate (per-run medians, no time axis)"
+    )
+    out = args.keep or Path(tempfile.mkdtemp(prefix="soak-real-traces-"))
+    rows: list[Row] = []
+    seconds: dict[str, float] = {}
+    try:
+        for case in cases(traces):
+            if args.only and args.only not in case.name:
+                continue
+            case_rows, took = run_case(case, out)
+            rows += case_rows
+            seconds[case.name] = took
+    finally:
+        if args.keep is None:
+            shutil.rmtree(out, ignore_errors=True)
+    print(f"{'trace':48} dev  ref min  soak min  delay min  verdict  diagnosis")
+    for r in rows:
+        print(
+            f"{r.trace:48} {r.device:3}  {_fmt(r.ref_min, '7.1f')}  {_fmt(r.eq_min, '8.1f')}  "
+            f"{_fmt(r.delay_min, '9.1f')}  {r.verdict:7}  {r.diagnosis}"
+            + (f"  ({r.note})" if r.note else "")
+        )
+    summary = _summary(rows, seconds)
+    print(json.dumps(summary, sort_keys=True))
+    return 0
+
+
+def _summary(rows: list[Row], seconds: dict[str, float]) -> dict[str, object]:
+    groups: dict[str, list[Row]] = {}
+    for r in rows:
+        groups.setdefault(r.trace.split("/")[0], []).append(r)
+    out: dict[str, object] = {"seconds": round(sum(seconds.values()), 1)}
+    for name, group in sorted(groups.items()):
+        delays = [r.delay_min for r in group if r.delay_min is not None]
+        out[name] = {
+            "devices": len(group),
+            "with_reference": sum(r.ref_min is not None for r in group),
+            "equilibrium_reached": sum(r.eq_min is not None for r in group),
+            "both": len(delays),
+            "within_contract": sum(EARLY_MIN <= d <= LATE_MIN for d in delays),
+            "early": sum(d < EARLY_MIN for d in delays),
+            "late": sum(d > LATE_MIN for d in delays),
+            "median_delay_min": round(float(np.median(delays)), 2) if delays else None,
+            "max_delay_min": round(max(delays), 2) if delays else None,
+            "verdicts": {v: sum(r.verdict == v for r in group) for v in ("PASS", "FAIL")},
+            "hardware_fault": sum(r.diagnosis == "hardware-fault" for r in group),
+        }
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,4 @@
+"""``soak import``: a foreign trace (CSV, nvidia-smi, dcgmi dmon, gpu-burn) becomes a normal
+run folder, analysed and reported like a live run. One module per format, ``core`` shared."""
+
+FORMATS = ("csv", "nvidia-smi", "dcgmi-dmon", "gpu-burn")

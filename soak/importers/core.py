@@ -1,0 +1,466 @@
+"""What every importer shares: the parsed trace, value and unit parsing, load segments, and
+writing a normal run folder (same store, same report) from a trace.
+
+A trace's time axis starts at its first sample (t = 0 s); ``--load-start``/``--load-end``
+are seconds on that axis. Idle before the load is stored as the run's baseline, as a live run
+records one; nothing after the load's end is stored, as a live run stops there.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from soak import __version__
+from soak.config import load_profile
+from soak.errors import ConfigError
+from soak.importers.source import ImportFailed, Source
+from soak.model import Capability, DeviceInfo, Event, EventKind, Telemetry, WorkSample
+from soak.store import STORE_NAME, RunStore
+
+# soak's own fields a trace column may be mapped onto (``--map FIELD=COLUMN``).
+FIELDS: tuple[str, ...] = (
+    "temp_c",
+    "mem_temp_c",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "power_w",
+    "power_limit_w",
+    "util_pct",
+    "mem_util_pct",
+    "fan_pct",
+    "clock_reasons",
+    "throughput",
+)
+TELEMETRY_IMPORTED = tuple(f for f in FIELDS if f != "throughput")
+
+# Throughput units a trace may give its rate in: the unit of work soak stores, and the scale.
+THROUGHPUT_UNITS: dict[str, tuple[str, float]] = {
+    "flop/s": ("FLOP", 1.0),
+    "gflop/s": ("FLOP", 1e9),
+    "tflop/s": ("FLOP", 1e12),
+    "b/s": ("B", 1.0),
+    "gb/s": ("B", 1e9),
+    "token/s": ("token", 1.0),
+}
+
+# Spellings of "cannot be read" in the tools' outputs: None, never a number.
+UNREADABLE = frozenset(
+    {"", "[n/a]", "n/a", "na", "[not supported]", "not supported", "[unknown error]", "nan", "-"}
+)
+
+_VALUE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%/°]*)\s*$")
+
+# Below these a device is idle; the load segment detector's thresholds.
+LOADED_UTIL_PCT = 50.0
+MIN_SEGMENT_S = 30.0  # shorter bursts are not a load segment
+MAX_GAP_S = 30.0  # dips shorter than this do not split a segment
+
+
+@dataclass(slots=True)
+class Column:
+    """One value column's unit, fixed by its header or its first value: a second unit in the
+    same column is a mixed-units error."""
+
+    name: str
+    unit: str | None = None
+
+
+def parse_value(text: str, column: Column, path: Path, line: int) -> float | None:
+    """A number, with or without its unit ("250.43 W"); unreadable spellings are None."""
+    stripped = text.strip()
+    if stripped.lower() in UNREADABLE:
+        return None
+    if stripped.lower().startswith("0x"):  # clock-event reason bitmasks
+        try:
+            bits = int(stripped, 16)
+        except ValueError:
+            bits = None
+        if bits is not None:
+            if bits >= 1 << 63:
+                raise ImportFailed(
+                    path, line, f"column {column.name!r}: {stripped[:40]!r} is over 64 bits"
+                )
+            return float(bits)
+    match = _VALUE.match(stripped)
+    if match is None:
+        raise ImportFailed(path, line, f"column {column.name!r}: {stripped[:40]!r} is not a number")
+    unit = match.group(2) or None
+    if unit is not None:
+        if column.unit is None:
+            column.unit = unit
+        elif unit != column.unit:
+            raise ImportFailed(
+                path, line, f"column {column.name!r}: mixed units ({unit!r} after {column.unit!r})"
+            )
+    value = float(match.group(1))
+    return value if math.isfinite(value) else None
+
+
+def parse_time(text: str, unit: str, path: Path, line: int) -> float:
+    """Seconds on the file's own axis: a number in s or ms, or an ISO-8601 (or nvidia-smi
+    ``YYYY/MM/DD HH:MM:SS.mmm``) stamp as seconds since the epoch (UTC where unzoned)."""
+    stripped = text.strip()
+    try:
+        if unit == "s":
+            value = float(stripped)
+        elif unit == "ms":
+            value = float(stripped) / 1000.0
+        else:
+            stamp = dt.datetime.fromisoformat(stripped.replace("/", "-"))
+            if stamp.tzinfo is None:
+                stamp = stamp.replace(tzinfo=dt.UTC)
+            value = stamp.timestamp()
+    except ValueError:
+        kind = "an ISO-8601 time" if unit == "iso" else f"a time in {unit}"
+        raise ImportFailed(path, line, f"time {stripped[:40]!r} is not {kind}") from None
+    if not math.isfinite(value):
+        raise ImportFailed(path, line, f"time {stripped[:40]!r} is not finite")
+    return value
+
+
+@dataclass(slots=True)
+class DeviceTrace:
+    t: list[float] = field(default_factory=list)
+    values: dict[str, list[float | None]] = field(
+        default_factory=lambda: {f: [] for f in TELEMETRY_IMPORTED}
+    )
+    rate: list[float | None] = field(default_factory=list)  # throughput, unit/s
+    rate_interval: list[float | None] = field(default_factory=list)  # when the trace says
+
+
+@dataclass(slots=True)
+class Trace:
+    """A foreign trace parsed into soak's fields, per device, on one time axis."""
+
+    path: Path
+    format: str
+    time_basis: str  # how the time axis was obtained, for the report
+    devices: dict[int, DeviceTrace] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)
+    uuids: dict[int, str] = field(default_factory=dict)
+    epoch_s: float | None = None  # the first sample's wall time, where the trace has one
+    work_unit: str | None = None  # FLOP, B, token; None: no throughput
+    work_scale: float = 1.0
+
+    def add(
+        self,
+        device: int,
+        t: float,
+        values: Mapping[str, float | None],
+        line: int,
+        rate_interval_s: float | None = None,
+    ) -> None:
+        """One row: the time must not go backwards and a device appears once per time."""
+        trace = self.devices.setdefault(device, DeviceTrace())
+        if trace.t:
+            if t < trace.t[-1]:
+                raise ImportFailed(
+                    self.path,
+                    line,
+                    f"time goes backwards for device {device} "
+                    f"({t:.3f} s after {trace.t[-1]:.3f} s)",
+                )
+            if t == trace.t[-1]:
+                raise ImportFailed(
+                    self.path, line, f"device {device} appears twice at the same time"
+                )
+        trace.t.append(t)
+        for name in TELEMETRY_IMPORTED:
+            trace.values[name].append(values.get(name))
+        rate = values.get("throughput")
+        trace.rate.append(None if rate is None else rate * self.work_scale)
+        trace.rate_interval.append(rate_interval_s)
+
+    def check_not_empty(self) -> None:
+        if not any(d.t for d in self.devices.values()):
+            raise ImportFailed(
+                self.path, None, "no samples: the file is empty or holds only a header"
+            )
+
+
+def throughput_unit(text: str | None) -> tuple[str, float]:
+    if text is None:
+        return "FLOP", 1.0
+    try:
+        return THROUGHPUT_UNITS[text.lower()]
+    except KeyError:
+        raise ConfigError(
+            f"--throughput-unit: {text!r} is not one of {', '.join(THROUGHPUT_UNITS)}"
+        ) from None
+
+
+# -- load segments ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    start_s: float
+    end_s: float
+    basis: str  # what said "loaded": utilisation, power, throughput, or "given"
+
+    @property
+    def length_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+def loaded_mask(trace: DeviceTrace) -> tuple[np.ndarray, str]:
+    """Which of one device's samples are under load, and from what signal: utilisation where
+    it is read, else power (above half-way from its idle floor to its loaded ceiling), else a
+    reported throughput, else every sample (a trace without any load signal is all load)."""
+    util = _array(trace.values["util_pct"])
+    if np.isfinite(util).sum() >= 2:
+        return np.nan_to_num(util, nan=0.0) >= LOADED_UTIL_PCT, "utilisation"
+    power = _array(trace.values["power_w"])
+    if np.isfinite(power).sum() >= 2:
+        lo, hi = np.nanpercentile(power, [5, 95])
+        if hi - lo > 0.25 * hi:
+            return np.nan_to_num(power, nan=0.0) > lo + 0.5 * (hi - lo), "power"
+    rate = _array(trace.rate)
+    if np.isfinite(rate).any():
+        return np.nan_to_num(rate, nan=0.0) > 0, "throughput"
+    return np.ones(len(trace.t), dtype=bool), "none (whole trace)"
+
+
+def _array(values: Sequence[float | None]) -> np.ndarray:
+    return np.array([math.nan if v is None else v for v in values], dtype=float)
+
+
+def find_segments(t: np.ndarray, loaded: np.ndarray, basis: str) -> list[Segment]:
+    """Runs of loaded samples, joined across dips shorter than MAX_GAP_S and kept when they
+    last at least MIN_SEGMENT_S."""
+    runs: list[list[float]] = []
+    for time, on in zip(t, loaded, strict=True):
+        if not on:
+            continue
+        if runs and time - runs[-1][1] <= MAX_GAP_S:
+            runs[-1][1] = float(time)
+        else:
+            runs.append([float(time), float(time)])
+    return [Segment(a, b, basis) for a, b in runs if b - a >= MIN_SEGMENT_S]
+
+
+def server_segments(trace: Trace) -> list[Segment]:
+    """Load segments of the whole server: the union of every device's, longest first."""
+    spans: list[Segment] = []
+    for device in trace.devices.values():
+        mask, basis = loaded_mask(device)
+        spans += find_segments(np.asarray(device.t), mask, basis)
+    spans.sort(key=lambda s: s.start_s)
+    merged: list[Segment] = []
+    for s in spans:
+        if merged and s.start_s - merged[-1].end_s <= MAX_GAP_S:
+            last = merged[-1]
+            merged[-1] = Segment(last.start_s, max(last.end_s, s.end_s), last.basis)
+        else:
+            merged.append(s)
+    return sorted(merged, key=lambda s: -s.length_s)
+
+
+def choose_segment(
+    trace: Trace, load_start: float | None, load_end: float | None
+) -> tuple[Segment, list[Segment]]:
+    """The segment to import and the other detected ones. Given bounds override detection;
+    a bound not given comes from the longest detected segment (or the trace's ends)."""
+    t_end = max(d.t[-1] for d in trace.devices.values() if d.t)
+    found = server_segments(trace)
+    longest = found[0] if found else None
+    if load_start is None and load_end is None:
+        if longest is None:
+            raise ImportFailed(
+                trace.path,
+                None,
+                "no load segment found (no 30 s of load by utilisation, "
+                "power or throughput); give --load-start/--load-end",
+            )
+        return longest, found[1:]
+    start = load_start if load_start is not None else (longest.start_s if longest else 0.0)
+    end = load_end if load_end is not None else (longest.end_s if longest else t_end)
+    if start >= t_end:
+        raise ConfigError(f"--load-start: {start:g} s is past the trace's end ({t_end:.1f} s)")
+    if not 0 <= start < end:
+        raise ConfigError(f"--load-start/--load-end: {start:g} s to {end:g} s is not a segment")
+    return Segment(start, min(end, t_end), "given"), found
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ImportOptions:
+    workload: str
+    host: str | None
+    out: Path
+    tags: dict[str, str]
+    command: str
+    load_start_s: float | None = None
+    load_end_s: float | None = None
+    name: str | None = None  # device model, where the trace does not name it
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    run_dir: Path
+    segment: Segment
+    others: list[Segment]
+
+
+def _work_samples(
+    device: int, trace: DeviceTrace, part: str, unit: str, start: float, end: float
+) -> list[WorkSample]:
+    """A rate reported at t covers the interval since the device's previous row (or the
+    interval the trace states). Zero rates before the first reported one are "not yet
+    reported" (gpu-burn prints 0 until its first batch), not a stall; later zeros stay."""
+    out = []
+    seen_rate = False
+    prev = None
+    for t, rate, interval in zip(trace.t, trace.rate, trace.rate_interval, strict=True):
+        t0 = t - interval if interval is not None else prev
+        prev = t
+        if rate is None or t0 is None or t0 < start or t > end or t <= t0:
+            continue
+        if rate <= 0 and not seen_rate:
+            continue
+        seen_rate = True
+        out.append(WorkSample(device, t0, t, part, rate * (t - t0), unit))
+    return out
+
+
+def write_run(trace: Trace, source: Source, options: ImportOptions) -> ImportResult:
+    """Write the trace as a normal run folder; on any failure the folder is removed."""
+    from soak.runner import make_run_dir  # the one place run folders are named
+
+    trace.check_not_empty()
+    segment, others = choose_segment(trace, options.load_start_s, options.load_end_s)
+    host = options.host or source.file.split(".")[0]
+    started = (
+        dt.datetime.fromtimestamp(trace.epoch_s + segment.start_s, dt.UTC)
+        if trace.epoch_s is not None
+        else None
+    )
+    run_dir = make_run_dir(options.out, host, dt.datetime.now(dt.UTC))
+    try:
+        _fill_store(run_dir, trace, source, options, segment, others, host, started)
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return ImportResult(run_dir, segment, others)
+
+
+def _fill_store(
+    run_dir: Path,
+    trace: Trace,
+    source: Source,
+    options: ImportOptions,
+    segment: Segment,
+    others: list[Segment],
+    host: str,
+    started: dt.datetime | None,
+) -> None:
+    store = RunStore.create(run_dir / STORE_NAME, max_commit_delay_s=3600.0)
+    try:
+        steps = [np.diff(d.t) for d in trace.devices.values() if len(d.t) > 1]
+        interval = float(np.median(np.concatenate(steps))) if steps else None
+        run = {
+            "backend": "import",
+            "workload": options.workload,
+            "started_utc": started.strftime("%Y-%m-%dT%H:%M:%SZ") if started else None,
+            "seed": None,
+            "command": options.command,
+            "host": host,
+            "tags": options.tags,
+            "duration_asked_s": None,
+            "until_steady": False,
+            "interval_s": interval,
+            "t0_monotonic_s": None,
+            "sim": None,
+            "workload_options": {},
+            "source": source.as_dict()
+            | {
+                "time_basis": trace.time_basis,
+                "load_segment": _segment_dict(segment),
+                "other_segments": [_segment_dict(s) for s in others],
+            },
+        }
+        store.set_meta(
+            run=run,
+            host={"hostname": host, "soak": __version__},
+            profile=load_profile(None).as_dict(),
+            load_start_s=segment.start_s,
+        )
+        infos = [
+            DeviceInfo(
+                index=i,
+                backend="import",
+                name=trace.names.get(i) or options.name or f"unknown ({source.format} trace)",
+                uuid=trace.uuids.get(i),
+            )
+            for i in sorted(trace.devices)
+        ]
+        store.add_devices(infos)
+        store.add_capabilities(_capabilities(trace))
+        store.append(events=[Event(0.0, EventKind.RUN_START, f"imported from {source.file}")])
+        if segment.start_s > 0:
+            store.append(events=[Event(0.0, EventKind.BASELINE_START, "idle before the load")])
+        store.append(events=[Event(segment.start_s, EventKind.LOAD_START, "load segment start")])
+        for i in sorted(trace.devices):
+            device = trace.devices[i]
+            rows = [
+                Telemetry(i, t, **_row_values(device, k))
+                for k, t in enumerate(device.t)
+                if t <= segment.end_s
+            ]
+            samples = (
+                _work_samples(
+                    i, device, options.workload, trace.work_unit, segment.start_s, segment.end_s
+                )
+                if trace.work_unit
+                else []
+            )
+            store.append(telemetry=rows, samples=samples)
+        duration = segment.end_s - segment.start_s
+        store.append(events=[Event(segment.end_s, EventKind.STOP, "stopped: end of load segment")])
+        store.set_meta(
+            stop={
+                "reason": "duration",
+                "load_stop_s": segment.end_s,
+                "duration_s": duration,
+                "detail": "end of the imported load segment",
+            }
+        )
+    finally:
+        store.close()
+
+
+def _row_values(device: DeviceTrace, k: int) -> dict[str, float | int | None]:
+    values: dict[str, float | int | None] = {f: device.values[f][k] for f in TELEMETRY_IMPORTED}
+    reasons = values["clock_reasons"]
+    if reasons is not None:  # a bitmask: an integer in the store
+        values["clock_reasons"] = int(reasons)
+    return values
+
+
+def _segment_dict(s: Segment) -> dict[str, Any]:
+    return {"start_s": s.start_s, "end_s": s.end_s, "basis": s.basis}
+
+
+def _capabilities(trace: Trace) -> dict[int, dict[str, Capability]]:
+    """A field the trace never reads is "not supported" once, in the table."""
+    table = {}
+    for i, device in trace.devices.items():
+        row = {
+            f: Capability.SUPPORTED
+            if any(v is not None for v in device.values[f])
+            else Capability.NOT_SUPPORTED
+            for f in TELEMETRY_IMPORTED
+        }
+        table[i] = row
+    return table
