@@ -15,7 +15,6 @@ import datetime as dt
 import logging
 import os
 import platform
-import shutil
 import signal
 import socket
 import sys
@@ -35,11 +34,10 @@ from soak.devices.base import Backend, Load, LoadUpdate
 from soak.errors import ConfigError, StoreError
 from soak.model import DeviceInfo, Event, EventKind, Telemetry
 from soak.progress import DeviceProgress, Phase, Progress, Rate, Watcher
-from soak.store import STORE_NAME, RunStore
+from soak.store import STORE_NAME, RunStore, make_run_dir
 
 log = logging.getLogger(__name__)
 
-MIN_FREE_BYTES = 64 * 2**20  # refuse to start a soak on a disk with less free space
 
 # A test's hook into the run: called each tick, once stored, with the runner and its snapshot.
 RunnerHook = Callable[["Runner", Progress], None]
@@ -130,36 +128,6 @@ def host_info() -> dict[str, str | None]:
         "nvidia_ml_py": version("nvidia-ml-py"),
         "numpy": version("numpy"),
     }
-
-
-def make_run_dir(out: Path, host: str, now: dt.datetime) -> Path:
-    """Create ``OUT/<host>/<UTC stamp>/`` after checking it can be written; never reuses a
-    folder. Raises ConfigError (exit 2) before anything is created when it cannot."""
-    out = Path(out)
-    probe = out
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"--out {out}: not a writable folder ({probe} is not writable)")
-    free = shutil.disk_usage(probe).free
-    if free < MIN_FREE_BYTES:
-        raise ConfigError(
-            f"--out {out}: only {free / 2**20:.0f} MiB free; soak needs at least 64 MiB"
-        )
-    stamp = now.strftime("%Y%m%dT%H%M%SZ")
-    base = out / host
-    run_dir = base / stamp
-    suffix = 1
-    while run_dir.exists():
-        run_dir = base / f"{stamp}-{suffix}"
-        suffix += 1
-    try:
-        run_dir.mkdir(parents=True)
-    except OSError as exc:
-        raise ConfigError(f"--out {out}: cannot create {run_dir} ({exc.strerror})") from exc
-    except ValueError as exc:  # a NUL in the path
-        raise ConfigError(f"--out {str(out)!r}: not a usable path ({exc})") from exc
-    return run_dir
 
 
 def open_configured_backend(config: RunConfig) -> Backend:

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import json
 import operator
+import os
+import shutil
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -20,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from soak.errors import StoreError
+from soak.errors import ConfigError, StoreError
 from soak.fields import INTEGER_COLUMNS
 from soak.model import (
     TELEMETRY_FIELDS,
@@ -379,3 +382,36 @@ class RunStore:
         with _reading(self.path):
             (count,) = self._conn.execute("SELECT COUNT(*) FROM telemetry").fetchone()
         return int(count)
+
+
+MIN_FREE_BYTES = 64 * 2**20  # refuse to start a soak on a disk with less free space
+
+
+def make_run_dir(out: Path, host: str, now: dt.datetime) -> Path:
+    """Create ``OUT/<host>/<UTC stamp>/`` after checking it can be written; never reuses a
+    folder. Raises ConfigError (exit 2) before anything is created when it cannot."""
+    out = Path(out)
+    probe = out
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"--out {out}: not a writable folder ({probe} is not writable)")
+    free = shutil.disk_usage(probe).free
+    if free < MIN_FREE_BYTES:
+        raise ConfigError(
+            f"--out {out}: only {free / 2**20:.0f} MiB free; soak needs at least 64 MiB"
+        )
+    stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    base = out / host
+    run_dir = base / stamp
+    suffix = 1
+    while run_dir.exists():
+        run_dir = base / f"{stamp}-{suffix}"
+        suffix += 1
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot create {run_dir} ({exc.strerror})") from exc
+    except ValueError as exc:  # a NUL in the path
+        raise ConfigError(f"--out {str(out)!r}: not a usable path ({exc})") from exc
+    return run_dir

@@ -97,6 +97,9 @@ def test_no_import_cycle_between_soaks_modules() -> None:
         ("soak.display", ("soak.runner",)),
         ("soak.progress", ("soak.runner", "soak.display", "soak.cli")),
         ("soak.report", ("soak.runner", "soak.cli", "soak.devices")),
+        ("soak.importers", ("soak.runner", "soak.cli", "soak.live", "soak.devices")),
+        ("soak.live", ("soak.runner", "soak.cli", "soak.report", "soak.devices")),
+        ("soak.store", ("soak.runner", "soak.cli", "soak.report", "soak.analysis")),
     ],
 )
 def test_layers_import_only_what_lies_below_them(importer: str, forbidden: tuple[str, ...]):

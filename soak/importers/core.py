@@ -336,7 +336,7 @@ def _work_samples(
 
 def write_run(trace: Trace, source: Source, options: ImportOptions) -> ImportResult:
     """Write the trace as a normal run folder; on any failure the folder is removed."""
-    from soak.runner import make_run_dir  # the one place run folders are named
+    from soak.store import make_run_dir  # the one place run folders are named
 
     trace.check_not_empty()
     segment, others = choose_segment(trace, options.load_start_s, options.load_end_s)
