@@ -128,6 +128,12 @@ def host_info() -> dict[str, str | None]:
     }
 
 
+def run_host() -> str:
+    """The host a run is filed under: Slurm's node name where soak runs as a Slurm task
+    (two node daemons on one machine share one host name), else the machine's."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
 def make_run_dir(out: Path, host: str, now: dt.datetime) -> Path:
     """Create ``OUT/<host>/<UTC stamp>/`` after checking it can be written; never reuses a
     folder. Raises ConfigError (exit 2) before anything is created when it cannot."""
@@ -231,7 +237,7 @@ class Runner:
             "started_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "seed": config.seed,
             "command": config.command,
-            "host": socket.gethostname(),
+            "host": run_host(),
             "tags": config.tags,
             "duration_asked_s": config.duration_s,
             "until_steady": config.until_steady,
@@ -457,7 +463,7 @@ def run(
     try:
         if clock is None:
             clock = VirtualClock() if backend.name == "sim" else WallClock()
-        run_dir = make_run_dir(config.out, socket.gethostname(), dt.datetime.now(dt.UTC))
+        run_dir = make_run_dir(config.out, run_host(), dt.datetime.now(dt.UTC))
         with Stopper().installed() as stopper:
             runner = Runner(config, backend, clock, run_dir, display or make_display())
             try:
