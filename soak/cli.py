@@ -155,7 +155,9 @@ def _fleet_parser(sub) -> None:
     )
     sbatch.add_argument("--job-name", default="soak-fleet", help="job name (default soak-fleet)")
     sbatch.add_argument("--script", type=Path, help="script path (default OUT/soak-fleet.sbatch)")
-    sbatch.add_argument("--history", type=Path, help="history file for the report (default: its)")
+    sbatch.add_argument(
+        "--history", type=Path, help="the report's GPU history (default OUT/fleet-history.sqlite)"
+    )
     sbatch.add_argument("--submit", action="store_true", help="submit with sbatch (default: no)")
     sbatch.add_argument("run_args", nargs="*", metavar="-- RUN_OPTION", help="soak run options")
 

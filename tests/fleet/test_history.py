@@ -8,6 +8,8 @@ import multiprocessing
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from soak.cli import main
 from soak.fleet import history
 from tests.fleet.synth import write_fleet
@@ -71,6 +73,7 @@ def _report(args: tuple[str, str]) -> int:
     return main(["fleet", "report", args[0], "--history", args[1]])
 
 
+@pytest.mark.slow  # starts two processes
 def test_two_fleet_reports_at_once_do_not_corrupt_the_history(tmp_path):
     db = tmp_path / "h.sqlite"
     folders = []
