@@ -245,66 +245,75 @@ def _sensors(device: Device) -> str:
     return f" (at {', '.join(shown)})" if shown else ""
 
 
-_CLASS = {"FAIL": 4, "outlier": 3, "INCOMPLETE": 2, "warn": 1}
+def _node_class(node: Node, outliers: Sequence[Outlier]) -> tuple[int, str]:
+    """How bad a node is (larger is worse) and its fleet status: a failed verdict, then a
+    fleet throughput outlier, then an incomplete run, then a temperature outlier."""
+    if node.verdict == "FAIL":
+        return 4, "fail"
+    if any(o.status == "fail" for o in outliers):
+        return 3, "fail"
+    if node.verdict == "INCOMPLETE":
+        return 2, "warn"
+    return (1, "warn") if outliers else (0, "pass")
+
+
+def _worst(
+    node: Node, slowness: Sequence[Mapping[str, float]], outliers: Sequence[Outlier]
+) -> tuple[Device, str | None, float | None] | None:
+    """The device to name for a node: its slowest fleet throughput outlier; else its slowest
+    failing device; else its slowest device (part and slowness against the fleet median)."""
+    flagged = [o for o in outliers if o.status == "fail"]
+    if flagged:
+        o = max(flagged, key=lambda o: o.deviation)
+        return o.device, o.part, o.deviation
+    candidates = [
+        (device.verdict == "FAIL", s, part, device)
+        for device, mine in zip(node.devices, slowness, strict=True)
+        for part, s in (mine.items() or [(None, -math.inf)])
+    ]
+    if not candidates:
+        return None
+    _, s, part, device = max(candidates, key=lambda c: (c[0], c[1]))
+    return device, part, s if math.isfinite(s) else None
 
 
 def rank_nodes(
     collection: Collection, table: Sequence[Spread], outliers: Sequence[Outlier]
 ) -> tuple[list[RankedNode], dict[tuple[str, int], dict[str, float]]]:
-    """Nodes worst first: a failed verdict, then a fleet throughput outlier, then an
-    incomplete run, then a temperature outlier; within each, by the slowest device's
-    distance below its SKU's fleet median."""
+    """Nodes worst first (``_node_class``); within a class, by the named device's distance
+    below its SKU's fleet median. Also returns every device's slowness per part."""
     medians = {(s.sku, s.part): s.median for s in table if s.metric == "work"}
-    slowness: dict[tuple[str, int], dict[str, float]] = {}
     by_node: dict[str, list[Outlier]] = defaultdict(list)
     for o in outliers:
         by_node[o.device.node].append(o)
+    slowness: dict[tuple[str, int], dict[str, float]] = {}
     scored = []
     for node in collection.nodes:
-        worst: tuple[float, Device, str] | None = None
+        mine = []
         for position, device in enumerate(node.devices):
-            mine = {
+            slowness[(node.name, position)] = {
                 part: _slowness(v, medians[(device.sku, part)], collection.parts[part])
                 for part, v in device.work.items()
                 if medians.get((device.sku, part))
             }
-            slowness[(node.name, position)] = mine
-            failed = device.verdict == "FAIL"
-            for part, s in mine.items():
-                key = (failed, s)
-                if worst is None or key > (worst[1].verdict == "FAIL", worst[0]):
-                    worst = (s, device, part)
-            if not mine and failed and (worst is None or worst[1].verdict != "FAIL"):
-                worst = (-math.inf, device, "")
-        mine_outliers = tuple(by_node.get(node.name, ()))
-        fails = any(o.status == "fail" for o in mine_outliers)
-        if node.verdict == "FAIL":
-            cls, status = _CLASS["FAIL"], "fail"
-        elif fails:
-            cls, status = _CLASS["outlier"], "fail"
-        elif node.verdict == "INCOMPLETE":
-            cls, status = _CLASS["INCOMPLETE"], "warn"
-        elif mine_outliers:
-            cls, status = _CLASS["warn"], "warn"
-        else:
-            cls, status = 0, "pass"
-        if fails:  # the device the fleet flags is the one to name
-            o = max((o for o in mine_outliers if o.status == "fail"), key=lambda o: o.deviation)
-            worst = (o.deviation, o.device, o.part or "")
-        severity = worst[0] if worst and math.isfinite(worst[0]) else -math.inf
-        scored.append((cls, severity, node, status, worst, mine_outliers))
+            mine.append(slowness[(node.name, position)])
+        flagged = tuple(by_node.get(node.name, ()))
+        cls, status = _node_class(node, flagged)
+        worst = _worst(node, mine, flagged)
+        severity = worst[2] if worst and worst[2] is not None else -math.inf
+        scored.append((cls, severity, node, status, worst, flagged))
     scored.sort(key=lambda s: (-s[0], -s[1], s[2].name))
     ranked = [
         RankedNode(
             rank,
             node,
             status,
+            worst[0] if worst else None,
             worst[1] if worst else None,
-            (worst[2] or None) if worst else None,
-            worst[0] if worst and math.isfinite(worst[0]) else None,
-            mine,
+            worst[2] if worst else None,
+            flagged,
         )
-        for rank, (_, _, node, status, worst, mine) in enumerate(scored, 1)
+        for rank, (_, _, node, status, worst, flagged) in enumerate(scored, 1)
     ]
     return ranked, slowness
 

@@ -178,15 +178,20 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 # --- fleet.html ---------------------------------------------------------------------------
 
 
+PLAIN_FORMATS = {"": ".4g", "%": ".1f", "°C": ".1f", "W": ".0f", "MHz": ".0f"}
+
+
 def _value(value: float | None, unit: str) -> str:
     if value is None:
         return NOT_AVAILABLE
-    if unit in ("", "%", "°C", "W", "MHz"):
-        return f"{value:.4g} {unit}".strip()
+    if unit in PLAIN_FORMATS:
+        return f"{value:{PLAIN_FORMATS[unit]}} {unit}".strip()
     return si(value, unit)
 
 
-def strip_plot(spread: Spread, flagged: set[int], width: int = 900, height: int = 120) -> Markup:
+def strip_plot(
+    spread: Spread, flagged: set[tuple[int, str, str | None]], width: int = 900, height: int = 120
+) -> Markup:
     """One SKU's devices on one metric: a dot per device (its node and index in the tooltip),
     the median and the outlier limit as lines; flagged devices drawn large in red."""
     lo, hi = spread.low, spread.high
@@ -210,14 +215,17 @@ def strip_plot(spread: Spread, flagged: set[int], width: int = 900, height: int 
     ):
         if v is None:
             continue
+        right = x(v) > width * 0.7  # the label left of its line near the right edge
+        tx, ty = (x(v) - 3 if right else x(v) + 3), (12 if label == "median" else 24)
         parts.append(
             f'<line x1="{x(v):.1f}" y1="4" x2="{x(v):.1f}" y2="{height - 18}" '
-            f'stroke="{colour}" stroke-dasharray="4 3"/><text x="{x(v) + 3:.1f}" '
-            f'y="12" font-size="10" fill="{colour}">{label} '
-            f"{escape(_value(v, spread.unit))}</text>"
+            f'stroke="{colour}" stroke-dasharray="4 3"/>'
+            f'<text x="{tx:.1f}" y="{ty}" '
+            f'font-size="10" fill="{colour}" text-anchor="{"end" if right else "start"}">'
+            f"{label} {escape(_value(v, spread.unit))}</text>"
         )
     for k, (device, v) in enumerate(spread.values):
-        big = id(device) in flagged
+        big = (id(device), spread.metric, spread.part) in flagged
         y = 18 + ((k * 2654435761) % 997) / 997 * (height - 42)  # deterministic jitter
         title = escape(f"{device_label(device)}: {_value(v, spread.unit)}")
         parts.append(
@@ -269,7 +277,7 @@ def _natural(text: str) -> tuple[Any, ...]:
 def write_fleet_html(
     path: Path, result: FleetResult, data: Mapping[str, Any], where: Mapping[str, tuple[str, str]]
 ) -> None:
-    flagged = {id(o.device) for o in result.outliers}
+    flagged = {(id(o.device), o.metric, o.part) for o in result.outliers}
     plots = []
     for spread in result.spreads:
         metric = METRIC[spread.metric]
@@ -283,7 +291,7 @@ def write_fleet_html(
                 "p10": _value(spread.p10, spread.unit),
                 "p90": _value(spread.p90, spread.unit),
                 "limit": None if spread.limit is None else _value(spread.limit, spread.unit),
-                "svg": strip_plot(spread, flagged if metric.judge else set()),
+                "svg": strip_plot(spread, flagged),
             }
         )
     nodes = []
