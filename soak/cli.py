@@ -444,6 +444,7 @@ def _fleet_report(args: argparse.Namespace) -> int:
         if args.history is not None:
             raise ConfigError("--history: not with --table (a table has no runs to record)")
         data = collect.collect_table(args.table, args.id_col, collect.parse_map(args.map))
+        data.expected = expect
     else:
         if args.map:
             raise ConfigError("--map: only with --table")

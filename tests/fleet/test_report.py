@@ -193,3 +193,51 @@ def test_table_bad_map_is_one_line(tmp_path, capsys):
         == f"soak: error: --map time=nope: no column 'nope' in {table}"
     )
     assert not (tmp_path / "o").exists()
+
+
+def test_a_hot_device_warns_without_failing_the_fleet(tmp_path, capsys):
+    write_fleet(tmp_path, 8)
+    path = next((tmp_path / host_name(3)).glob("*/summary.json"))
+    data = json.loads(path.read_text())
+    data["devices"][5]["steady"]["temp_c"] += 16.0  # 86 °C; the limit: 69 + 3 σ = 82.3 °C
+    path.write_text(json.dumps(data))
+    rc, lines, fleet = report(capsys, str(tmp_path), "--no-history")
+    assert rc == 0 and fleet["verdict"] == "PASS"
+    (hot,) = fleet["outliers"]
+    assert (hot["node"], hot["index"], hot["metric"], hot["status"]) == (
+        host_name(3),
+        5,
+        "temp_c",
+        "warn",
+    )
+    assert fleet["nodes"][0]["node"] == host_name(3) and fleet["nodes"][0]["status"] == "warn"
+    assert "  WARN  GPU-synth-0003-05: steady temperature" in "\n".join(lines)
+
+
+def test_expect_names_the_nodes_that_should_be_there(tmp_path, capsys):
+    write_fleet(tmp_path / "f", 3)
+    expect = tmp_path / "nodes.txt"
+    expect.write_text("# the delivery\ngpu000\ngpu001\ngpu002\ngpu017\n")
+    rc, _, fleet = report(capsys, str(tmp_path / "f"), "--no-history", "--expect", str(expect))
+    assert fleet["missing"] == ["gpu017"] and fleet["counts"]["expected"] == 4 and rc == 3
+
+
+def test_a_layout_file_without_its_columns_is_refused(tmp_path, capsys):
+    write_fleet(tmp_path / "f", 2)
+    layout = tmp_path / "layout.csv"
+    layout.write_text("host,rack\ngpu000,r1\n")
+    assert main(["fleet", "report", str(tmp_path / "f"), "--layout", str(layout)]) == 2
+    assert capsys.readouterr().err.strip() == f"soak: error: --layout {layout}: no column slot"
+    assert not (tmp_path / "f" / "fleet.html").exists()
+
+
+def test_too_few_devices_of_a_sku_are_shown_but_not_judged(tmp_path, capsys):
+    write_fleet(tmp_path, 1)
+    path = next(tmp_path.glob("*/*/summary.json"))
+    data = json.loads(path.read_text())
+    data["devices"] = data["devices"][:4]
+    data["devices"][0]["steady"]["throughput"]["gemm"] *= 0.5
+    path.write_text(json.dumps(data))
+    _, _, fleet = report(capsys, str(tmp_path), "--no-history")
+    work = next(d for d in fleet["distributions"] if d["metric"] == "work")
+    assert work["n"] == 4 and work["limit"] is None and fleet["outliers"] == []

@@ -143,3 +143,34 @@ def test_real_slurm_runs_two_node_soaks_and_the_fleet_report(tmp_path, monkeypat
         assert node["verdict"] == "PASS"
     assert fleet["verdict"] == "PASS"
     assert "soak fleet: node soaks exited 0, the fleet report 0" in log
+
+
+def test_nodelist_shared_nodes_and_a_script_path_of_ones_own(tmp_path, capsys):
+    script = tmp_path / "jobs" / "accept.sh"
+    rc = main(
+        [
+            "fleet",
+            "sbatch",
+            "--nodelist",
+            "gpu[001-004]",
+            "--no-exclusive",
+            "--script",
+            str(script),
+            "--margin-minutes",
+            "0",
+            "--history",
+            str(tmp_path / "h.sqlite"),
+            "--",
+            "--minutes",
+            "30",
+            "--baseline",
+            "0",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
+    assert rc == 0 and capsys.readouterr().out.splitlines() == [str(script)]
+    text = script.read_text()
+    assert "#SBATCH --nodelist=gpu[001-004]\n" in text and "--nodes=" not in text
+    assert "--exclusive" not in text and "#SBATCH --time=00:30:00\n" in text
+    assert f"fleet report {tmp_path / 'o'} --history {tmp_path / 'h.sqlite'}\n" in text
