@@ -241,3 +241,18 @@ def test_too_few_devices_of_a_sku_are_shown_but_not_judged(tmp_path, capsys):
     _, _, fleet = report(capsys, str(tmp_path), "--no-history")
     work = next(d for d in fleet["distributions"] if d["metric"] == "work")
     assert work["n"] == 4 and work["limit"] is None and fleet["outliers"] == []
+
+
+def test_each_sku_is_judged_against_its_own_kind(tmp_path, capsys):
+    write_fleet(tmp_path, 16)
+    for i in range(8):  # half the fleet is a faster SKU
+        path = next((tmp_path / host_name(i)).glob("*/summary.json"))
+        data = json.loads(path.read_text())
+        for d in data["devices"]:
+            d["name"] = "NVIDIA H200"
+            d["steady"]["throughput"]["gemm"] *= 1.3
+        path.write_text(json.dumps(data))
+    _, _, fleet = report(capsys, str(tmp_path), "--no-history")
+    work = {d["sku"]: d["n"] for d in fleet["distributions"] if d["metric"] == "work"}
+    assert work == {"NVIDIA H200": 64, load(FAULTS[0])["devices"][0]["name"]: 64}
+    assert fleet["outliers"] == [] and fleet["verdict"] == "PASS"
