@@ -450,9 +450,13 @@ def _fleet_report(args: argparse.Namespace) -> int:
             raise ConfigError("--map: only with --table")
         data = collect.collect_summaries(args.dir, expect)
     settings = Settings(args.k_mad, args.min_deficit / 100, args.min_temp_excess)
+    db = (
+        None if args.table or args.no_history else args.history or args.dir / "fleet-history.sqlite"
+    )
+    if db is not None:
+        history.check_path(db)
     result, html = make_report(data, args.dir, settings, layout)
-    if args.table is None and not args.no_history:
-        db = args.history or args.dir / "fleet-history.sqlite"
+    if db is not None:
         added = history.record_runs(db, collect.all_runs(args.dir))
         print(f"history: {added} new runs recorded in {db}")
     counts = f"{len(data.nodes)} nodes, {sum(len(n.devices) for n in data.nodes)} devices"

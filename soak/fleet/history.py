@@ -70,21 +70,32 @@ MIGRATIONS: tuple[str, ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """Open (creating if needed) and migrate the history file."""
+def check_path(path: Path) -> None:
+    """Refuse, before anything is written, a history that could not be opened."""
     path = Path(path)
     if path.exists() and not path.is_file():
         raise ConfigError(f"--history {path}: not a file")
+    if not path.parent.is_dir():
+        raise ConfigError(f"--history {path}: no folder {path.parent}")
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) and migrate the history file."""
+    path = Path(path)
+    check_path(path)
     try:
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except sqlite3.Error as exc:
         raise ConfigError(f"--history {path}: cannot open ({exc})") from exc
-    db.execute("PRAGMA foreign_keys = ON")
     try:
+        db.execute("PRAGMA foreign_keys = ON")
         _migrate(db, path)
     except sqlite3.DatabaseError as exc:
         db.close()
         raise ConfigError(f"--history {path}: not a soak history ({exc})") from exc
+    except BaseException:
+        db.close()
+        raise
     return db
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from markupsafe import Markup
 
 from soak import __version__
+from soak.errors import ConfigError
 from soak.fleet.analyze import (
     METRIC,
     METRICS,
@@ -336,6 +337,8 @@ def make_report(
     layout: Mapping[str, tuple[str, str]] | None = None,
 ) -> tuple[FleetResult, Path]:
     """Analyse, then write ``fleet.json`` and ``fleet.html`` into ``out_dir``."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"{out_dir}: not a folder")
     result = analyze(collection, settings)
     where = placement(result, layout)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -125,3 +125,20 @@ def test_migrations_take_an_empty_file_to_the_current_version(tmp_path):
         assert tables == {"runs", "devices", "work"}
     finally:
         db.close()
+
+
+def test_a_history_in_a_missing_folder_is_refused_before_the_report(tmp_path, capsys):
+    write_fleet(tmp_path / "f", 2)
+    db = tmp_path / "nowhere" / "h.sqlite"
+    assert main(["fleet", "report", str(tmp_path / "f"), "--history", str(db)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"soak: error: --history {db}: no folder {db.parent}"
+    )
+    assert not (tmp_path / "f" / "fleet.html").exists()
+
+
+def test_a_file_that_is_not_a_history_is_refused(tmp_path, capsys):
+    db = tmp_path / "h.sqlite"
+    db.write_text("not a database, just text that is long enough to have a header" * 10)
+    assert main(["fleet", "history", "X", "--history", str(db)]) == 2
+    assert capsys.readouterr().err.startswith(f"soak: error: --history {db}: not a soak history")
