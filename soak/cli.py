@@ -299,6 +299,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="simulated SKU, with --backend sim (default h100-sxm)",
     )
+    _fleet_parser(sub)
     return parser
 
 
@@ -444,6 +445,130 @@ def _import_parser(sub: argparse._SubParsersAction) -> None:
             metavar="KEY=VALUE",
             help="recorded with the run; repeatable (default: none)",
         )
+
+
+def _fleet_parser(sub) -> None:
+    fleet = sub.add_parser(
+        "fleet",
+        help="soak a cluster under Slurm; fleet report; GPU history",
+        description="Acceptance of many servers: a Slurm batch script that soaks every node at "
+        "once, one report over all their summary.json files, and a history per GPU.",
+    )
+    verbs = fleet.add_subparsers(dest="fleet_command", required=True, parser_class=_Parser)
+    sbatch = _sub(
+        verbs,
+        "sbatch",
+        "write (and with --submit submit) a Slurm script: one soak per node, one report",
+        "soak fleet sbatch [OPTIONS] -- [soak run options]: every option after -- goes to each "
+        "node's `soak run` (its --out is the fleet folder, default reports). The job runs one "
+        "soak per node with srun, then `soak fleet report` once. The last line printed is the "
+        "script's path.",
+        [
+            "soak fleet sbatch --nodes 32 --gpus-per-node 8 -- --hours 2 --out /shared/acc",
+            "soak fleet sbatch --nodelist gpu[001-004] --partition burnin --submit -- --hours 1",
+        ],
+    )
+    sbatch.add_argument("--nodes", type=_positive("--nodes", int), help="nodes to soak (count)")
+    sbatch.add_argument("--nodelist", help="Slurm node list, e.g. gpu[001-032] (default: any)")
+    sbatch.add_argument("--partition", help="Slurm partition (default: the cluster's)")
+    sbatch.add_argument("--account", help="Slurm account (default: yours)")
+    sbatch.add_argument(
+        "--gpus-per-node", type=_positive("--gpus-per-node", int), help="GPUs (default: none asked)"
+    )
+    sbatch.add_argument(
+        "--no-exclusive", action="store_true", help="share nodes (default: --exclusive)"
+    )
+    sbatch.add_argument(
+        "--margin-minutes",
+        type=_positive("--margin-minutes", allow_zero=True),
+        default=15.0,
+        help="minutes added to the soak for start-up and the report in --time (default 15)",
+    )
+    sbatch.add_argument("--job-name", default="soak-fleet", help="job name (default soak-fleet)")
+    sbatch.add_argument("--script", type=Path, help="script path (default OUT/soak-fleet.sbatch)")
+    sbatch.add_argument(
+        "--history", type=Path, help="the report's GPU history (default OUT/fleet-history.sqlite)"
+    )
+    sbatch.add_argument("--submit", action="store_true", help="submit with sbatch (default: no)")
+    sbatch.add_argument("run_args", nargs="*", metavar="-- RUN_OPTION", help="soak run options")
+
+    report = _sub(
+        verbs,
+        "report",
+        "fleet.html + fleet.json over every run in DIR",
+        "Read every run's summary.json under DIR (never the stores) and write DIR/fleet.html and "
+        "DIR/fleet.json: per-SKU distributions, fleet outliers by median/MAD, nodes ranked, a "
+        "rack/slot heat map, missing nodes. With --table, the same on another tool's results.",
+        [
+            "soak fleet report /shared/acc",
+            "soak fleet report out --table sgemm.csv --id-col uuid --map time=kernel_ms",
+        ],
+    )
+    report.add_argument("dir", type=Path, help="folder of OUT/<host>/<run>/ (output folder too)")
+    report.add_argument("--table", type=Path, help="CSV of per-device results from another tool")
+    report.add_argument("--id-col", default="uuid", help="--table: device id column (default uuid)")
+    report.add_argument(
+        "--map",
+        action="append",
+        default=[],
+        metavar="FIELD=COLUMN",
+        help="--table: a column for a field (throughput or time, temp_c, power_w, sm_clock_mhz, "
+        "node, sku, serial); none by default",
+    )
+    report.add_argument("--layout", type=Path, help="CSV host,rack,slot (default: run tags)")
+    report.add_argument(
+        "--expect", type=Path, help="node list, one host a line (default DIR/fleet-nodes.txt)"
+    )
+    report.add_argument(
+        "--k-mad",
+        type=_positive("--k-mad"),
+        default=3.0,
+        help="outlier distance in robust σ (1.4826·MAD) from the fleet median (default 3)",
+    )
+    report.add_argument(
+        "--min-deficit",
+        type=_positive("--min-deficit", allow_zero=True),
+        default=3.0,
+        help="never flag throughput less than this many %% below the median (default 3)",
+    )
+    report.add_argument(
+        "--min-temp-excess",
+        type=_positive("--min-temp-excess", allow_zero=True),
+        default=5.0,
+        help="never flag a steady temperature less than this many °C over the median (default 5)",
+    )
+    report.add_argument(
+        "--history",
+        type=Path,
+        help="GPU history to add the runs to (default DIR/fleet-history.sqlite; not with --table)",
+    )
+    report.add_argument("--no-history", action="store_true", help="add nothing to a history")
+
+    history = _sub(
+        verbs,
+        "history",
+        "one GPU's runs over time, and its drift",
+        "Print every recorded run of one GPU (by serial or UUID) from a fleet history file, "
+        "and flag a drift of its steady throughput or temperature against its first acceptance.",
+        [
+            "soak fleet history 1650123456789 --history /shared/acc/fleet-history.sqlite",
+            "soak fleet history GPU-87570fdd-0000 --history h.sqlite --drift 2",
+        ],
+    )
+    history.add_argument("device", help="the GPU's serial or UUID")
+    history.add_argument("--history", type=Path, required=True, help="the history file")
+    history.add_argument(
+        "--drift",
+        type=_positive("--drift"),
+        default=3.0,
+        help="flag a steady throughput this many %% below the first acceptance (default 3)",
+    )
+    history.add_argument(
+        "--drift-temp",
+        type=_positive("--drift-temp"),
+        default=5.0,
+        help="flag a steady temperature this many °C above the first acceptance (default 5)",
+    )
 
 
 def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
@@ -685,6 +810,97 @@ def cmd_devices(args: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
+def cmd_fleet(args: argparse.Namespace) -> int:
+    if args.fleet_command == "sbatch":
+        return _fleet_sbatch(args)
+    if args.fleet_command == "report":
+        return _fleet_report(args)
+    return _fleet_history(args)
+
+
+def _fleet_sbatch(args: argparse.Namespace) -> int:
+    from soak.fleet import sbatch
+
+    run_args = list(args.run_args)
+    # Every node runs these: check them here, where a mistake costs nothing.
+    run = _parser().parse_args(["run", *run_args])
+    config = _run_config(run, ["run", *run_args])
+    out = config.out.resolve()
+    report_args = ("--history", str(args.history.resolve())) if args.history else ()
+    spec = sbatch.BatchSpec(
+        out=out,
+        run_args=sbatch.without_out(run_args),
+        duration_s=config.duration_s,
+        baseline_s=config.baseline_s,
+        nodes=args.nodes,
+        nodelist=args.nodelist,
+        partition=args.partition,
+        account=args.account,
+        gpus_per_node=args.gpus_per_node,
+        exclusive=not args.no_exclusive,
+        margin_s=args.margin_minutes * 60,
+        job_name=args.job_name,
+        report_args=report_args,
+    )
+    sbatch.check_spec(spec)
+    path = sbatch.write_script(args.script or out / sbatch.SCRIPT_NAME, sbatch.render_script(spec))
+    if args.submit:
+        print(f"submitted: job {sbatch.submit(path)}")
+    print(path)
+    return EXIT_PASS
+
+
+def _fleet_report(args: argparse.Namespace) -> int:
+    from soak.fleet import collect, history
+    from soak.fleet.analyze import Settings, read_layout
+    from soak.fleet.report import make_report
+
+    layout = read_layout(args.layout) if args.layout else None
+    expect = collect.read_node_list(args.expect) if args.expect else None
+    if args.table is not None:
+        if args.history is not None:
+            raise ConfigError("--history: not with --table (a table has no runs to record)")
+        data = collect.collect_table(args.table, args.id_col, collect.parse_map(args.map))
+        data.expected = expect
+    else:
+        if args.map:
+            raise ConfigError("--map: only with --table")
+        data = collect.collect_summaries(args.dir, expect)
+    settings = Settings(args.k_mad, args.min_deficit / 100, args.min_temp_excess)
+    db = (
+        None if args.table or args.no_history else args.history or args.dir / "fleet-history.sqlite"
+    )
+    if db is not None:
+        history.check_path(db)
+    result, html = make_report(data, args.dir, settings, layout)
+    if db is not None:
+        added = history.record_runs(db, collect.all_runs(args.dir))
+        print(f"history: {added} new runs recorded in {db}")
+    counts = f"{len(data.nodes)} nodes, {sum(len(n.devices) for n in data.nodes)} devices"
+    print(f"fleet: {result.verdict} ({counts}, {len(result.outliers)} outliers)")
+    for o in result.outliers:
+        print(f"  {o.status.upper():4}  {o.device.uuid or o.device.serial}: {o.message}")
+    for host in result.missing:
+        print(f"  MISSING  {host}: expected, but left no summary.json")
+    for path, why in data.unreadable:
+        print(f"  UNREADABLE  {path}: {why}")
+    print(html)
+    return VERDICT_EXIT[result.verdict]
+
+
+def _fleet_history(args: argparse.Namespace) -> int:
+    from soak.fleet import history
+
+    entries = history.device_runs(args.history, args.device)
+    if not entries:
+        raise ConfigError(f"{args.device}: no device with that serial or UUID in {args.history}")
+    found = history.drifts(entries, args.drift / 100, args.drift_temp)
+    for line in history.format_history(args.device, entries, found):
+        print(line)
+    print(args.history)
+    return EXIT_FAIL if found else EXIT_PASS
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -705,6 +921,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_compare(args)
         if args.command == "import":
             return cmd_import(args, argv)
+        if args.command == "fleet":
+            return cmd_fleet(args)
         return cmd_devices(args)
     except (ConfigError, BackendUnavailable) as exc:
         _error(exc)

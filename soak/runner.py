@@ -130,6 +130,12 @@ def host_info() -> dict[str, str | None]:
     }
 
 
+def run_host() -> str:
+    """The host a run is filed under: Slurm's node name where soak runs as a Slurm task
+    (two node daemons on one machine share one host name), else the machine's."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
 def open_configured_backend(config: RunConfig) -> Backend:
     options = BackendOptions(
         devices=config.devices,
@@ -179,7 +185,7 @@ class Runner:
         self.run_dir = run_dir
         self.watchers = list(watchers)
         self.on_tick = on_tick
-        self.host = socket.gethostname()
+        self.host = run_host()
         self.devices = backend.devices()
         # On a virtual clock, commit ticks in groups of a tenth of a second of wall time.
         delay = 0.1 if isinstance(clock, VirtualClock) else 0.0
@@ -494,7 +500,7 @@ def run(
     try:
         if clock is None:
             clock = VirtualClock() if backend.name == "sim" else WallClock()
-        run_dir = make_run_dir(config.out, socket.gethostname(), dt.datetime.now(dt.UTC))
+        run_dir = make_run_dir(config.out, run_host(), dt.datetime.now(dt.UTC))
         with Stopper().installed() as stopper:
             runner = Runner(config, backend, clock, run_dir, watchers, on_tick)
             try:

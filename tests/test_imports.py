@@ -100,6 +100,7 @@ def test_no_import_cycle_between_soaks_modules() -> None:
         ("soak.importers", ("soak.runner", "soak.cli", "soak.live", "soak.devices")),
         ("soak.live", ("soak.runner", "soak.cli", "soak.report", "soak.devices")),
         ("soak.store", ("soak.runner", "soak.cli", "soak.report", "soak.analysis")),
+        ("soak.fleet", ("soak.runner", "soak.cli", "soak.store", "soak.devices", "soak.live")),
     ],
 )
 def test_layers_import_only_what_lies_below_them(importer: str, forbidden: tuple[str, ...]):
