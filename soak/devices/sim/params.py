@@ -10,7 +10,7 @@ Every number says where it comes from:
 - ``[assumed]``: a stated assumption, chosen so the simulated behaviour matches what
   operators of these servers report (reasons given).
 
-The physics that uses these lives in ``soak.devices.sim``.
+The physics that uses these lives in ``soak.devices.sim.physics``.
 """
 
 from __future__ import annotations
