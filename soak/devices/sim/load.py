@@ -130,9 +130,18 @@ class SimLoad:
                 update.events.append(self._failure_event(end, device, part.name, error))
 
     def _jitter(self, dt: float) -> np.ndarray:
-        """Relative run-to-run noise per part and device; shrinks for longer samples."""
-        noise = self.server.random("work", len(self.workload.parts))
-        return self.server.chassis.work_noise_frac / math.sqrt(max(dt, 0.1)) * noise
+        """Relative noise of each part's work per device; shrinks for longer samples. With
+        ``work_noise_dof`` it is heavy-tailed: a Student-t (a normal over the root of an
+        independent chi-square over its degrees of freedom), clipped."""
+        c, parts = self.server.chassis, len(self.workload.parts)
+        noise = self.server.random("work", parts)
+        if c.work_noise_dof is not None:
+            chi2 = self.server.random("work_tail", parts)
+            noise = noise / np.sqrt(chi2 / c.work_noise_dof)
+        jitter = c.work_noise_frac / math.sqrt(max(dt, 0.1)) * noise
+        if c.work_noise_dof is not None:
+            jitter = np.clip(jitter, -c.work_noise_clip, c.work_noise_clip)
+        return jitter
 
     def _checks(self, t_s: float) -> list[tuple[float, np.ndarray]]:
         """Result checks due by t_s: (time, per part and device: error or 0 if it matched)."""

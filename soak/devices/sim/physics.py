@@ -126,6 +126,13 @@ class Physics:
         self.work_coef = np.zeros((0, 2))  # per part: (per SM MHz, per memory MHz)
         self.work = np.zeros((0, n))
         self._expm_cache: dict[float, tuple[np.ndarray, ...]] = {}
+        # The fan controller: 0 at idle fan speed, 1 at load speed; and the die and sink
+        # temperatures' response to its slow hunting alone (linear, for the truth).
+        self.fan_level = 0.0
+        self.fan_load_since: float | None = None  # when the present load began
+        self.hunt_die = np.zeros(n)
+        self.hunt_sink = np.zeros(n)
+        self._fans = self.chassis.fan_idle_excess != 0.0 or self.chassis.fan_hunt_frac != 0.0
         self._cols = np.arange(n)
         self._no_bits = np.zeros(n, dtype=np.int64)
         self._ones = np.ones(n)
@@ -140,14 +147,17 @@ class Physics:
             p = self.power_of(self.sm_mhz, self.power_terms(idle_activity, no_mem))
             air = self.air_temp(t_s, heat_to_air=p)
             self.t_sink = air + p * self.r_sa
+            if self._fans:  # the fans at their idle speed
+                self.t_sink = self.t_sink + p * self.r_sa * self.fan_lag(self.fan_level)
             self.t_die = self.t_sink + p * self.r_ds
         self.t_mem = self.mem_target(no_mem)
         self.power_w = p
 
     def asymptote_die_c(self, t_s: float) -> np.ndarray:
         """Truth for accuracy benchmarks, never read by the simulation: the die temperature
-        each device would settle to if its present load, faults and room air held (the
-        fans' short cycle left out: it swings around the equilibrium, it does not move it).
+        each device would settle to if its present load, faults and room air held, with
+        the fans at the speed they are heading for (their short cycle and their slow hunt
+        left out: they swing around the equilibrium, they do not move it).
         It is the fixed point of temperature -> leakage -> governor -> power ->
         temperature, reached in damped steps (a thermal limit makes plain steps overshoot);
         the HW-thermal latch is left out."""
@@ -159,6 +169,7 @@ class Physics:
         room = self.inlet_c(t_s, fans=False) + self.inlet_delta
         halved = (self.hw_slowdown > 0) | (self.power_brake > 0)
         damping = 1.0 / (1.0 + self.r_sa / self.r_ds)
+        r_sa = self.r_sa * (1.0 + self.fan_lag(self.fan_target())) if self._fans else self.r_sa
         try:
             for _ in range(200):
                 terms = self.power_terms(activity, mem_w)
@@ -167,7 +178,7 @@ class Physics:
                 power = np.where(self.lost, 0.0, self.power_of(f, terms))
                 air = room.copy()
                 air[self.rear] += self.chassis.preheat_k_w * power[self.up[self.rear]]
-                self.t_sink = self.t_sink + damping * (air + power * self.r_sa - self.t_sink)
+                self.t_sink = self.t_sink + damping * (air + power * r_sa - self.t_sink)
                 die, self.t_die = self.t_die, self.t_sink + power * self.r_ds
                 if np.max(np.abs(self.t_die - die)) < 1e-6:
                     break
@@ -223,9 +234,19 @@ class Physics:
         cycle = c.fan_cycle_c * math.sin(2 * math.pi * t_s / c.fan_period_s + d.fan_phase)
         return c.inlet_c + drift + cycle
 
-    def air_temp(self, t_s: float, heat_to_air: np.ndarray | None = None) -> np.ndarray:
-        """Air at each heat sink: inlet, plus the upstream GPU's heat for the rear row."""
+    def air_temp(
+        self,
+        t_s: float,
+        heat_to_air: np.ndarray | None = None,
+        fan_rise: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Air at each heat sink: inlet, plus the upstream GPU's heat for the rear row.
+        ``fan_rise`` is what slow fans add: the sink's resistance to air above its value
+        at load speed, times the heat flow, counted as warmer air (same first-order effect
+        on the sink, and the network's matrix exponential stays cached)."""
         air = self.inlet_c(t_s) + self.inlet_delta
+        if fan_rise is not None:
+            air = air + fan_rise
         if heat_to_air is None:
             heat_to_air = (self.t_sink - air) / self.r_sa  # front row's air is final
         air[self.rear] += self.chassis.preheat_k_w * heat_to_air[self.up[self.rear]]
@@ -327,15 +348,54 @@ class Physics:
 
     def _heat(self, t_mid: float, h: float, power: np.ndarray, mem_w: np.ndarray) -> None:
         """Exact two-node update for power held over h, then the HBM node's lag."""
-        air = self.air_temp(t_mid)
+        m11, m12, m21, m22 = self._expm(h)
+        fan_rise = None
+        if self._fans:
+            lag, hunt = self._fan_step(t_mid, h)
+            heat = power * self.r_sa
+            fan_rise = heat * (lag + hunt)
+            # The hunt's own response, by the same exact update (the network is linear).
+            f = heat * hunt
+            hd, hs = self.hunt_die - f, self.hunt_sink - f
+            self.hunt_die = f + m11 * hd + m12 * hs
+            self.hunt_sink = f + m21 * hd + m22 * hs
+        air = self.air_temp(t_mid, fan_rise=fan_rise)
         sink_inf = air + power * self.r_sa
         die_inf = sink_inf + power * self.r_ds
-        m11, m12, m21, m22 = self._expm(h)
         dd, ds = self.t_die - die_inf, self.t_sink - sink_inf
         self.t_die = die_inf + m11 * dd + m12 * ds
         self.t_sink = sink_inf + m21 * dd + m22 * ds
         target = self.mem_target(mem_w)
         self.t_mem = target + (self.t_mem - target) * math.exp(-h / self.sku.mem_tau_s)
+
+    def fan_target(self, t_s: float | None = None) -> float:
+        """Where the fan controller heads at t_s: load speed from ``fan_delay_s`` after a
+        load begins (None: where it heads in the end)."""
+        if not self.loaded.any():
+            return 0.0
+        if t_s is None:
+            return 1.0
+        since = self.fan_load_since
+        return 1.0 if since is not None and t_s >= since + self.chassis.fan_delay_s else 0.0
+
+    def fan_lag(self, level: float) -> float:
+        """The sink's resistance to air above its load-speed value, as a fraction."""
+        return self.chassis.fan_idle_excess * (1.0 - level)
+
+    def _fan_step(self, t_mid: float, h: float) -> tuple[float, float]:
+        """Move the fans by h; their lag and hunt over the step as fractions of the
+        sink's resistance to air (the lag's exact mean over the step)."""
+        c = self.chassis
+        if not self.loaded.any():
+            self.fan_load_since = None
+        elif self.fan_load_since is None:
+            self.fan_load_since = t_mid - 0.5 * h
+        target, level = self.fan_target(t_mid), self.fan_level
+        decay = math.exp(-h / c.fan_lag_s)
+        mean = target + (level - target) * (c.fan_lag_s / h) * (1.0 - decay)
+        self.fan_level = target + (level - target) * decay
+        phase = 2 * math.pi * t_mid / c.fan_hunt_period_s + self.draws.hunt_phase
+        return self.fan_lag(mean), c.fan_hunt_frac * math.sin(phase)
 
     def _expm(self, h: float) -> tuple[np.ndarray, ...]:
         """exp(A h) of the die/sink network, per device, cached by step length."""

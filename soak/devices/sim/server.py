@@ -19,7 +19,7 @@ import numpy as np
 from soak.devices import select
 from soak.devices.sim.faults import Fault, fault_error, parse_fault
 from soak.devices.sim.load import SimLoad
-from soak.devices.sim.params import CHASSIS, DEFAULT_SKU, SKUS, WORKLOADS
+from soak.devices.sim.params import CHASSIS, DEFAULT_SKU, SKUS, WORKLOADS, Chassis
 from soak.devices.sim.physics import EPS, Physics
 from soak.devices.sim.streams import seed_streams
 from soak.errors import ConfigError
@@ -53,7 +53,8 @@ class SimServer:
     Time starts at 0 with every device at its idle equilibrium and moves only forward, to
     the times ``sample``/``poll``/``poll_events`` are called with. ``devices`` picks the
     devices reported; the others still run (idle) and still heat their neighbours.
-    ``faults`` are ``--sim-fault`` specs or parsed ``Fault``s.
+    ``faults`` are ``--sim-fault`` specs or parsed ``Fault``s. ``chassis`` sets the air,
+    fans and sensors (``IDEAL_CHASSIS``: the ideal sensors some tests need).
     """
 
     name = "sim"
@@ -65,6 +66,7 @@ class SimServer:
         faults: Sequence[str | Fault] = (),
         seed: int = 0,
         devices: Sequence[int] | None = None,
+        chassis: Chassis = CHASSIS,
     ) -> None:
         if not 1 <= gpus <= MAX_GPUS:
             raise ConfigError(f"--sim-gpus: must be between 1 and {MAX_GPUS}, got {gpus}")
@@ -72,7 +74,7 @@ class SimServer:
             raise ConfigError(f"--sim-sku: unknown SKU {sku!r} (choose from {', '.join(SKUS)})")
         self.sku = SKUS[sku]
         self.gpus, self.seed = gpus, seed
-        self.chassis = CHASSIS
+        self.chassis = chassis
         self.selected = sorted(select(range(gpus), devices, self.name))
         self.faults = [f if isinstance(f, Fault) else parse_fault(f) for f in faults]
         for fault in self.faults:
@@ -93,6 +95,9 @@ class SimServer:
         self.remap_pending = np.zeros(gpus, dtype=np.int64)
         self._energy_log: deque[tuple[float, np.ndarray]] = deque([(0.0, np.zeros(gpus))])
         self._snapshot: tuple[float, list[Telemetry]] | None = None
+        # Temperature sensors: the readings held since each one's last refresh, and when.
+        self._held_temps: tuple[list[float], list[float]] | None = None
+        self._refresh_index = np.full(gpus, -1)
         # Telemetry metrics in field order; "" where this SKU cannot read one (None).
         self._readable = [
             m if m in SIM_METRICS and m not in self.sku.unsupported else ""
@@ -212,10 +217,11 @@ class SimServer:
 
     def thermal_truth(self) -> tuple[np.ndarray, np.ndarray]:
         """Truth for accuracy benchmarks, not telemetry: per GPU, the die temperature now
-        (no sensor noise or rounding) and the one it would settle to at the present
-        operating point (``Physics.asymptote_die_c``)."""
+        (no sensor noise or rounding, and without the fans' slow hunt, which swings it
+        around its equilibrium) and the one it would settle to at the present operating
+        point (``Physics.asymptote_die_c``)."""
         p = self.physics
-        return p.t_die.copy(), p.asymptote_die_c(self.now_s)
+        return p.t_die - p.hunt_die, p.asymptote_die_c(self.now_s)
 
     # -- time ---------------------------------------------------------------------------
 
@@ -402,8 +408,7 @@ class SimServer:
         mem_util = self._load.workload.mem_util_pct if self._load is not None else 0.0
         zeros = [0] * n
         columns: dict[str, list] = {
-            "temp_c": np.rint(p.t_die + c.temp_noise_c * noise[1]).tolist(),
-            "mem_temp_c": np.rint(p.t_mem + c.temp_noise_c * noise[2]).tolist(),
+            **self._temperatures(t_s, noise),
             "sm_clock_mhz": self._dithered_clock().tolist(),
             "mem_clock_mhz": p.mem_mhz.tolist(),
             "power_w": (np.rint(power * 1000) / 1000).tolist(),  # NVML reads mW
@@ -425,6 +430,24 @@ class SimServer:
         table = [columns.get(m, missing) for m in self._readable]
         rows = list(zip(*table, strict=True))
         return [Telemetry(i, t_s, *rows[i]) for i in self.selected if not p.lost[i]]
+
+    def _temperatures(self, t_s: float, noise: np.ndarray) -> dict[str, list[float]]:
+        """Die and HBM temperature readings: whole °C, and with a refresh period, the
+        value taken at the first reading after each sensor's latest refresh, held until
+        its next one."""
+        p, c = self.physics, self.chassis
+        die = np.rint(p.t_die + c.temp_noise_c * noise[1])
+        mem = np.rint(p.t_mem + c.temp_noise_c * noise[2])
+        if c.temp_refresh:
+            index = np.floor(t_s / self.sku.temp_refresh_s + self._draws.sensor_phase)
+            fresh = index != self._refresh_index
+            self._refresh_index = index
+            if self._held_temps is not None:
+                held_die, held_mem = self._held_temps
+                die = np.where(fresh, die, held_die)
+                mem = np.where(fresh, mem, held_mem)
+            self._held_temps = (die, mem)
+        return {"temp_c": die.tolist(), "mem_temp_c": mem.tolist()}
 
     def _dithered_clock(self) -> np.ndarray:
         """The clock as NVML reads it: one of the two supported bins around the mean
