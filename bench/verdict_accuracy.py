@@ -17,6 +17,8 @@ tests/scenarios checks that both paths give the same analysis) over many seeds:
 Prints a table and one JSON line. ``--seeds`` (200), ``--sku-seeds`` (50), ``--fault-seeds``
 (50; the 7 %-slower case runs ``--seeds``) and ``--jobs`` (the CPU count) set the size: about
 1,650 one-hour 8-GPU runs, some 20 minutes on 2 cores. ``--quick`` runs 10 seeds of each.
+``--sensors ideal`` runs the sim with ideal sensors instead of the real-sensor behaviours
+(refresh, fan overshoot and hunt, heavy-tailed work noise; docs/simulator.md).
 """
 
 from __future__ import annotations
