@@ -17,6 +17,8 @@ tests/scenarios checks that both paths give the same analysis) over many seeds:
 Prints a table and one JSON line. ``--seeds`` (200), ``--sku-seeds`` (50), ``--fault-seeds``
 (50; the 7 %-slower case runs ``--seeds``) and ``--jobs`` (the CPU count) set the size: about
 1,650 one-hour 8-GPU runs, some 20 minutes on 2 cores. ``--quick`` runs 10 seeds of each.
+``--sensors ideal`` runs the sim with ideal sensors instead of the real-sensor behaviours
+(refresh, fan overshoot and hunt, heavy-tailed work noise; docs/simulator.md).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from soak.analysis.analyze import Analysis, DeviceResult, RunData, analyze_run
 from soak.config import Profile, load_profile
 from soak.devices.sim import SimServer
+from soak.devices.sim.params import CHASSIS, SENSORS, Chassis
 from soak.model import TELEMETRY_FIELDS, Event, Telemetry, WorkSample
 
 BASELINE_S = 10.0
@@ -111,10 +114,11 @@ def simulate(
     workload: str = "mix",
     duration_s: float = 3600.0,
     truth: bool = False,
+    chassis: Chassis = CHASSIS,
 ) -> SimRun:
     """One run on the runner's tick schedule: a 10-s idle baseline, the load from t = 10 s,
     stop ``duration_s`` after every device's first finished work (t = 11 s)."""
-    server = SimServer(gpus=gpus, sku=sku, faults=faults, seed=seed)
+    server = SimServer(gpus=gpus, sku=sku, faults=faults, seed=seed, chassis=chassis)
     load = server.simulated_load(workload)
     rec = _Records()
     t = 0.0
@@ -256,8 +260,8 @@ def _gpu_for(seed: int, gpus: int) -> int:
     return int(np.random.default_rng([seed, 7]).integers(gpus))
 
 
-def healthy_job(args: tuple[Healthy, int, int, float]) -> dict:
-    group, seed, gpus, duration_s = args
+def healthy_job(args: tuple[Healthy, int, int, float, str]) -> dict:
+    group, seed, gpus, duration_s, sensors = args
     run = simulate(
         seed=seed,
         faults=group.faults,
@@ -266,6 +270,7 @@ def healthy_job(args: tuple[Healthy, int, int, float]) -> dict:
         workload=group.workload,
         duration_s=duration_s,
         truth=True,
+        chassis=SENSORS[sensors],
     )
     analysis = analyze_run(run.data, PROFILE)
     devices = []
@@ -302,11 +307,18 @@ def _margins(d: DeviceResult, analysis: Analysis) -> dict[str, float | None]:
     return {"retention": min(retention, default=None), "vs_median": min(vs_median, default=None)}
 
 
-def fault_job(args: tuple[Case, int, int, str, float]) -> dict:
-    case, seed, gpus, workload, duration_s = args
+def fault_job(args: tuple[Case, int, int, str, float, str]) -> dict:
+    case, seed, gpus, workload, duration_s, sensors = args
     gpu = _gpu_for(seed, gpus)
     spec = case.spec.format(gpu=gpu)
-    run = simulate(seed=seed, faults=(spec,), gpus=gpus, workload=workload, duration_s=duration_s)
+    run = simulate(
+        seed=seed,
+        faults=(spec,),
+        gpus=gpus,
+        workload=workload,
+        duration_s=duration_s,
+        chassis=SENSORS[sensors],
+    )
     analysis = analyze_run(run.data, PROFILE)
     target = next(d for d in analysis.devices if d.index == gpu)
     others = [d for d in analysis.devices if d.index != gpu]
@@ -420,6 +432,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--quick", action="store_true", help="10 seeds everywhere, for a look")
     parser.add_argument("--only", default=None, help="only groups and cases containing this")
+    parser.add_argument(
+        "--sensors",
+        choices=tuple(SENSORS),
+        default="real",
+        help="the sim's sensors: real (refresh, fan overshoot and hunt, heavy-tailed work "
+        "noise; default) or ideal (fresh readings, normal noise, steady fans)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds = args.sku_seeds = args.fault_seeds = 10
@@ -429,10 +448,12 @@ def main(argv: list[str] | None = None) -> int:
     cases = [c for c in CASES if args.only is None or args.only in c.spec]
     start = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        healthy_jobs = [(g, s, args.gpus, duration) for g in groups for s in range(count[g.seeds])]
+        healthy_jobs = [
+            (g, s, args.gpus, duration, args.sensors) for g in groups for s in range(count[g.seeds])
+        ]
         healthy = list(pool.map(healthy_job, healthy_jobs, chunksize=2))
         fault_jobs = [
-            (c, 1000 + s, args.gpus, args.workload, duration)
+            (c, 1000 + s, args.gpus, args.workload, duration, args.sensors)
             for c in cases
             for s in range(count[c.seeds])
         ]
@@ -443,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         "gpus": args.gpus,
         "hours": args.hours,
         "fault_workload": args.workload,
+        "sensors": args.sensors,
         "retention_floor": PROFILE.checks.min_throughput_retention,
         "outlier_limit": 1 - PROFILE.checks.outlier_min_rel,
         "healthy": [

@@ -245,6 +245,7 @@ class RunConfig:
     sim_gpus: int = 8
     sim_sku: str = "h100-sxm"
     sim_faults: tuple[str, ...] = ()
+    sim_sensors: str = "real"  # the sim's sensors: "real" (default) or "ideal" (tests)
     workload_options: dict[str, Any] = field(default_factory=dict)
     heartbeat_timeout_s: float = 120.0
     command: str = ""

@@ -142,6 +142,7 @@ def open_configured_backend(config: RunConfig) -> Backend:
         sim_gpus=config.sim_gpus,
         sim_sku=config.sim_sku,
         sim_faults=config.sim_faults,
+        sim_sensors=config.sim_sensors,
         seed=config.seed or 0,
     )
     return open_backend(config.backend, options)
@@ -225,6 +226,7 @@ class Runner:
                 "gpus": config.sim_gpus,
                 "sku": config.sim_sku,
                 "faults": list(config.sim_faults),
+                "sensors": config.sim_sensors,
             }
             if self.backend.name == "sim"
             else None,

@@ -23,6 +23,7 @@ class BackendOptions:
     sim_gpus: int = 8
     sim_sku: str = "h100-sxm"
     sim_faults: tuple[str, ...] = ()
+    sim_sensors: str = "real"  # "real" or "ideal" (soak.devices.sim.params.SENSORS)
     seed: int = 0
 
 
@@ -46,13 +47,20 @@ def open_backend(name: str, options: BackendOptions | None = None) -> Backend:
         raise BackendUnavailable("no backend found: " + "; ".join(reasons))
     if name == "sim":
         from soak.devices.sim import SimServer
+        from soak.devices.sim.params import SENSORS
 
+        if options.sim_sensors not in SENSORS:
+            choices = ", ".join(SENSORS)
+            raise ConfigError(
+                f"sim sensors: unknown {options.sim_sensors!r} (choose from {choices})"
+            )
         return SimServer(
             gpus=options.sim_gpus,
             sku=options.sim_sku,
             faults=options.sim_faults,
             seed=options.seed,
             devices=options.devices,
+            chassis=SENSORS[options.sim_sensors],
         )
     if name == "nvml":
         from soak.devices.nvml import NvmlBackend

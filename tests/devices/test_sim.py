@@ -19,7 +19,7 @@ import pytest
 from soak.devices import BackendOptions, open_backend
 from soak.devices.base import LoadUpdate
 from soak.devices.sim import SKUS, SimLoad, SimServer, parse_fault
-from soak.devices.sim_params import H100_SXM
+from soak.devices.sim.params import H100_SXM
 from soak.errors import ConfigError
 from soak.model import (
     TELEMETRY_METRICS,

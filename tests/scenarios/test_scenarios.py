@@ -43,6 +43,7 @@ class Scenario:
     stop: str | None = None
     warns: tuple[str, ...] = ()
     devices: dict[int, Expected] = field(default_factory=dict)
+    sensors: str = "real"  # the sim's sensors: "real", or "ideal" where a scenario needs them
 
     @classmethod
     def from_table(cls, table: dict) -> Scenario:
@@ -97,6 +98,7 @@ def test_scenario(scenario: Scenario, tmp_path):
         sim_gpus=scenario.gpus,
         sim_sku=scenario.sku,
         sim_faults=scenario.faults,
+        sim_sensors=scenario.sensors,
         profile=profile,
     )
     result = run(config)

@@ -10,12 +10,12 @@ Every number says where it comes from:
 - ``[assumed]``: a stated assumption, chosen so the simulated behaviour matches what
   operators of these servers report (reasons given).
 
-The physics that uses these lives in ``soak.devices.sim``.
+The physics that uses these lives in ``soak.devices.sim.physics``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Telemetry metrics an SXM board really lacks (``Telemetry`` field names). Fans belong to
 # the chassis, not the GPU [nvidia-smi: "Fan Speed: N/A"]; since Ampere, page retirement is
@@ -71,6 +71,8 @@ class Sku:
     sink_tau_s: float  # r_sink_air * c_sink
     r_mem_k_w: float  # HBM rise per watt of memory power
     mem_tau_s: float
+    # Sensors: the temperature readings change only every temp_refresh_s (both die and HBM)
+    temp_refresh_s: float
     pci_bus_ids: tuple[str, ...]
     unsupported: frozenset[str]
 
@@ -126,6 +128,9 @@ H100_SXM = Sku(
     sink_tau_s=150.0,  # [assumed] ~2.5 min sink time constant: equilibrium in 10-15 min
     r_mem_k_w=0.06,  # [assumed] HBM 5-10 K above the sink/die mean under load
     mem_tau_s=30.0,  # [assumed]
+    # [measured] real-traces/h100x8-nanogpt-powercap-voltagepark: nvidia-smi polled every
+    # ~0.3 s shows new temperatures 0.3 s apart: no refresh lag at 1-s ticks.
+    temp_refresh_s=0.3,
     pci_bus_ids=HGX_BUS_IDS,
     unsupported=NVIDIA_SXM_UNSUPPORTED,
 )
@@ -165,6 +170,7 @@ H200 = Sku(
     sink_tau_s=150.0,
     r_mem_k_w=0.06,
     mem_tau_s=30.0,
+    temp_refresh_s=0.3,  # [assumed] as H100
     pci_bus_ids=HGX_BUS_IDS,
     unsupported=NVIDIA_SXM_UNSUPPORTED,
 )
@@ -204,6 +210,9 @@ A100_SXM = Sku(
     sink_tau_s=140.0,
     r_mem_k_w=0.10,
     mem_tau_s=30.0,
+    # [assumed] no trace of an A100 at hand: between H100 (0.3 s) and a V100 read through
+    # nvidia-smi -l 5 (real-traces/v100x4-gpuburn-18h-lambda: ~5 s).
+    temp_refresh_s=2.0,
     pci_bus_ids=(
         "00000000:07:00.0",  # [assumed] DGX A100-style enumeration
         "00000000:0F:00.0",
@@ -252,6 +261,7 @@ MI300X = Sku(
     sink_tau_s=160.0,
     r_mem_k_w=0.05,
     mem_tau_s=30.0,
+    temp_refresh_s=1.0,  # [assumed] amdsmi reads the SMU metrics table, refreshed often
     pci_bus_ids=(
         "0000:05:00.0",
         "0000:26:00.0",
@@ -332,10 +342,49 @@ class Chassis:
     temp_noise_c: float = 0.2  # [assumed] sensor noise before quantising to whole °C
     power_noise_frac: float = 0.004  # [assumed] NVML power reading noise, 1 sigma
     power_noise_w: float = 0.5
-    work_noise_frac: float = 0.003  # [assumed] jitter of a 1-s work sample, 1 sigma
+    # Work-rate noise of a 1-s work sample (shrinking as 1/sqrt(seconds) for longer ones):
+    # scale x Student-t with work_noise_dof degrees of freedom (None: normal), clipped at
+    # +-work_noise_clip. [measured] gpu-burn's per-report (~1.9 s) Gflop/s on 4 V100s over
+    # 18 h (real-traces/v100x4-gpuburn-18h-lambda): robust sigma ~0.8 %, 1 % / 99 %
+    # quantiles about -6 % / +6 %, 0.1 % / 99.9 % about -15 % / +20..30 %, excess kurtosis
+    # 40-60. A t with 2 degrees of freedom at 1 % scale gives ~1 %, +-5 %, +-16 % at 2 s.
+    work_noise_frac: float = 0.01
+    work_noise_dof: float | None = 2.0
+    work_noise_clip: float = 0.4  # [assumed] no sample is off by more than 40 %
+    # Sensor refresh: temperature readings change only every Sku.temp_refresh_s (False:
+    # every reading is fresh).
+    temp_refresh: bool = True
+    # Chassis fan controller. Fans run slower at idle, so the heat sink's resistance to air
+    # is (1 + fan_idle_excess) x its load value; when load starts the fans catch up with a
+    # lag of fan_lag_s, so temperatures overshoot their plateau by a few °C in the first
+    # minutes and then settle. [measured] real-traces/v100x4-gpuburn-18h-lambda, host .42:
+    # GPU0 65 °C at 2 min, 61 °C from ~10 min on. Under load the controller hunts: the
+    # resistance swings by +-fan_hunt_frac over fan_hunt_period_s, about +-1 °C at the die
+    # [assumed: the slow cycling operators report; the V100 trace swings by 2 °C peak to
+    # peak over hours].
+    # [assumed] delay, lag and idle excess chosen to give the trace's few-°C overshoot with
+    # this model's slower (150 s) heat sink: a peak ~3-4 °C over the plateau at 5-6 min,
+    # settled by ~15 min.
+    fan_idle_excess: float = 0.4
+    fan_delay_s: float = 180.0
+    fan_lag_s: float = 120.0
+    fan_hunt_frac: float = 0.06
+    fan_hunt_period_s: float = 600.0
     efficiency_spread: float = 0.015  # [assumed] silicon lottery: dynamic power, 1 sigma
     leakage_spread: float = 0.08  # [assumed] silicon lottery: leakage, 1 sigma
     energy_offset_j: tuple[float, float] = (3.6e7, 3.6e8)  # counter since driver load
 
 
 CHASSIS = Chassis()
+# The ideal sensors of earlier versions: readings fresh every tick, normal work-rate noise of
+# 0.3 %, fans that neither lag nor hunt. For tests that need them.
+IDEAL_CHASSIS = replace(
+    CHASSIS,
+    work_noise_frac=0.003,
+    work_noise_dof=None,
+    temp_refresh=False,
+    fan_idle_excess=0.0,
+    fan_hunt_frac=0.0,
+)
+# The sensors a run asks for by name (``RunConfig.sim_sensors``).
+SENSORS: dict[str, Chassis] = {"real": CHASSIS, "ideal": IDEAL_CHASSIS}

@@ -1,0 +1,201 @@
+"""Fault injection of the simulated server: ``--sim-fault KIND[:key=value]...`` parsed and checked.
+
+What each fault does to the devices is the server's business (``server.py``); this module
+only knows the kinds, their keys and their rules.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from soak.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    """What one key accepts: a number, maybe whole, within an optional range."""
+
+    integer: bool = False
+    low: float | None = None
+    low_open: bool = False  # True: must be > low, else >= low
+    high: float | None = None
+
+    def problem(self, key: str, value: float) -> str | None:
+        if self.integer and value != int(value):
+            return f"{key} must be a whole number"
+        too_low = self.low is not None and (
+            value <= self.low if self.low_open else value < self.low
+        )
+        too_high = self.high is not None and value > self.high
+        if not (too_low or too_high):
+            return None
+        if self.high is None:
+            return f"{key} must be {'>' if self.low_open else '>='} {self.low:g}"
+        side = "above" if self.low_open else "at least"
+        return f"{key} must be {side} {self.low:g} and at most {self.high:g}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    """One fault kind: its keys and what it does."""
+
+    about: str
+    required: dict[str, _Rule]
+    optional: dict[str, _Rule] = field(default_factory=dict)
+
+
+_GPU = _Rule(integer=True, low=0)
+_AT = _Rule(low=0)
+_FOR = _Rule(low=0, low_open=True)
+
+FAULT_KINDS: dict[str, _Kind] = {
+    "airflow": _Kind(
+        "heat-sink-to-air thermal resistance x factor (blocked or weak airflow)",
+        {"gpu": _GPU, "factor": _Rule(low=0, low_open=True, high=20)},
+    ),
+    "power-cap": _Kind(
+        "enforced power limit lowered to watts", {"gpu": _GPU, "watts": _Rule(low=0, low_open=True)}
+    ),
+    "hw-slowdown": _Kind(
+        "HW_SLOWDOWN from at= (for for= seconds): clocks halved",
+        {"gpu": _GPU, "at": _AT},
+        {"for": _FOR},
+    ),
+    "power-brake": _Kind(
+        "HW_POWER_BRAKE from at= (for for= seconds): clocks halved",
+        {"gpu": _GPU, "at": _AT},
+        {"for": _FOR},
+    ),
+    "ecc": _Kind(
+        "count uncorrectable ECC errors at at=, row remap pending",
+        {"gpu": _GPU, "at": _AT},
+        {"count": _Rule(integer=True, low=1)},
+    ),
+    "xid": _Kind(
+        "XID code at at=; 79 (fallen off the bus) loses the device",
+        {"gpu": _GPU, "code": _Rule(integer=True, low=1, high=999), "at": _AT},
+    ),
+    "sdc": _Kind(
+        "fraction rate of result checks fail (silent data corruption)",
+        {"gpu": _GPU, "rate": _Rule(low=0, low_open=True, high=1)},
+    ),
+    "stall": _Kind(
+        "input pipeline supplies only 1-fraction of what the device can consume",
+        {"gpu": _GPU, "fraction": _Rule(low=0, low_open=True, high=1)},
+        {"at": _AT, "for": _FOR},
+    ),
+    "inlet": _Kind(
+        "inlet air warmer by delta °C (every GPU, or gpu=)",
+        {"delta": _Rule(low=-20, high=40)},
+        {"gpu": _GPU},
+    ),
+    "slow": _Kind(
+        "throughput x factor at the same clocks (a weak part)",
+        {"gpu": _GPU, "factor": _Rule(low=0, low_open=True, high=1)},
+    ),
+    "leaky": _Kind(
+        "leakage power x factor (a leaky die)",
+        {"gpu": _GPU, "factor": _Rule(low=0, low_open=True, high=10)},
+    ),
+}
+
+# Kinds that act at a time after the load starts; the others hold from the start.
+_TIMED_KINDS = frozenset({"hw-slowdown", "power-brake", "ecc", "xid", "stall"})
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One injected fault, parsed from ``KIND[:key=value]...``; keys not given are None.
+
+    ``at_s`` counts from the load's start; ``for_s`` None means until the end.
+    """
+
+    kind: str
+    spec: str
+    gpu: int | None = None
+    at_s: float | None = None
+    for_s: float | None = None
+    factor: float | None = None
+    watts: float | None = None
+    count: int | None = None
+    code: int | None = None
+    rate: float | None = None
+    fraction: float | None = None
+    delta_c: float | None = None
+
+    @property
+    def timed(self) -> bool:
+        return self.kind in _TIMED_KINDS
+
+
+def fault_error(spec: str, problem: str) -> ConfigError:
+    return ConfigError(f"--sim-fault {spec!r}: {problem}")
+
+
+def _parse_pairs(spec: str, kind: str, parts: list[str]) -> dict[str, float]:
+    """The key=value pairs of a spec, each checked against its kind's rules."""
+    rules = FAULT_KINDS[kind]
+    allowed = {**rules.required, **rules.optional}
+    values: dict[str, float] = {}
+    for part in parts:
+        key, sep, raw = (s.strip() for s in part.partition("="))
+        if not sep or not key:
+            raise fault_error(spec, f"{part!r} is not key=value")
+        if key not in allowed:
+            raise fault_error(
+                spec, f"unknown key {key!r} for {kind} (allowed: {', '.join(allowed)})"
+            )
+        if key in values:
+            raise fault_error(spec, f"{key} given twice")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise fault_error(spec, f"{key}={raw!r} is not a number") from None
+        if not math.isfinite(value):
+            raise fault_error(spec, f"{key}={raw!r} is not a finite number")
+        problem = allowed[key].problem(key, value)
+        if problem:
+            raise fault_error(spec, problem)
+        values[key] = value
+    missing = [k for k in rules.required if k not in values]
+    if missing:
+        needs = ", ".join(f"{k}=" for k in rules.required)
+        raise fault_error(spec, f"missing {missing[0]}= ({kind} needs {needs})")
+    return values
+
+
+def parse_fault(spec: str) -> Fault:
+    """Parse one ``--sim-fault`` spec, e.g. ``airflow:gpu=3:factor=2.2``.
+
+    Raises ConfigError with a one-line message naming the spec and the part that is wrong.
+    Whether ``gpu`` exists on the server and ``watts`` suits the SKU is checked by SimServer.
+    """
+    spec = spec.strip()
+    kind, *parts = (p.strip() for p in spec.split(":"))
+    if not kind:
+        raise fault_error(spec, "empty fault kind")
+    if kind not in FAULT_KINDS:
+        raise fault_error(spec, f"unknown kind {kind!r} (choose from {', '.join(FAULT_KINDS)})")
+    v = _parse_pairs(spec, kind, parts)
+
+    def whole(key: str) -> int | None:
+        return int(v[key]) if key in v else None
+
+    at_s = v.get("at")
+    if kind == "stall" and at_s is None:
+        at_s = 0.0
+    return Fault(
+        kind=kind,
+        spec=spec,
+        gpu=whole("gpu"),
+        at_s=at_s,
+        for_s=v.get("for"),
+        factor=v.get("factor"),
+        watts=v.get("watts"),
+        count=int(v.get("count", 1)) if kind == "ecc" else None,
+        code=whole("code"),
+        rate=v.get("rate"),
+        fraction=v.get("fraction"),
+        delta_c=v.get("delta"),
+    )

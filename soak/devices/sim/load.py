@@ -1,0 +1,181 @@
+"""The simulated server's own load: the work its devices do at their simulated clocks."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from soak.devices.base import LoadUpdate
+from soak.devices.sim.params import Workload
+from soak.devices.sim.physics import EPS
+from soak.model import Event, EventKind, WorkerOutcome, WorkSample
+
+if TYPE_CHECKING:
+    from soak.devices.sim.server import SimServer
+
+
+class SimLoad:
+    """The simulated server's own load: the work its devices do at their simulated clocks.
+
+    ``start`` switches the load on at the time of the next call that moves the server
+    (the runner ticks right after ``start``), so the server's load start and the runner's
+    agree. Each ``poll`` returns one WorkSample per device per workload part since the
+    last poll; result checks happen every ``verify_interval_s`` of load.
+    """
+
+    def __init__(self, server: SimServer, workload: Workload) -> None:
+        self.server = server
+        self.workload = workload
+        self.started_s: float | None = None
+        self._last_s = 0.0
+        self._checks_done = 0
+        self._verify_failed: set[int] = set()
+        self._ended: set[int] = set()
+        self._stopped = False
+
+    def start(self, t0: float) -> None:
+        """Switch the load on; ``t0`` (the run's zero) is not needed: sim time is run time."""
+        del t0
+        if self.started_s is not None or self._stopped:
+            raise RuntimeError("sim: this load was already started")
+        self.server.request_load(self)
+
+    def began(self, t_s: float) -> None:
+        """Called by the server when the load switches on."""
+        self.started_s = self._last_s = t_s
+
+    def poll(self, t_s: float) -> LoadUpdate:
+        self.server.advance(t_s)
+        if self.started_s is None or self._stopped:
+            return LoadUpdate()
+        return self._collect(t_s)
+
+    def stop(self, t_s: float) -> LoadUpdate:
+        """Switch the load off; the work left and one WORKER_OUTCOME per device still running."""
+        self.server.advance(t_s)
+        if self._stopped:
+            return LoadUpdate()
+        update = self._collect(t_s) if self.started_s is not None else LoadUpdate()
+        self._stopped = True
+        self.server.end_load(self)
+        if self.started_s is None:
+            return update
+        events = list(update.events)
+        for device in self.server.selected:
+            if device in self._ended:
+                continue
+            self._ended.add(device)
+            failed = device in self._verify_failed
+            outcome = WorkerOutcome.VERIFICATION_FAILED if failed else WorkerOutcome.OK
+            events.append(self._outcome(t_s, device, outcome))
+        return LoadUpdate(update.samples, events)
+
+    def failed_devices(self) -> frozenset[int]:
+        """Devices lost, or whose result checks failed."""
+        lost = {d for d in self.server.lost_at if d in self.server.selected}
+        return frozenset(lost | self._verify_failed)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _outcome(self, t_s: float, device: int, outcome: WorkerOutcome) -> Event:
+        return Event(
+            t_s,
+            EventKind.WORKER_OUTCOME,
+            f"load ended: {outcome.value}",
+            device,
+            {"outcome": outcome.value},
+        )
+
+    def _collect(self, t_s: float) -> LoadUpdate:
+        """Samples and events for (last poll, t_s]."""
+        server, t0 = self.server, self._last_s
+        work = server.take_work()
+        self._last_s = t_s
+        if t_s <= t0 + EPS:
+            return LoadUpdate()
+        checks = self._checks(t_s)
+        amounts = (work * np.maximum(1.0 + self._jitter(t_s - t0), 0.0)).tolist()
+        update = LoadUpdate()
+        for device in server.selected:
+            if device in self._ended:
+                continue
+            lost_s = server.lost_at.get(device)
+            end = t_s if lost_s is None else min(t_s, lost_s)
+            if end > t0 + EPS:
+                self._add_samples(update, device, t0, end, [a[device] for a in amounts], checks)
+            if lost_s is not None:
+                self._ended.add(device)
+                update.events.append(self._outcome(end, device, WorkerOutcome.DEVICE_LOST))
+        return update
+
+    def _add_samples(
+        self,
+        update: LoadUpdate,
+        device: int,
+        t0: float,
+        end: float,
+        amounts: list[float],
+        checks: list[tuple[float, np.ndarray]],
+    ) -> None:
+        """One device's samples (one per part) for (t0, end], with its check results."""
+        for k, part in enumerate(self.workload.parts):
+            verified, error = self._verdict(checks, k, device, end) if checks else (None, None)
+            update.samples.append(
+                WorkSample(device, t0, end, part.name, amounts[k], part.unit, verified, error)
+            )
+            if verified is False:
+                self._verify_failed.add(device)
+                update.events.append(self._failure_event(end, device, part.name, error))
+
+    def _jitter(self, dt: float) -> np.ndarray:
+        """Relative noise of each part's work per device; shrinks for longer samples. With
+        ``work_noise_dof`` it is heavy-tailed: a Student-t (a normal over the root of an
+        independent chi-square over its degrees of freedom), clipped."""
+        c, parts = self.server.chassis, len(self.workload.parts)
+        noise = self.server.random("work", parts)
+        if c.work_noise_dof is not None:
+            chi2 = self.server.random("work_tail", parts)
+            noise = noise / np.sqrt(chi2 / c.work_noise_dof)
+        jitter = c.work_noise_frac / math.sqrt(max(dt, 0.1)) * noise
+        if c.work_noise_dof is not None:
+            jitter = np.clip(jitter, -c.work_noise_clip, c.work_noise_clip)
+        return jitter
+
+    def _checks(self, t_s: float) -> list[tuple[float, np.ndarray]]:
+        """Result checks due by t_s: (time, per part and device: error or 0 if it matched)."""
+        assert self.started_s is not None
+        server = self.server
+        every = server.chassis.verify_interval_s
+        due = math.floor((t_s - self.started_s) / every + EPS)
+        out = []
+        rate = server.sdc_rate
+        parts = len(self.workload.parts)
+        while self._checks_done < due:
+            self._checks_done += 1
+            u = server.random("verify", 2 * parts)
+            bad = u[:parts] < rate
+            error = np.where(bad, 10.0 ** (-3.0 + 3.0 * u[parts:]), 0.0)
+            out.append((self.started_s + self._checks_done * every, error))
+        return out
+
+    @staticmethod
+    def _verdict(
+        checks: list[tuple[float, np.ndarray]], part: int, device: int, end: float
+    ) -> tuple[bool | None, float | None]:
+        """Whether the checks in a sample matched: None if there were none."""
+        errors = [float(e[part, device]) for t, e in checks if t <= end + EPS]
+        if not errors:
+            return None, None
+        worst = max(errors)
+        return (False, worst) if worst > 0 else (True, None)
+
+    def _failure_event(self, t_s: float, device: int, part: str, error: float | None) -> Event:
+        return Event(
+            t_s,
+            EventKind.VERIFICATION_FAILED,
+            f"{part} result check failed (max relative error {error:.2g})",
+            device,
+            {"part": part, "max_rel_error": error},
+        )

@@ -1,0 +1,460 @@
+"""The simulated server's backend: devices, faults applied, time, sensor readings.
+
+``SimServer`` owns the physics (``physics.py``), the random streams (``streams.py``) and the
+faults (``faults.py``); its load (``load.py``) drives it only through its public methods:
+``request_load``, ``end_load``, ``advance``, ``take_work``, ``random`` and the read-only
+``selected``, ``lost_at``, ``sdc_rate`` and ``chassis``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from soak.devices import select
+from soak.devices.sim.faults import Fault, fault_error, parse_fault
+from soak.devices.sim.load import SimLoad
+from soak.devices.sim.params import CHASSIS, DEFAULT_SKU, SKUS, WORKLOADS, Chassis
+from soak.devices.sim.physics import EPS, Physics
+from soak.devices.sim.streams import seed_streams
+from soak.errors import ConfigError
+from soak.model import (
+    TELEMETRY_METRICS,
+    Capability,
+    DeviceInfo,
+    Event,
+    EventKind,
+    Telemetry,
+)
+
+MAX_GPUS = 64
+# The Telemetry metrics the sim reads (``_read``); the fan belongs to the chassis (no reading).
+SIM_METRICS = frozenset(TELEMETRY_METRICS) - {"fan_pct"}
+XID_FALLEN_OFF_BUS = 79
+
+
+@dataclass(frozen=True, slots=True)
+class _Transition:
+    t_s: float
+    order: int
+    fault: Fault
+    starts: bool  # False: the fault's for= ended
+
+
+class SimServer:
+    """A simulated server of ``gpus`` accelerators of one SKU: the ``Backend`` for
+    ``--backend sim``, and the source of its own load (``simulated_load``).
+
+    Time starts at 0 with every device at its idle equilibrium and moves only forward, to
+    the times ``sample``/``poll``/``poll_events`` are called with. ``devices`` picks the
+    devices reported; the others still run (idle) and still heat their neighbours.
+    ``faults`` are ``--sim-fault`` specs or parsed ``Fault``s. ``chassis`` sets the air,
+    fans and sensors (``IDEAL_CHASSIS``: the ideal sensors some tests need).
+    """
+
+    name = "sim"
+
+    def __init__(
+        self,
+        gpus: int = 8,
+        sku: str = DEFAULT_SKU,
+        faults: Sequence[str | Fault] = (),
+        seed: int = 0,
+        devices: Sequence[int] | None = None,
+        chassis: Chassis = CHASSIS,
+    ) -> None:
+        if not 1 <= gpus <= MAX_GPUS:
+            raise ConfigError(f"--sim-gpus: must be between 1 and {MAX_GPUS}, got {gpus}")
+        if sku not in SKUS:
+            raise ConfigError(f"--sim-sku: unknown SKU {sku!r} (choose from {', '.join(SKUS)})")
+        self.sku = SKUS[sku]
+        self.gpus, self.seed = gpus, seed
+        self.chassis = chassis
+        self.selected = sorted(select(range(gpus), devices, self.name))
+        self.faults = [f if isinstance(f, Fault) else parse_fault(f) for f in faults]
+        for fault in self.faults:
+            self._check_fits(fault)
+        draws, self._banks = seed_streams(seed, gpus, self.chassis)
+        self._draws = draws
+        self.physics = Physics(self.sku, gpus, draws, self.chassis)
+        self._apply_static_faults()
+        self.physics.settle_idle(0.0)
+        self.now_s = 0.0
+        self._events: list[Event] = []
+        self._schedule: list[_Transition] = []
+        self._load: SimLoad | None = None
+        self._pending_load: SimLoad | None = None
+        self.load_start_s: float | None = None
+        self.lost_at: dict[int, float] = {}
+        self.ecc_uncorrected = np.zeros(gpus, dtype=np.int64)
+        self.remap_pending = np.zeros(gpus, dtype=np.int64)
+        self._energy_log: deque[tuple[float, np.ndarray]] = deque([(0.0, np.zeros(gpus))])
+        self._snapshot: tuple[float, list[Telemetry]] | None = None
+        # Temperature sensors: the readings held since each one's last refresh, and when.
+        self._held_temps: tuple[list[float], list[float]] | None = None
+        self._refresh_index = np.full(gpus, -1)
+        # Telemetry metrics in field order; "" where this SKU cannot read one (None).
+        self._readable = [
+            m if m in SIM_METRICS and m not in self.sku.unsupported else ""
+            for m in TELEMETRY_METRICS
+        ]
+        for fault in self.faults:
+            if not fault.timed:
+                self._fault_event(0.0, fault)
+
+    # -- construction helpers ---------------------------------------------------------------
+
+    def _check_fits(self, fault: Fault) -> None:
+        """Checks that need the server: the GPU exists, the power cap suits the SKU."""
+        if fault.gpu is not None and fault.gpu >= self.gpus:
+            raise fault_error(fault.spec, f"gpu={fault.gpu} but the server has {self.gpus} GPUs")
+        s = self.sku
+        if fault.watts is not None and not s.min_power_limit_w <= fault.watts <= s.tdp_w:
+            raise fault_error(
+                fault.spec,
+                f"watts must be between {s.min_power_limit_w:g} and {s.tdp_w:g} for {s.key}",
+            )
+
+    def _apply_static_faults(self) -> None:
+        """Faults that hold for the whole run: airflow, power cap, inlet, slow, leaky, sdc."""
+        p = self.physics
+        airflow = np.ones(self.gpus)
+        for f in self.faults:
+            g = slice(None) if f.gpu is None else f.gpu
+            if f.kind == "airflow":
+                airflow[g] *= f.factor
+            elif f.kind == "power-cap":
+                p.limit_w[g] = np.minimum(p.limit_w[g], f.watts)
+            elif f.kind == "inlet":
+                p.inlet_delta[g] += f.delta_c
+            elif f.kind == "slow":
+                p.perf[g] *= f.factor
+            elif f.kind == "leaky":
+                p.leak_mult[g] *= f.factor
+            elif f.kind == "sdc":
+                p.sdc_rate[g] = 1 - (1 - p.sdc_rate[g]) * (1 - f.rate)
+        p.set_airflow(airflow)
+
+    # -- Backend protocol -------------------------------------------------------------------
+
+    def devices(self) -> list[DeviceInfo]:
+        return [self._device_info(i) for i in self.selected]
+
+    def _device_info(self, index: int) -> DeviceInfo:
+        s = self.sku
+        digest = hashlib.sha256(f"soak-sim:{self.seed}:{index}".encode()).hexdigest()
+        uuid = f"GPU-sim-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:28]}"
+        bus = s.pci_bus_ids[index % len(s.pci_bus_ids)]
+        if index >= len(s.pci_bus_ids):  # another baseboard: the next PCI domain
+            domain, rest = bus.split(":", 1)
+            bus = f"{int(domain, 16) + index // len(s.pci_bus_ids):0{len(domain)}X}:{rest}"
+        up = int(self.physics.up[index])
+        return DeviceInfo(
+            index=index,
+            backend=self.name,
+            name=f"{s.name} (simulated)",
+            uuid=uuid,
+            serial=f"SIM{int(digest[28:38], 16) % 10**10:010d}",
+            pci_bus_id=bus,
+            driver_version="sim",
+            memory_total_b=s.memory_total_b,
+            power_limit_w=float(self.physics.limit_w[index]),
+            default_power_limit_w=s.tdp_w,
+            max_sm_clock_mhz=s.max_sm_clock_mhz,
+            max_mem_clock_mhz=s.mem_clock_mhz,
+            slowdown_temp_c=s.slowdown_temp_c,
+            shutdown_temp_c=s.shutdown_temp_c,
+            max_operating_temp_c=s.max_operating_temp_c,
+            mem_max_temp_c=s.mem_max_temp_c,
+            torch_device=None,
+            extra={
+                "sku": s.key,
+                "airflow_row": "rear" if up >= 0 else "front",
+                "upstream_device": up if up >= 0 else None,
+                "sim_faults": [f.spec for f in self.faults if f.gpu in (None, index)],
+            },
+        )
+
+    def capabilities(self) -> dict[int, dict[str, Capability]]:
+        """Every metric the sim reads, less what the SKU lacks (e.g. an SXM board's fan)."""
+        readable = {
+            m: Capability.SUPPORTED if m in self._readable else Capability.NOT_SUPPORTED
+            for m in TELEMETRY_METRICS
+        }
+        return {i: dict(readable) for i in self.selected}
+
+    def sample(self, t_s: float) -> list[Telemetry]:
+        """One snapshot per selected device still on the bus, after advancing to t_s."""
+        self.advance(t_s)
+        if self._snapshot is not None and self._snapshot[0] == t_s:
+            return list(self._snapshot[1])
+        rows = self._read(t_s)
+        self._snapshot = (t_s, rows)
+        return list(rows)
+
+    def poll_events(self, t_s: float) -> list[Event]:
+        """Faults injected, ECC errors, XIDs and lost devices since the last call."""
+        self.advance(t_s)
+        events = sorted((e for e in self._events if self._visible(e.device)), key=lambda e: e.t_s)
+        self._events = []
+        return events
+
+    def simulated_load(self, workload: str) -> SimLoad:
+        """The load source: this server's devices running ``workload`` at their clocks."""
+        if workload not in WORKLOADS:
+            raise ConfigError(
+                f"--workload: unknown workload {workload!r} (choose from {', '.join(WORKLOADS)})"
+            )
+        return SimLoad(self, WORKLOADS[workload])
+
+    def close(self) -> None:
+        """Nothing to release: the server is numbers in memory."""
+
+    def thermal_truth(self) -> tuple[np.ndarray, np.ndarray]:
+        """Truth for accuracy benchmarks, not telemetry: per GPU, the die temperature now
+        (no sensor noise or rounding, and without the fans' slow hunt, which swings it
+        around its equilibrium) and the one it would settle to at the present operating
+        point (``Physics.asymptote_die_c``)."""
+        p = self.physics
+        return p.t_die - p.hunt_die, p.asymptote_die_c(self.now_s)
+
+    # -- time ---------------------------------------------------------------------------
+
+    def advance(self, t_s: float) -> None:
+        """Run the physics up to t_s in exact substeps, splitting at fault transitions."""
+        if t_s < self.now_s - EPS:
+            raise ValueError(f"sim: time went backwards ({t_s} < {self.now_s})")
+        while self.now_s < t_s - EPS:
+            self._apply_due()
+            target = t_s
+            if self._schedule and self._schedule[0].t_s < target:
+                target = self._schedule[0].t_s
+            pieces = max(1, math.ceil((target - self.now_s) / self.chassis.max_substep_s - EPS))
+            h = (target - self.now_s) / pieces
+            for i in range(pieces):
+                self.physics.step(self.now_s + i * h, h)
+                self._log_energy(self.now_s + (i + 1) * h)
+                self._shut_down_overheated(self.now_s + (i + 1) * h)
+            self.now_s = target
+        self.now_s = max(self.now_s, t_s)
+        self._apply_due()
+        if self._pending_load is not None:
+            self._begin_load(self._pending_load)
+
+    def _log_energy(self, t_s: float) -> None:
+        """Energy at substep ends for the 1-s power average; a few seconds suffice."""
+        log = self._energy_log
+        log.append((t_s, self.physics.energy_j))
+        while len(log) > 2 and log[1][0] <= t_s - 1.0:
+            log.popleft()
+
+    def _energy_at(self, t_s: float) -> np.ndarray:
+        """Energy at t_s by linear interpolation (power is constant within a substep)."""
+        log = self._energy_log
+        if t_s <= log[0][0]:
+            return log[0][1]
+        for (t0, e0), (t1, e1) in zip(log, list(log)[1:], strict=False):
+            if t0 <= t_s <= t1:
+                return e0 + (e1 - e0) * ((t_s - t0) / (t1 - t0))
+        return log[-1][1]
+
+    # -- load and faults --------------------------------------------------------------------
+
+    def request_load(self, load: SimLoad) -> None:
+        """Switch ``load`` on at the next call that moves time (the runner's next tick)."""
+        if self._load is not None or self._pending_load is not None:
+            raise RuntimeError("sim: a load is already running")
+        self._pending_load = load
+
+    def _begin_load(self, load: SimLoad) -> None:
+        """Switch the load on now: the runner's first tick after ``start``."""
+        self._pending_load = None
+        self._load = load
+        on = np.zeros(self.gpus, dtype=bool)
+        on[self.selected] = True
+        self.physics.set_load(load.workload, on)
+        load.began(self.now_s)
+        if self.load_start_s is None:
+            self.load_start_s = self.now_s
+            self._schedule_faults(self.now_s)
+
+    def end_load(self, load: SimLoad) -> None:
+        """Switch ``load`` off now, or withdraw it if it has not switched on yet."""
+        if self._pending_load is load:
+            self._pending_load = None
+        elif self._load is load:
+            self._load = None
+            self.physics.set_load(None, np.zeros(self.gpus, dtype=bool))
+
+    def take_work(self) -> np.ndarray:
+        """Work done per workload part and device since the last call."""
+        return self.physics.take_work()
+
+    def random(self, stream: str, rows: int) -> np.ndarray:
+        """The next ``rows`` numbers of each device's ``stream`` ("work", "verify", ...)."""
+        return self._banks[stream].take(rows)
+
+    @property
+    def sdc_rate(self) -> np.ndarray:
+        """Per device, the fraction of result checks that fail (the ``sdc`` fault)."""
+        return self.physics.sdc_rate
+
+    def _schedule_faults(self, t0: float) -> None:
+        out = []
+        for order, f in enumerate(self.faults):
+            if not f.timed:
+                continue
+            start = t0 + (f.at_s or 0.0)
+            out.append(_Transition(start, order, f, True))
+            if f.for_s is not None:
+                out.append(_Transition(start + f.for_s, order, f, False))
+        self._schedule = sorted(out, key=lambda tr: (tr.t_s, tr.order, not tr.starts))
+
+    def _apply_due(self) -> None:
+        while self._schedule and self._schedule[0].t_s <= self.now_s + EPS:
+            tr = self._schedule.pop(0)
+            if tr.starts:
+                self._fault_starts(tr.fault, tr.t_s)
+            else:
+                self._fault_ends(tr.fault, tr.t_s)
+
+    def _fault_starts(self, f: Fault, t_s: float) -> None:
+        p, g = self.physics, f.gpu
+        assert g is not None  # every timed kind names its GPU
+        if p.lost[g]:
+            return
+        self._fault_event(t_s, f)
+        if f.kind == "hw-slowdown":
+            p.hw_slowdown[g] += 1
+        elif f.kind == "power-brake":
+            p.power_brake[g] += 1
+        elif f.kind == "stall":
+            p.stall[g] = max(p.stall[g], f.fraction or 0.0)
+        elif f.kind == "ecc":
+            self._ecc(g, f.count or 1, t_s)
+        elif f.kind == "xid":
+            self._xid(g, f.code or 0, t_s)
+
+    def _fault_ends(self, f: Fault, t_s: float) -> None:
+        p, g = self.physics, f.gpu
+        assert g is not None
+        if p.lost[g]:
+            return
+        self._fault_event(t_s, f, ended=True)
+        if f.kind == "hw-slowdown":
+            p.hw_slowdown[g] -= 1
+        elif f.kind == "power-brake":
+            p.power_brake[g] -= 1
+        elif f.kind == "stall":
+            p.stall[g] = 0.0
+            p.queue_s[g] = self.chassis.prefetch_s  # refilled once the input keeps up
+
+    def _ecc(self, g: int, count: int, t_s: float) -> None:
+        self.ecc_uncorrected[g] += count
+        self.remap_pending[g] = 1
+        total = int(self.ecc_uncorrected[g])
+        details = {"uncorrected": total, "new": count, "remap_pending": True}
+        self._events.append(
+            Event(t_s, EventKind.ECC, f"{count} uncorrectable ECC error(s)", g, details)
+        )
+
+    def _xid(self, g: int, code: int, t_s: float) -> None:
+        self._events.append(Event(t_s, EventKind.XID, f"XID {code}", g, {"code": code}))
+        if code != XID_FALLEN_OFF_BUS:
+            return
+        self._lose(g, t_s, "GPU has fallen off the bus (XID 79)", {"xid": code})
+
+    def _shut_down_overheated(self, t_s: float) -> None:
+        """A die at its shutdown temperature powers off: the device is lost."""
+        p = self.physics
+        for g in np.flatnonzero((p.t_die >= self.sku.shutdown_temp_c) & ~p.lost).tolist():
+            details = {"reason": "thermal shutdown", "temp_c": round(float(p.t_die[g]), 1)}
+            self._lose(g, t_s, "thermal shutdown: the GPU powered off", details)
+
+    def _lose(self, g: int, t_s: float, message: str, details: dict[str, object]) -> None:
+        """The device stops answering and draws nothing; its load ends DEVICE_LOST."""
+        p = self.physics
+        p.lost[g] = True
+        p.loaded[g] = False
+        self.lost_at[g] = t_s
+        self._events.append(Event(t_s, EventKind.DEVICE_LOST, message, g, details))
+
+    def _fault_event(self, t_s: float, f: Fault, ended: bool = False) -> None:
+        details = {"fault": f.kind, "spec": f.spec, "phase": "end" if ended else "start"}
+        message = f"fault {'ended' if ended else 'injected'}: {f.spec}"
+        self._events.append(Event(t_s, EventKind.FAULT_INJECTED, message, f.gpu, details))
+
+    def _visible(self, gpu: int | None) -> bool:
+        return gpu is None or gpu in self.selected
+
+    # -- readings -------------------------------------------------------------------------
+
+    def _read(self, t_s: float) -> list[Telemetry]:
+        """Sensor readings at t_s: quantised temperatures, noisy 1-s average power,
+        dithered clock bins, exact counters; unsupported metrics are None."""
+        p, c, n = self.physics, self.chassis, self.gpus
+        noise = self._banks["noise"].take(3)
+        window = min(1.0, t_s - self._energy_log[0][0])
+        power = p.power_w
+        if window > EPS:
+            power = (p.energy_j - self._energy_at(t_s - window)) / window
+        power = power + (c.power_noise_frac * power + c.power_noise_w) * noise[0]
+        duty = p.util
+        mem_util = self._load.workload.mem_util_pct if self._load is not None else 0.0
+        zeros = [0] * n
+        columns: dict[str, list] = {
+            **self._temperatures(t_s, noise),
+            "sm_clock_mhz": self._dithered_clock().tolist(),
+            "mem_clock_mhz": p.mem_mhz.tolist(),
+            "power_w": (np.rint(power * 1000) / 1000).tolist(),  # NVML reads mW
+            "power_limit_w": p.limit_w.tolist(),
+            "energy_j": (self._draws.energy_offset_j + p.energy_j).tolist(),
+            "util_pct": np.rint(100.0 * duty).tolist(),
+            "mem_util_pct": np.rint(mem_util * duty).tolist(),
+            "clock_reasons": p.reasons.tolist(),
+            "power_violation_s": p.power_violation_s.tolist(),
+            "thermal_violation_s": p.thermal_violation_s.tolist(),
+            "ecc_corrected": zeros,
+            "ecc_uncorrected": self.ecc_uncorrected.tolist(),
+            "remap_pending": self.remap_pending.tolist(),
+            "remap_failure": zeros,
+            "retired_pages": zeros,
+            "pcie_replay": zeros,
+        }
+        missing = [None] * n
+        table = [columns.get(m, missing) for m in self._readable]
+        rows = list(zip(*table, strict=True))
+        return [Telemetry(i, t_s, *rows[i]) for i in self.selected if not p.lost[i]]
+
+    def _temperatures(self, t_s: float, noise: np.ndarray) -> dict[str, list[float]]:
+        """Die and HBM temperature readings: whole °C, and with a refresh period, the
+        value taken at the first reading after each sensor's latest refresh, held until
+        its next one."""
+        p, c = self.physics, self.chassis
+        die = np.rint(p.t_die + c.temp_noise_c * noise[1])
+        mem = np.rint(p.t_mem + c.temp_noise_c * noise[2])
+        if c.temp_refresh:
+            index = np.floor(t_s / self.sku.temp_refresh_s + self._draws.sensor_phase)
+            fresh = index != self._refresh_index
+            self._refresh_index = index
+            if self._held_temps is not None:
+                held_die, held_mem = self._held_temps
+                die = np.where(fresh, die, held_die)
+                mem = np.where(fresh, mem, held_mem)
+            self._held_temps = (die, mem)
+        return {"temp_c": die.tolist(), "mem_temp_c": mem.tolist()}
+
+    def _dithered_clock(self) -> np.ndarray:
+        """The clock as NVML reads it: one of the two supported bins around the mean
+        clock, picked in proportion, so that the reading averages to the true clock."""
+        p, s = self.physics, self.sku
+        u = self._banks["dither"].take(1)[0]
+        below = (s.max_sm_clock_mhz - p.sm_mhz) / s.clock_step_mhz
+        bins = np.floor(below + u)
+        clock = s.max_sm_clock_mhz - bins * s.clock_step_mhz
+        return np.where(p.loaded, clock, p.sm_mhz)
