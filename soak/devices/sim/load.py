@@ -3,17 +3,37 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
 from soak.devices.base import LoadUpdate
-from soak.devices.sim.params import Workload
+from soak.devices.sim.params import Chassis, Workload
 from soak.devices.sim.physics import EPS
 from soak.model import Event, EventKind, WorkerOutcome, WorkSample
 
-if TYPE_CHECKING:
-    from soak.devices.sim.server import SimServer
+
+class LoadedServer(Protocol):
+    """The server as its load sees it: the public methods the load drives it through
+    (``SimServer`` keeps this; the load never touches the server's private state)."""
+
+    selected: Sequence[int]  # devices under test
+    lost_at: dict[int, float]  # device -> time it was lost
+    chassis: Chassis
+
+    @property
+    def sdc_rate(self) -> np.ndarray: ...
+
+    def request_load(self, load: SimLoad) -> None: ...
+
+    def end_load(self, load: SimLoad) -> None: ...
+
+    def advance(self, t_s: float) -> None: ...
+
+    def take_work(self) -> np.ndarray: ...
+
+    def random(self, stream: str, rows: int) -> np.ndarray: ...
 
 
 class SimLoad:
@@ -25,7 +45,7 @@ class SimLoad:
     last poll; result checks happen every ``verify_interval_s`` of load.
     """
 
-    def __init__(self, server: SimServer, workload: Workload) -> None:
+    def __init__(self, server: LoadedServer, workload: Workload) -> None:
         self.server = server
         self.workload = workload
         self.started_s: float | None = None
