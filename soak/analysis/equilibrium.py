@@ -107,11 +107,16 @@ class Drift:
     noise: float | None = None  # standard error of ``change``
     bound: float | None = None  # |change| + t·noise
     level: float | None = None  # B's level, in the signal's own unit
+    within_b_bound: float | None = None  # the most B moved from its start to its end
     note: str = ""
 
     @property
     def passed(self) -> bool:
         return self.bound is not None and self.bound < self.tolerance
+
+    @property
+    def flat_within_b(self) -> bool:
+        return self.within_b_bound is not None and self.within_b_bound < self.tolerance
 
     def describe(self, window_s: float) -> str:
         if self.change is None or self.noise is None:
@@ -196,11 +201,12 @@ def _batch_levels(
     return centres, levels, counts
 
 
-def _detrended(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Residuals of y about its least-squares line in x."""
+def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """Least-squares line of y in x: its slope, Σ(x − x̄)², and the residuals about it."""
     xc = x - x.mean()
-    slope = float(np.dot(xc, y - y.mean()) / np.dot(xc, xc))
-    return y - y.mean() - slope * xc
+    sxx = float(np.dot(xc, xc))
+    slope = float(np.dot(xc, y - y.mean()) / sxx)
+    return slope, sxx, y - y.mean() - slope * xc
 
 
 def drift(
@@ -240,13 +246,22 @@ def drift(
     scale = 100.0 / abs(level_b) if relative else 1.0
     if relative and level_b == 0:
         return Drift(signal, unit, tolerance, note="its level is 0, so no relative change")
-    resid = np.concatenate([_detrended(xa, ya), _detrended(xb, yb)])
+    _, _, resid_a = _line(xa, ya)
+    _, _, resid_b = _line(xb, yb)
     df = ya.size + yb.size - 4
-    se = math.sqrt(float(resid @ resid) / df * (1 / ya.size + 1 / yb.size))
+    variance = float(resid_a @ resid_a + resid_b @ resid_b) / df
+    t_q = float(stats.t.ppf(CONFIDENCE, df))
     change = (level_b - level_a) * scale
-    noise = se * scale
-    bound = abs(change) + float(stats.t.ppf(CONFIDENCE, df)) * noise
-    return Drift(signal, unit, tolerance, change, noise, bound, level_b)
+    noise = math.sqrt(variance * (1 / ya.size + 1 / yb.size)) * scale
+    # B's own movement, its second half against its first: B stands for the settled level
+    # only when this, too, is under the tolerance (the dating in the module docstring).
+    half = yb.size // 2
+    b_change = yb[half:].mean() - yb[:half].mean()
+    b_se = math.sqrt(variance * (1 / half + 1 / (yb.size - half)))
+    b_bound = (abs(b_change) + t_q * b_se) * scale
+    return Drift(
+        signal, unit, tolerance, change, noise, abs(change) + t_q * noise, level_b, b_bound
+    )
 
 
 def choose_basis(temp: Series, power: Series, previous: str | None = None) -> str:
@@ -285,7 +300,9 @@ def check_window(
     drifts += [drift(f"{part} throughput", s, t_check, windows) for part, s in rates.items()]
     passed = bool(drifts) and (basis != "throughput" or bool(rates))
     passed = passed and all(d.passed for d in drifts)
-    return CheckResult(t_check, passed, tuple(drifts), basis, t_check - w, w)
+    # A's centre where B stands for the settled level, else where A and B meet (docstring).
+    centre = t_check - 1.5 * w if all(d.flat_within_b for d in drifts) else t_check - w
+    return CheckResult(t_check, passed, tuple(drifts), basis, centre, w)
 
 
 def first_check_s(load_start_s: float, windows: Windows) -> float:
@@ -398,9 +415,7 @@ def detect(
         if rule.reached
         else not_reached_reason(end_s - load_start_s, rule.last, windows, len(rule.streak))
     )
-    return Equilibrium(
-        rule.reached, rule.time_s, basis, fit, rule.last, rule.confirmed_s, reason
-    )
+    return Equilibrium(rule.reached, rule.time_s, basis, fit, rule.last, rule.confirmed_s, reason)
 
 
 def fit_exponential(t: np.ndarray, y: np.ndarray, t0: float) -> Fit | None:
