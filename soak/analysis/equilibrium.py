@@ -47,14 +47,18 @@ distance the simulator's truth and the accuracy contract allow; 1 % for power, S
 throughput (``eq_rel_tolerance_pct``), the contract's own precision for throughput (DESIGN.md,
 "Windows and equilibrium").
 
-**Dating.** For a first-order approach T∞ − ΔT·e^(−t/τ), window means are samples of the same
-exponential, so a window's distance from T∞ follows from the change Δ between the windows:
-dist(A) = |Δ| / (1 − e^(−W/τ)) and dist(B) = |Δ| / (e^(W/τ) − 1). The check that first
-passes is dated at the centre of the span (the boundary of A and B, ``t_check − W``), where
-the distance is |Δ| / (2·sinh(W/2τ)): under one tolerance for any τ up to W / (2·asinh ½) ≈
-2.1·W (10 min for 5-min windows), so the dated time is never earlier than the device came
-within the tolerance of its level, and it is the time the evidence is about, not the time the
-rule could confirm it (``Equilibrium.confirmed_s``, ``eq_checks − 1`` checks later).
+**Dating.** The contract's reference for "settled" is the centre of the first window whose
+mean stays within the tolerance of the level the device keeps. A passing check shows that A's
+level is within the tolerance of B's. When B's own two halves also agree within the tolerance
+(the same test, on B's batches), B stands for the level the device keeps and the check is
+dated at A's centre (``t_check − 1.5·W``), the centre of the first window shown to be within
+the tolerance of it, which is what the reference measures. When B is still moving inside (an
+overshoot turning back, the top of a fan cycle, the tail of a slow rise), B does not stand for
+the kept level and only the boundary of A and B is dated (``t_check − W``); for a first-order
+approach T∞ − ΔT·e^(−t/τ), whose window means follow the same exponential, the distance
+there is |Δ| / (2·sinh(W/2τ)), under the tolerance for any τ up to W / (2·asinh ½) ≈ 2.1·W
+(10 min for 5-min windows). Either way the time is the one the evidence is about, not the
+time the rule could confirm it (``Equilibrium.confirmed_s``, ``eq_checks − 1`` checks later).
 
 Checks happen on a fixed schedule from the device's load start (``load_start + 2·window +
 k·interval``) and look only at their windows' data, so that the online detector and the
@@ -176,7 +180,8 @@ class Fit:
         return self.t0_s + max(settle, 2 * w)
 
     def predicted_equilibrium_s(self, windows: Windows) -> float:
-        """The time the rule will date equilibrium at (its check's ``centre_s``)."""
+        """The latest time the rule will date equilibrium at: the boundary of its first
+        passing check's windows (A's centre, half a window earlier, where B is flat)."""
         return self.predicted_check_s(windows) - windows.eq_window_s
 
 
