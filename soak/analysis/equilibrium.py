@@ -358,7 +358,10 @@ class EquilibriumRule:
             self.basis, self.streak = basis, []
         result = check_window(t_check, temp, power, clock, rates, self.windows, basis)
         self.last = result
-        self.streak = [*self.streak, result] if result.passed else []
+        # The passing checks of the last window's time: a failing check between them does
+        # not reset the count (a fan cycle passes at some phases only), age does.
+        recent = [r for r in self.streak if r.t_s > t_check - self.windows.eq_window_s]
+        self.streak = [*recent, result] if result.passed else recent
         if self.time_s is None and len(self.streak) >= self.windows.eq_checks:
             self.time_s = self.streak[0].centre_s
             self.confirmed_s = result.t_s
