@@ -28,7 +28,7 @@ class Windows:
     cold_length_s: float = 60.0  # before the heat sink warms
     eq_window_s: float = 300.0  # each of the two adjacent windows whose levels are compared
     eq_check_interval_s: float = 30.0
-    eq_checks: int = 3  # consecutive passing checks
+    eq_checks: int = 3  # passing checks within one eq_window_s
     eq_temp_tolerance_c: float = 1.0  # settled: moved less than one sensor step
     eq_rel_tolerance_pct: float = 1.0  # power, SM clock and throughput (% of level)
     steady_length_s: float = 600.0

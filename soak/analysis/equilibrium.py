@@ -11,10 +11,10 @@ one-sided confidence, its level moved less than its tolerance from A to B:
 "settled", so noise can only make equilibrium later, never earlier; a false PASS is the worst
 bug soak can have). The device is at equilibrium once its basis signal — temperature; power
 where temperature cannot be read — and every measured SM clock and throughput part pass
-together, at ``eq_checks`` consecutive checks. Requiring clocks and throughput to have
-stopped as well keeps a plateau that throttling makes (temperature pinned at a limit while
-the clocks slide) from passing for equilibrium. Where no throughput is measured (an imported
-telemetry-only trace), the basis and the clocks decide alone.
+together, at ``eq_checks`` of the checks made within one window's time. Requiring clocks and
+throughput to have stopped as well keeps a plateau that throttling makes (temperature pinned
+at a limit while the clocks slide) from passing for equilibrium. Where no throughput is
+measured (an imported telemetry-only trace), the basis and the clocks decide alone.
 
 **Why levels of windows and not a slope.** Real sensors defeat slopes: a core temperature
 quantised to 1 °C and refreshed every 5 s makes one step inside a 5-min window read as
@@ -26,6 +26,12 @@ window means swings through zero every half period, so cycling passes at some ph
 cycle and counts as settled at its mean (for the worst case P = 2W, a = 1 °C, about a third
 of each cycle passes). Overshoot then settle needs nothing special: the level keeps moving,
 down, until it stops.
+
+Checks 30 s apart share most of their data, so one passing check can be luck at the margin;
+asking for ``eq_checks`` passes guards against that. They need not be consecutive, only
+within one window's time: a fan cycle swings the difference of window means through zero
+twice a cycle and passes only near those phases, around the level it keeps, which is the
+settled one.
 
 **Level and noise, by batch means.** Each window is cut into ``BATCHES`` = 10 batches. A
 batch's level is its mean for temperature (a mean of whole-degree readings dithered by noise
@@ -56,9 +62,10 @@ the tolerance of it, which is what the reference measures. When B is still movin
 overshoot turning back, the top of a fan cycle, the tail of a slow rise), B does not stand for
 the kept level and only the boundary of A and B is dated (``t_check − W``); for a first-order
 approach T∞ − ΔT·e^(−t/τ), whose window means follow the same exponential, the distance
-there is |Δ| / (2·sinh(W/2τ)), under the tolerance for any τ up to W / (2·asinh ½) ≈ 2.1·W
-(10 min for 5-min windows). Either way the time is the one the evidence is about, not the
-time the rule could confirm it (``Equilibrium.confirmed_s``, ``eq_checks − 1`` checks later).
+there is |Δ| / (2·sinh(W/2τ)), under the tolerance for any τ up to W / (2·asinh ½) ≈ 1.04·W
+(5.2 min for 5-min windows; real GPUs and the simulator settle with τ of 1–4 min). Either
+way the time is the one the evidence is about, not the time the rule could confirm it
+(``Equilibrium.confirmed_s``, at its last needed pass).
 
 Checks happen on a fixed schedule from the device's load start (``load_start + 2·window +
 k·interval``) and look only at their windows' data, so that the online detector and the
@@ -371,11 +378,11 @@ class EquilibriumRule:
 @dataclass(frozen=True, slots=True)
 class Equilibrium:
     reached: bool
-    time_s: float | None  # centre of the first of the consecutive passing checks
+    time_s: float | None  # the centre of the first of the passing checks (``centre_s``)
     basis: str
     fit: Fit | None
     last_check: CheckResult | None
-    confirmed_s: float | None = None  # when the rule had its consecutive checks
+    confirmed_s: float | None = None  # when the rule had its ``eq_checks`` passes
     reason: str = ""  # why it was not reached ("" when it was)
 
 
@@ -394,8 +401,8 @@ def not_reached_reason(
         return "no check could be made"
     if last.passed:
         return (
-            f"the last {streak} check(s) passed, fewer than the {windows.eq_checks} "
-            f"in a row it needs"
+            f"{streak} check(s) of the last {windows.eq_window_s / 60:g} min passed, fewer "
+            f"than the {windows.eq_checks} it needs"
         )
     return f"still moving at the end of the load: {last.reason}"
 

@@ -52,7 +52,7 @@ WINDOW_MEANINGS = {
     "cold_length_s": "length of the cold window (s)",
     "eq_window_s": "each of the two adjacent windows the equilibrium rule compares (s)",
     "eq_check_interval_s": "time between equilibrium checks (s)",
-    "eq_checks": "consecutive passing checks that make equilibrium",
+    "eq_checks": "passing checks within one window that make equilibrium",
     "eq_temp_tolerance_c": "settled: temperature level moved less than this between "
     "the windows (°C)",
     "eq_rel_tolerance_pct": "settled: power, SM clock and throughput moved less than this (%)",
