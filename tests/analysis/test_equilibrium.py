@@ -3,8 +3,10 @@
 import numpy as np
 import pytest
 
+from soak.analysis.checks import Status, check_equilibrium
 from soak.analysis.equilibrium import OnlineDetector, Series, detect, fit_exponential
-from soak.config import Windows
+from soak.config import Profile, Windows
+from tests.analysis.facts import facts
 
 W = Windows()
 
@@ -290,3 +292,45 @@ def test_real_sensor_behaviour_is_dated_within_the_contract(sensor, seed):
     settles_at = np.median(true[t > t[-1] - 1800])
     swing = SENSORS[sensor].get("cycle_c", 0.0)
     assert np.max(np.abs(true[t >= eq.time_s] - settles_at)) <= 1.0 + swing
+
+
+def test_a_load_too_short_to_confirm_says_so_instead_of_a_time():
+    # One 5.7-min step of the B200 power-limit sweep: two 5-min windows do not fit in it.
+    t, temp, clock, rate, power = _curves(tau_s=60.0, seconds=342)
+    eq = _detect(t, temp, clock, rate, power)
+    assert not eq.reached and eq.time_s is None
+    assert eq.reason == (
+        "load of 5.7 min is too short to confirm equilibrium: the rule compares two 5-min "
+        "windows at 3 checks 30 s apart, 11.0 min at least"
+    )
+    online = _feed_online(t, temp, clock, rate, power)
+    assert online.reason(float(t[-1])) == eq.reason
+
+
+def test_a_device_still_warming_at_the_end_says_how_far_it_moved():
+    t, temp, clock, rate, power = _curves(tau_s=900.0, seconds=1500)
+    eq = _detect(t, temp, clock, rate, power)
+    assert not eq.reached
+    assert eq.reason.startswith("still moving at the end of the load: temperature moved +")
+    assert eq.reason.endswith("between the last two 5-min windows; tolerance 1 °C")
+
+
+def test_without_throughput_temperature_decides_alone():
+    # An imported telemetry-only trace: no work was measured, which is no reason to wait.
+    t, temp, _, _, power = _curves(tau_s=150.0)
+    nan = np.full_like(t, np.nan)
+    eq = detect(0.0, float(t[-1]), Series(t, temp), Series(t, power), Series(t, nan), {}, W)
+    assert eq.reached and eq.basis == "temperature"
+    assert eq.time_s >= _settled(t, 70.0 - 40 * np.exp(-t / 150.0), 70.0, 1.0) - 60
+
+
+def test_the_equilibrium_check_tells_the_operator_why_it_was_not_reached():
+    t, temp, clock, rate, power = _curves(tau_s=60.0, seconds=342)
+    eq = _detect(t, temp, clock, rate, power)
+    [result] = check_equilibrium(facts(reached=False, equilibrium=eq), Profile())
+    assert result.status is Status.WARN
+    assert result.message == (
+        "equilibrium not reached; steady figures are from the last minutes of the run (load "
+        "of 5.7 min is too short to confirm equilibrium: the rule compares two 5-min windows "
+        "at 3 checks 30 s apart, 11.0 min at least)"
+    )
