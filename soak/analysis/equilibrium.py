@@ -81,6 +81,7 @@ import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 from scipy import stats
@@ -204,13 +205,23 @@ def _batch_levels(
     t, y = span.t[finite], span.y[finite]
     index = np.clip(np.searchsorted(edges, t, side="left") - 1, 0, count - 1)
     counts = np.bincount(index, minlength=count)
+    filled = counts > 0
     levels = np.full(count, np.nan)
-    bounds = np.concatenate([[0], np.cumsum(counts)])
-    for i in np.flatnonzero(counts):
-        chunk = y[bounds[i] : bounds[i + 1]]
-        levels[i] = np.median(chunk) if robust else chunk.mean()
+    if robust:  # every batch's median at once: sort by batch, then by value
+        ordered = y[np.lexsort((y, index))]
+        first = (np.cumsum(counts) - counts)[filled]
+        n = counts[filled]
+        levels[filled] = (ordered[first + (n - 1) // 2] + ordered[first + n // 2]) / 2
+    else:
+        levels[filled] = np.bincount(index, weights=y, minlength=count)[filled] / counts[filled]
     centres = (edges[:-1] + edges[1:]) / 2
     return centres, levels, counts
+
+
+@cache
+def _t_quantile(df: int) -> float:
+    """Student's t at the rule's confidence (one-sided), for ``df`` degrees of freedom."""
+    return float(stats.t.ppf(CONFIDENCE, df))
 
 
 def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float, np.ndarray]:
@@ -262,7 +273,7 @@ def drift(
     _, _, resid_b = _line(xb, yb)
     df = ya.size + yb.size - 4
     variance = float(resid_a @ resid_a + resid_b @ resid_b) / df
-    t_q = float(stats.t.ppf(CONFIDENCE, df))
+    t_q = _t_quantile(df)
     change = (level_b - level_a) * scale
     noise = math.sqrt(variance * (1 / ya.size + 1 / yb.size)) * scale
     # B's own movement, its second half against its first: B stands for the settled level
