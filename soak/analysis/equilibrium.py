@@ -266,9 +266,9 @@ def drift(
         parts.append((centres[half][ok], levels[half][ok]))
     (xa, ya), (xb, yb) = parts
     level_a, level_b = float(ya.mean()), float(yb.mean())
-    scale = 100.0 / abs(level_b) if relative else 1.0
     if relative and level_b == 0:
         return Drift(signal, unit, tolerance, note="its level is 0, so no relative change")
+    scale = 100.0 / abs(level_b) if relative else 1.0
     _, _, resid_a = _line(xa, ya)
     _, _, resid_b = _line(xb, yb)
     df = ya.size + yb.size - 4
@@ -415,7 +415,9 @@ def not_reached_reason(
             f"{streak} check(s) of the last {windows.eq_window_s / 60:g} min passed, fewer "
             f"than the {windows.eq_checks} it needs"
         )
-    return f"still moving at the end of the load: {last.reason}"
+    moved = any(d.change is not None and not d.passed for d in last.drifts)
+    verdict = "still moving" if moved else "could not be judged"
+    return f"{verdict} at the end of the load: {last.reason}"
 
 
 def detect(

@@ -334,3 +334,13 @@ def test_the_equilibrium_check_tells_the_operator_why_it_was_not_reached():
         "of 5.7 min is too short to confirm equilibrium: the rule compares two 5-min windows "
         "at 3 checks 30 s apart, 11.0 min at least)"
     )
+
+
+def test_a_device_doing_no_work_is_not_at_equilibrium_and_says_why():
+    t, temp, clock, _, power = _curves(tau_s=150.0)
+    eq = _detect(t, temp, clock, np.zeros_like(t), power)
+    assert not eq.reached
+    assert eq.reason == (
+        "could not be judged at the end of the load: gemm throughput: its level is 0, so no "
+        "relative change"
+    )
