@@ -26,12 +26,11 @@ class Windows:
 
     cold_start_s: float = 5.0  # after load start: past warm-up
     cold_length_s: float = 60.0  # before the heat sink warms
-    eq_window_s: float = 300.0  # trailing window of the slope tests
+    eq_window_s: float = 300.0  # each of the two adjacent windows whose levels are compared
     eq_check_interval_s: float = 30.0
-    eq_checks: int = 3  # consecutive passing checks
-    eq_temp_slope_c_per_min: float = 0.1
-    eq_rel_slope_pct_per_min: float = 0.2  # SM clock and throughput
-    eq_power_rel_slope_pct_per_min: float = 0.2  # basis where temperature is unreadable
+    eq_checks: int = 3  # passing checks within one eq_window_s
+    eq_temp_tolerance_c: float = 1.0  # settled: moved less than one sensor step
+    eq_rel_tolerance_pct: float = 1.0  # power, SM clock and throughput (% of level)
     steady_length_s: float = 600.0
 
 
@@ -188,11 +187,7 @@ def parse_profile(text: str, source: str) -> Profile:
     # threshold would divide by zero.
     if windows.eq_check_interval_s < 1:
         raise ConfigError(f"{source}: windows.eq_check_interval_s must be >= 1 (seconds)")
-    for key in (
-        "eq_temp_slope_c_per_min",
-        "eq_rel_slope_pct_per_min",
-        "eq_power_rel_slope_pct_per_min",
-    ):
+    for key in ("eq_temp_tolerance_c", "eq_rel_tolerance_pct"):
         if getattr(windows, key) <= 0:
             raise ConfigError(f"{source}: windows.{key} must be > 0")
     return Profile(name, source, windows, checks, floors, floor_sources, device_names, description)

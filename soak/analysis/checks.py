@@ -290,6 +290,8 @@ def check_equilibrium(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
         return [CheckResult("equilibrium", Status.PASS, message, f.index)]
     status = Status.FAIL if profile.checks.require_equilibrium else Status.WARN
     message = "equilibrium not reached; steady figures are from the last minutes of the run"
+    if eq is not None and eq.reason:
+        message += f" ({eq.reason})"
     return [CheckResult("equilibrium", status, message, f.index)]
 
 

@@ -1,24 +1,78 @@
 """Thermal equilibrium: one rule, used online while running and offline on the store.
 
-The rule (DESIGN.md): over a trailing window (default 5 min), the temperature slope is under
-0.1 °C/min and the relative slopes of SM clock and of every workload part's throughput are
-under 0.2 %/min, for 3 consecutive checks. Requiring clocks and throughput to be flat as well
-as temperature keeps a plateau that throttling makes (temperature pinned at a limit while the
-clocks slide, or a clock step that bends a rising temperature flat for a while) from passing
-for equilibrium on its own. Where temperature cannot be read, power takes its place; where
-neither can, clock and throughput decide alone. The basis is recorded.
+**The rule.** Every ``eq_check_interval_s`` from the device's load start, the last
+``2 · eq_window_s`` of each signal are cut into two adjacent windows, A (older) and B (newer),
+and the signal's *level* in each is compared. A signal has stopped moving when, with 95 %
+one-sided confidence, its level moved less than its tolerance from A to B:
 
-A least-squares slope over a window measures the slope at the window's centre (exactly so
-for a quadratic), so the equilibrium time is the centre of the first of the passing windows:
-the time the evidence is about, not the time the rule could confirm it, which is half a
-window and the further checks later (``Equilibrium.confirmed_s``). Dating it at the window's
-end would put it minutes after the device settled (bench/verdict_accuracy.py measures both
-against the simulator's truth).
+    |Δ| + t₀.₉₅(df) · se(Δ) < tolerance,    Δ = level(B) − level(A)
 
-Checks happen on a fixed schedule from the device's load start (``load_start + window +
-k * interval``) and look only at the window's data, so that the online detector and the
+(the equivalence half of a two one-sided tests procedure: the burden of proof lies on
+"settled", so noise can only make equilibrium later, never earlier; a false PASS is the worst
+bug soak can have). The device is at equilibrium once its basis signal — temperature; power
+where temperature cannot be read — and every measured SM clock and throughput part pass
+together, at ``eq_checks`` of the checks made within one window's time. Requiring clocks and
+throughput to have stopped as well keeps a plateau that throttling makes (temperature pinned
+at a limit while the clocks slide) from passing for equilibrium. Where no throughput is
+measured (an imported telemetry-only trace), the basis and the clocks decide alone.
+
+**Why levels of windows and not a slope.** Real sensors defeat slopes: a core temperature
+quantised to 1 °C and refreshed every 5 s makes one step inside a 5-min window read as
+0.2 °C/min; spikes of 10–30 % in per-interval throughput make a least-squares slope wander;
+half a fan cycle looks like a fast drift. The mean of a window counts a step only for the
+share of the window after it, averages spikes down, and a periodic fan cycle of amplitude
+a and period P moves a window's mean by at most a·P/(π·W): the difference of two adjacent
+window means swings through zero every half period, so cycling passes at some phase of every
+cycle and counts as settled at its mean (for the worst case P = 2W, a = 1 °C, about a third
+of each cycle passes). Overshoot then settle needs nothing special: the level keeps moving,
+down, until it stops.
+
+Checks 30 s apart share most of their data, so one passing check can be luck at the margin;
+asking for ``eq_checks`` passes guards against that. They need not be consecutive, only
+within one window's time: a fan cycle swings the difference of window means through zero
+twice a cycle and passes only near those phases, around the level it keeps, which is the
+settled one.
+
+**Level and noise, by batch means.** Each window is cut into ``BATCHES`` = 10 batches. A
+batch's level is its mean for temperature (a mean of whole-degree readings dithered by noise
+resolves below one step) and its median for power, clock and throughput (a median ignores
+heavy-tailed jitter and spikes). Batches much longer than the noise's correlation time (5-s
+sensor refresh, 1–2-s work intervals; a batch is 30 s) have nearly independent levels, so
+their scatter measures the noise of a window's level with the autocorrelation included; 10
+batches is the usual choice (Schmeiser 1982: 10–30; fewer leave too few degrees of freedom,
+more make batches short enough to be correlated). Each window's batch levels are detrended by
+their own least-squares line, so that a trend is not counted as noise; the pooled residual
+variance has ``n_A + n_B − 4`` degrees of freedom, and Student's t for those degrees covers
+the few batches. A window needs ``MIN_POINTS`` readings and readings in ``MIN_BATCH_SHARE`` of
+its batches, or the check cannot pass.
+
+**Tolerances** are what "settled" means, not tuning: 1 °C (``eq_temp_tolerance_c``), the
+resolution of GPU core sensors (NVML reports whole degrees; a change under one step is one the
+sensor cannot show, and a constant reading in both windows passes, as it must) and the
+distance the simulator's truth and the accuracy contract allow; 1 % for power, SM clock and
+throughput (``eq_rel_tolerance_pct``), the contract's own precision for throughput (DESIGN.md,
+"Windows and equilibrium").
+
+**Dating.** The contract's reference for "settled" is the centre of the first window whose
+mean stays within the tolerance of the level the device keeps. A passing check shows that A's
+level is within the tolerance of B's. When B's own two halves also agree within the tolerance
+(the same test, on B's batches), B stands for the level the device keeps and the check is
+dated at A's centre (``t_check − 1.5·W``), the centre of the first window shown to be within
+the tolerance of it, which is what the reference measures. When B is still moving inside (an
+overshoot turning back, the top of a fan cycle, the tail of a slow rise), B does not stand for
+the kept level and only the boundary of A and B is dated (``t_check − W``); for a first-order
+approach T∞ − ΔT·e^(−t/τ), whose window means follow the same exponential, the distance
+there is |Δ| / (2·sinh(W/2τ)), under the tolerance for any τ up to W / (2·asinh ½) ≈ 1.04·W
+(5.2 min for 5-min windows; real GPUs and the simulator settle with τ of 1–4 min). Either
+way the time is the one the evidence is about, not the time the rule could confirm it
+(``Equilibrium.confirmed_s``, at its last needed pass).
+
+Checks happen on a fixed schedule from the device's load start (``load_start + 2·window +
+k·interval``) and look only at their windows' data, so that the online detector and the
 offline pass over the store make the same checks and find the same time
-(``EquilibriumRule`` is that shared part).
+(``EquilibriumRule`` is that shared part). A load shorter than the first confirmation
+(``2·window + (eq_checks − 1)·interval``) reports "not reached" with that reason rather
+than a time it could not confirm.
 """
 
 from __future__ import annotations
@@ -27,13 +81,17 @@ import math
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
+from scipy import stats
 
 from soak.config import Windows
 
-MIN_POINTS = 10  # fewer points in a window than this: the check cannot pass
-MIN_COVERAGE = 0.8  # share of the window the points must span
+MIN_POINTS = 10  # fewer readings in a window than this: the check cannot pass
+BATCHES = 10  # batches per window (batch means; see the module docstring)
+MIN_BATCH_SHARE = 0.8  # share of a window's batches that must hold a reading
+CONFIDENCE = 0.95  # one-sided, of "moved less than the tolerance"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,17 +107,61 @@ class Series:
 
 
 @dataclass(frozen=True, slots=True)
-class CheckResult:
-    """One check of the rule: the window ``(t_s - eq_window_s, t_s]`` and its slopes."""
+class Drift:
+    """How far one signal's level moved from window A to window B, against its tolerance.
+    ``bound`` is the most it can have moved at the rule's confidence; None where the windows
+    hold too few readings to say (``note`` says why)."""
 
-    t_s: float  # the window's end: when the check can be made
+    signal: str  # "temperature", "power", "SM clock", "gemm throughput"
+    unit: str  # "°C" for temperature; "%" (of B's level) for the others
+    tolerance: float
+    change: float | None = None  # B − A, in ``unit``
+    noise: float | None = None  # standard error of ``change``
+    bound: float | None = None  # |change| + t·noise
+    level: float | None = None  # B's level, in the signal's own unit
+    within_b_bound: float | None = None  # the most B moved from its start to its end
+    note: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.bound is not None and self.bound < self.tolerance
+
+    @property
+    def flat_within_b(self) -> bool:
+        return self.within_b_bound is not None and self.within_b_bound < self.tolerance
+
+    def describe(self, window_s: float) -> str:
+        if self.change is None or self.noise is None:
+            return f"{self.signal}: {self.note}"
+        minutes = f"{window_s / 60:g}-min"
+        return (
+            f"{self.signal} moved {self.change:+.2f} {self.unit} (± {self.noise:.2f}) between "
+            f"the last two {minutes} windows; tolerance {self.tolerance:g} {self.unit}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """One check of the rule: windows A = (t_s − 2W, t_s − W] and B = (t_s − W, t_s]."""
+
+    t_s: float  # B's end: when the check can be made
     passed: bool
-    temp_slope_c_per_min: float | None
-    power_rel_slope_pct_per_min: float | None
-    clock_rel_slope_pct_per_min: float | None
-    throughput_rel_slope_pct_per_min: dict[str, float | None]
+    drifts: tuple[Drift, ...]
     basis: str
-    centre_s: float = math.nan  # the time the window's slopes describe
+    centre_s: float  # the time the check's evidence is about (A's end, B's start)
+    window_s: float = 300.0
+
+    def drift(self, signal: str) -> Drift | None:
+        return next((d for d in self.drifts if d.signal == signal), None)
+
+    @property
+    def reason(self) -> str:
+        """Why the check failed ("" if it passed): the signals that had not stopped."""
+        if self.passed:
+            return ""
+        if not self.drifts:
+            return "no temperature, power or throughput to judge it by"
+        return "; ".join(d.describe(self.window_s) for d in self.drifts if not d.passed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,43 +174,117 @@ class Fit:
     tau_s: float
     rms_c: float
 
+    def predicted_check_s(self, windows: Windows) -> float:
+        """The first check the model passes: when the difference of two adjacent window
+        means, |ΔT|·(τ/W)·(e^(W/τ) − 1)²·e^(−(t − t0)/τ), falls under the tolerance (noise
+        left out)."""
+        w, tau = windows.eq_window_s, self.tau_s
+        if abs(self.delta_c) <= 0 or tau <= 0:
+            return self.t0_s + 2 * w
+        log_change = (
+            math.log(abs(self.delta_c)) + math.log(tau / w) + 2 * math.log(math.expm1(w / tau))
+        )
+        settle = tau * (log_change - math.log(windows.eq_temp_tolerance_c))
+        return self.t0_s + max(settle, 2 * w)
+
     def predicted_equilibrium_s(self, windows: Windows) -> float:
-        """When the model's slope falls under the temperature threshold: the time the rule
-        will date equilibrium at (a window's centre, where its slope is measured)."""
-        threshold = windows.eq_temp_slope_c_per_min / 60.0
-        rate0 = abs(self.delta_c) / self.tau_s
-        settle = self.tau_s * math.log(rate0 / threshold) if rate0 > threshold else 0.0
-        return self.t0_s + settle
+        """The latest time the rule will date equilibrium at: the boundary of its first
+        passing check's windows (A's centre, half a window earlier, where B is flat)."""
+        return self.predicted_check_s(windows) - windows.eq_window_s
 
 
-def slope_per_min(s: Series) -> float | None:
-    """Least-squares slope in units per minute over finite points, or None if too few."""
-    mask = np.isfinite(s.y)
-    if mask.sum() < MIN_POINTS:
-        return None
-    t, y = s.t[mask], s.y[mask]
-    tc = t - t.mean()
-    denom = float(np.dot(tc, tc))
-    if denom <= 0:
-        return None
-    return float(np.dot(tc, y - y.mean()) / denom) * 60.0
+def _batch_levels(
+    s: Series, t_check: float, window_s: float, robust: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Batch levels over (t_check − 2W, t_check]: nominal centres, levels (NaN where a batch
+    is empty) and reading counts, 2·BATCHES of each."""
+    count = 2 * BATCHES
+    edges = t_check - 2 * window_s + (2 * window_s / count) * np.arange(count + 1)
+    span = s.window(edges[0], edges[-1])
+    finite = np.isfinite(span.y)
+    t, y = span.t[finite], span.y[finite]
+    index = np.clip(np.searchsorted(edges, t, side="left") - 1, 0, count - 1)
+    counts = np.bincount(index, minlength=count)
+    filled = counts > 0
+    levels = np.full(count, np.nan)
+    if robust:  # every batch's median at once: sort by batch, then by value
+        ordered = y[np.lexsort((y, index))]
+        first = (np.cumsum(counts) - counts)[filled]
+        n = counts[filled]
+        levels[filled] = (ordered[first + (n - 1) // 2] + ordered[first + n // 2]) / 2
+    else:
+        levels[filled] = np.bincount(index, weights=y, minlength=count)[filled] / counts[filled]
+    centres = (edges[:-1] + edges[1:]) / 2
+    return centres, levels, counts
 
 
-def rel_slope_pct_per_min(s: Series) -> float | None:
-    slope = slope_per_min(s)
-    if slope is None:
-        return None
-    level = float(np.nanmedian(s.y))
-    if not level:
-        return None
-    return 100.0 * slope / abs(level)
+@cache
+def _t_quantile(df: int) -> float:
+    """Student's t at the rule's confidence (one-sided), for ``df`` degrees of freedom."""
+    return float(stats.t.ppf(CONFIDENCE, df))
 
 
-def _covers(s: Series, start: float, end: float) -> bool:
-    finite = s.t[np.isfinite(s.y)]
-    if finite.size < MIN_POINTS:
-        return False
-    return (finite[-1] - finite[0]) >= MIN_COVERAGE * (end - start)
+def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """Least-squares line of y in x: its slope, Σ(x − x̄)², and the residuals about it."""
+    xc = x - x.mean()
+    sxx = float(np.dot(xc, xc))
+    slope = float(np.dot(xc, y - y.mean()) / sxx)
+    return slope, sxx, y - y.mean() - slope * xc
+
+
+def drift(
+    signal: str,
+    s: Series,
+    t_check: float,
+    windows: Windows,
+    *,
+    absolute_c: float | None = None,
+    robust: bool = True,
+) -> Drift:
+    """The rule's test on one signal at one check (module docstring). With ``absolute_c``
+    the tolerance is in the signal's unit (temperature); otherwise it is
+    ``eq_rel_tolerance_pct`` of window B's level and the change is in % of that level."""
+    w = windows.eq_window_s
+    relative = absolute_c is None
+    tolerance = windows.eq_rel_tolerance_pct if relative else absolute_c
+    unit = "%" if relative else "°C"
+    centres, levels, counts = _batch_levels(s, t_check, w, robust)
+    halves = (slice(0, BATCHES), slice(BATCHES, 2 * BATCHES))
+    need = math.ceil(MIN_BATCH_SHARE * BATCHES)
+    for name, half in zip(("earlier", "last"), halves, strict=True):
+        readings = int(counts[half].sum())
+        filled = int(np.isfinite(levels[half]).sum())
+        if readings < MIN_POINTS or filled < need:
+            note = (
+                f"{readings} readings in {filled} of {BATCHES} stretches of the {name} "
+                f"{w / 60:g} min (needs {MIN_POINTS} in {need})"
+            )
+            return Drift(signal, unit, tolerance, note=note)
+    parts = []
+    for half in halves:
+        ok = np.isfinite(levels[half])
+        parts.append((centres[half][ok], levels[half][ok]))
+    (xa, ya), (xb, yb) = parts
+    level_a, level_b = float(ya.mean()), float(yb.mean())
+    if relative and level_b == 0:
+        return Drift(signal, unit, tolerance, note="its level is 0, so no relative change")
+    scale = 100.0 / abs(level_b) if relative else 1.0
+    _, _, resid_a = _line(xa, ya)
+    _, _, resid_b = _line(xb, yb)
+    df = ya.size + yb.size - 4
+    variance = float(resid_a @ resid_a + resid_b @ resid_b) / df
+    t_q = _t_quantile(df)
+    change = (level_b - level_a) * scale
+    noise = math.sqrt(variance * (1 / ya.size + 1 / yb.size)) * scale
+    # B's own movement, its second half against its first: B stands for the settled level
+    # only when this, too, is under the tolerance (the dating in the module docstring).
+    half = yb.size // 2
+    b_change = yb[half:].mean() - yb[:half].mean()
+    b_se = math.sqrt(variance * (1 / half + 1 / (yb.size - half)))
+    b_bound = (abs(b_change) + t_q * b_se) * scale
+    return Drift(
+        signal, unit, tolerance, change, noise, abs(change) + t_q * noise, level_b, b_bound
+    )
 
 
 def choose_basis(temp: Series, power: Series, previous: str | None = None) -> str:
@@ -133,39 +309,36 @@ def check_window(
     windows: Windows,
     basis: str,
 ) -> CheckResult:
-    """Apply the equilibrium rule to the trailing window that ends at ``t_check``."""
-    start = t_check - windows.eq_window_s
-    w_temp, w_power, w_clock = (s.window(start, t_check) for s in (temp, power, clock))
-    w_rates = {part: s.window(start, t_check) for part, s in rates.items()}
-
-    temp_slope = slope_per_min(w_temp)
-    power_slope = rel_slope_pct_per_min(w_power)
-    clock_slope = rel_slope_pct_per_min(w_clock)
-    rate_slopes = {part: rel_slope_pct_per_min(s) for part, s in w_rates.items()}
-
-    def flat(value: float | None, limit: float) -> bool:
-        return value is not None and abs(value) < limit
-
-    rel = windows.eq_rel_slope_pct_per_min
-    ok = bool(w_rates) and all(
-        _covers(s, start, t_check) and flat(rate_slopes[p], rel) for p, s in w_rates.items()
-    )
-    if np.isfinite(w_clock.y).any():
-        ok = ok and _covers(w_clock, start, t_check) and flat(clock_slope, rel)
+    """Apply the equilibrium rule to the two windows that end at ``t_check``."""
+    w = windows.eq_window_s
+    drifts = []
     if basis == "temperature":
-        ok = ok and _covers(w_temp, start, t_check)
-        ok = ok and flat(temp_slope, windows.eq_temp_slope_c_per_min)
+        drifts.append(
+            drift("temperature", temp, t_check, windows, absolute_c=windows.eq_temp_tolerance_c)
+        )
     elif basis == "power":
-        ok = ok and _covers(w_power, start, t_check)
-        ok = ok and flat(power_slope, windows.eq_power_rel_slope_pct_per_min)
-    centre = t_check - windows.eq_window_s / 2
-    return CheckResult(
-        t_check, ok, temp_slope, power_slope, clock_slope, rate_slopes, basis, centre
-    )
+        drifts.append(drift("power", power, t_check, windows))
+    if np.isfinite(clock.window(t_check - 2 * w, t_check).y).any():
+        drifts.append(drift("SM clock", clock, t_check, windows))
+    drifts += [drift(f"{part} throughput", s, t_check, windows) for part, s in rates.items()]
+    passed = bool(drifts) and (basis != "throughput" or bool(rates))
+    passed = passed and all(d.passed for d in drifts)
+    # A's centre where B stands for the settled level, else where A and B meet (docstring).
+    centre = t_check - 1.5 * w if all(d.flat_within_b for d in drifts) else t_check - w
+    return CheckResult(t_check, passed, tuple(drifts), basis, centre, w)
+
+
+def first_check_s(load_start_s: float, windows: Windows) -> float:
+    return load_start_s + 2 * windows.eq_window_s
+
+
+def shortest_confirmation_s(windows: Windows) -> float:
+    """The least load after which the rule can have confirmed equilibrium."""
+    return 2 * windows.eq_window_s + (windows.eq_checks - 1) * windows.eq_check_interval_s
 
 
 def check_times(load_start_s: float, end_s: float, windows: Windows) -> np.ndarray:
-    first = load_start_s + windows.eq_window_s
+    first = first_check_s(load_start_s, windows)
     if end_s < first:
         return np.empty(0)
     count = math.floor((end_s - first) / windows.eq_check_interval_s + 1e-9) + 1
@@ -181,7 +354,7 @@ class EquilibriumRule:
         self.basis: str | None = None
         self.streak: list[CheckResult] = []
         self.last: CheckResult | None = None
-        self.time_s: float | None = None  # the first passing window's centre
+        self.time_s: float | None = None  # the first passing check's centre
         self.confirmed_s: float | None = None  # the check that completed the streak
 
     @property
@@ -196,14 +369,17 @@ class EquilibriumRule:
         clock: Series,
         rates: Mapping[str, Series],
     ) -> CheckResult:
-        """Make the check at ``t_check`` on series holding at least its window."""
-        start = t_check - self.windows.eq_window_s
+        """Make the check at ``t_check`` on series holding at least its two windows."""
+        start = t_check - 2 * self.windows.eq_window_s
         basis = choose_basis(temp.window(start, t_check), power.window(start, t_check), self.basis)
         if basis != self.basis:  # a better sensor came: its checks start their own streak
             self.basis, self.streak = basis, []
         result = check_window(t_check, temp, power, clock, rates, self.windows, basis)
         self.last = result
-        self.streak = [*self.streak, result] if result.passed else []
+        # The passing checks of the last window's time: a failing check between them does
+        # not reset the count (a fan cycle passes at some phases only), age does.
+        recent = [r for r in self.streak if r.t_s > t_check - self.windows.eq_window_s]
+        self.streak = [*recent, result] if result.passed else recent
         if self.time_s is None and len(self.streak) >= self.windows.eq_checks:
             self.time_s = self.streak[0].centre_s
             self.confirmed_s = result.t_s
@@ -213,11 +389,35 @@ class EquilibriumRule:
 @dataclass(frozen=True, slots=True)
 class Equilibrium:
     reached: bool
-    time_s: float | None  # centre of the first of the consecutive passing windows
+    time_s: float | None  # the centre of the first of the passing checks (``centre_s``)
     basis: str
     fit: Fit | None
     last_check: CheckResult | None
-    confirmed_s: float | None = None  # when the rule had its consecutive checks
+    confirmed_s: float | None = None  # when the rule had its ``eq_checks`` passes
+    reason: str = ""  # why it was not reached ("" when it was)
+
+
+def not_reached_reason(
+    load_s: float, last: CheckResult | None, windows: Windows, streak: int = 0
+) -> str:
+    """Why equilibrium was not reached over a load of ``load_s`` seconds."""
+    need = shortest_confirmation_s(windows)
+    if load_s < need:
+        return (
+            f"load of {load_s / 60:.1f} min is too short to confirm equilibrium: the rule "
+            f"compares two {windows.eq_window_s / 60:g}-min windows at {windows.eq_checks} "
+            f"checks {windows.eq_check_interval_s:g} s apart, {need / 60:.1f} min at least"
+        )
+    if last is None:
+        return "no check could be made"
+    if last.passed:
+        return (
+            f"{streak} check(s) of the last {windows.eq_window_s / 60:g} min passed, fewer "
+            f"than the {windows.eq_checks} it needs"
+        )
+    moved = any(d.change is not None and not d.passed for d in last.drifts)
+    verdict = "still moving" if moved else "could not be judged"
+    return f"{verdict} at the end of the load: {last.reason}"
 
 
 def detect(
@@ -238,7 +438,12 @@ def detect(
     basis = rule.basis or choose_basis(temp, power)
     since = temp.window(load_start_s, end_s)
     fit = fit_exponential(since.t, since.y, load_start_s) if basis == "temperature" else None
-    return Equilibrium(rule.reached, rule.time_s, basis, fit, rule.last, rule.confirmed_s)
+    reason = (
+        ""
+        if rule.reached
+        else not_reached_reason(end_s - load_start_s, rule.last, windows, len(rule.streak))
+    )
+    return Equilibrium(rule.reached, rule.time_s, basis, fit, rule.last, rule.confirmed_s, reason)
 
 
 def fit_exponential(t: np.ndarray, y: np.ndarray, t0: float) -> Fit | None:
@@ -287,7 +492,7 @@ class OnlineDetector:
         # A check runs lag_s after its time, so that work finished before it but delivered
         # a little later by a worker is in, as it is in the offline pass.
         self._lag_s = lag_s
-        self._keep_s = windows.eq_window_s + 2 * windows.eq_check_interval_s + lag_s
+        self._keep_s = 2 * windows.eq_window_s + 2 * windows.eq_check_interval_s + lag_s
         self._tele: deque[tuple[float, float, float, float]] = deque()
         self._rates: dict[str, deque[tuple[float, float]]] = {}
         self._history = _CoarseHistory()
@@ -316,9 +521,16 @@ class OnlineDetector:
     def reached(self) -> bool:
         return self.rule.reached
 
+    def reason(self, now_s: float) -> str:
+        """Why equilibrium is not reached yet ("" once it is)."""
+        if self.reached or self.load_start_s is None:
+            return ""
+        load_s = now_s - self.load_start_s
+        return not_reached_reason(load_s, self.rule.last, self.windows, len(self.rule.streak))
+
     def start(self, load_start_s: float) -> None:
         self.load_start_s = load_start_s
-        self._next_check = load_start_s + self.windows.eq_window_s
+        self._next_check = first_check_s(load_start_s, self.windows)
 
     def add_telemetry(
         self, t_s: float, temp_c: float | None, power_w: float | None, sm_clock_mhz: float | None
@@ -357,15 +569,15 @@ class OnlineDetector:
 
     def eta_s(self, now_s: float) -> float | None:
         """Predicted seconds until the rule confirms equilibrium, from the fit; 0 once it
-        has. Confirmation comes half a window after the dated time, plus the further
+        has. Confirmation comes at the model's first passing check, plus the further
         checks, plus the lag."""
         if self.reached:
             return 0.0
         if self.fit is None:
             return None
         w = self.windows
-        after = w.eq_window_s / 2 + (w.eq_checks - 1) * w.eq_check_interval_s + self._lag_s
-        predicted = self.fit.predicted_equilibrium_s(w) + after
+        after = (w.eq_checks - 1) * w.eq_check_interval_s + self._lag_s
+        predicted = self.fit.predicted_check_s(w) + after
         # Never promise sooner than the checks still needed can be made.
         needed = w.eq_checks - 1 - len(self.rule.streak)
         earliest = (self._next_check or now_s) + needed * w.eq_check_interval_s + self._lag_s

@@ -51,13 +51,12 @@ DIAGNOSES = {
 WINDOW_MEANINGS = {
     "cold_start_s": "cold window starts this long after the device's load starts (s)",
     "cold_length_s": "length of the cold window (s)",
-    "eq_window_s": "trailing window of the equilibrium slope tests (s)",
+    "eq_window_s": "each of the two adjacent windows the equilibrium rule compares (s)",
     "eq_check_interval_s": "time between equilibrium checks (s)",
-    "eq_checks": "consecutive passing checks that make equilibrium",
-    "eq_temp_slope_c_per_min": "temperature slope limit (°C/min)",
-    "eq_rel_slope_pct_per_min": "SM clock and throughput relative slope limit (%/min)",
-    "eq_power_rel_slope_pct_per_min": "power relative slope limit where temperature is "
-    "unreadable (%/min)",
+    "eq_checks": "passing checks within one window that make equilibrium",
+    "eq_temp_tolerance_c": "settled: temperature level moved less than this between "
+    "the windows (°C)",
+    "eq_rel_tolerance_pct": "settled: power, SM clock and throughput moved less than this (%)",
     "steady_length_s": "length of the steady window after equilibrium (s)",
 }
 CHECK_MEANINGS = {
