@@ -59,10 +59,6 @@ def faulty_run(tmp_path_factory) -> Path:
         out=out,
         sim_gpus=4,
         sim_faults=FAULTS,
-        # Issue 13: on the real sensors the equilibrium rule of this version never dates the
-        # air-starved GPU 1 (its throttled clocks cycle with the fans), so its checks are
-        # named for the last minutes, not the steady window these tests read.
-        sim_sensors="ideal",
         tags={"rack": HOSTILE_TAG},
         command="soak run --backend sim --minutes 40 --sim-gpus 4 --seed 3",
     )

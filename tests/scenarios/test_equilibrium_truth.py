@@ -51,11 +51,7 @@ def test_the_bench_path_gives_the_analysis_the_store_path_gives(sim_config):
 
 
 def test_healthy_equilibrium_is_never_early_and_soon_after_the_truth():
-    # Issue 13: on the real sensors the equilibrium rule of this version dates no
-    # equilibrium for some devices within the hour; ideal sensors until it is made robust.
-    sim = bench.simulate(
-        seed=4, gpus=8, workload="mix", duration_s=3600, truth=True, chassis=IDEAL_CHASSIS
-    )
+    sim = bench.simulate(seed=4, gpus=8, workload="mix", duration_s=3600, truth=True)
     analysis = analyze_run(sim.data, PROFILE)
     delays = []
     for d in analysis.devices:
