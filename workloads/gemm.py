@@ -119,7 +119,7 @@ def fastest_size(
                 break
     best = max(rates, key=lambda n: rates[n])
     text = ", ".join(f"{n}: {rates[n] / 1e9:.4g}" for n in sorted(rates))
-    return SizeChoice(best, f"fastest at start (GFLOP/s by side: {text})", rates)
+    return SizeChoice(best, f"fastest at start; GFLOP/s by side: {text}", rates)
 
 
 @contextmanager
@@ -302,24 +302,24 @@ class GemmWorkload:
         return 2 * n * n * (self.dtype.itemsize + self.out_dtype.itemsize)
 
     def _rate_at(self, n: int, seconds: float) -> tuple[float, float]:
-        """FLOP/s of the fastest of the products at side ``n`` that fit in ``seconds`` after
-        a first one (the fastest: a shared host only ever slows a product down), and how
-        long that first product took."""
+        """FLOP/s of products at side ``n`` run back to back for what is left of ``seconds``
+        after a first one (at least one), and how long that first product took. Every side
+        is timed over a like span, so a busy host slows each alike rather than favouring the
+        side whose short products found a quiet moment."""
         gen = torch.Generator(device=self.device).manual_seed(self.seed)
         a, b, out = self._random(n, gen), self._random(n, gen), self._empty_output(n)
         t_first = time.perf_counter()
         self.product(a, b, out)
         synchronize(self.device)
         t0 = time.perf_counter()
-        first_s, best_s = t0 - t_first, math.inf
+        first_s, count = t0 - t_first, 0
         while True:
-            t = time.perf_counter()
             self.product(a, b, out)
             synchronize(self.device)
+            count += 1
             now = time.perf_counter()
-            best_s = min(best_s, now - t)
-            if now - t0 >= seconds - first_s:
-                return 2.0 * n**3 / max(best_s, 1e-12), first_s
+            if now - t_first >= seconds:
+                return count * 2.0 * n**3 / max(now - t0, 1e-12), first_s
 
     def _make_ring(self) -> list[torch.Tensor]:
         count = self.options.gemm_ring or self._ring_size()

@@ -125,7 +125,7 @@ def test_fastest_size_keeps_the_best_rate_over_passes() -> None:
     choice = fastest_size([1024, 2048, 4096], rates_measure(rates, {}, calls), 3.0)
     assert choice.n == 1024 and choice.rates == rates
     assert calls == [1024, 2048, 4096] * 2
-    assert choice.reason == "fastest at start (GFLOP/s by side: 1024: 1500, 2048: 1100, 4096: 900)"
+    assert choice.reason == "fastest at start; GFLOP/s by side: 1024: 1500, 2048: 1100, 4096: 900"
 
 
 def test_a_side_whose_one_product_outlasts_its_share_ends_the_sweep() -> None:
@@ -147,7 +147,7 @@ def test_setup_times_the_sides_that_fit_and_runs_the_fastest(
     info = gemm.describe()
     assert set(info["n_rates_flop_s"]) == {"32", "64"}
     assert info["n"] == max(gemm.size.rates, key=lambda n: gemm.size.rates[n])
-    assert info["n_reason"].startswith("fastest at start (GFLOP/s by side: 32: ")
+    assert info["n_reason"].startswith("fastest at start; GFLOP/s by side: 32: ")
     assert gemm.ring[0].shape == (info["n"], info["n"])
     asked = on_cpu(GemmWorkload, tiny, gemm_n=100)
     assert (asked.n, asked.size.reason) == (112, "asked")
