@@ -86,7 +86,7 @@ def _median_ratio(num: list[float], den: list[float]) -> float | None:
 
 
 def measure_soak(
-    workload: str, device: str, seconds: float, warmup_s: float, options: dict[str, str]
+    workload: str, device: str, seconds: float, warmup_s: float, options: dict[str, Any]
 ) -> SoakRun:
     """Run one WorkerPool worker with soak's defaults changed by ``options``; tick at 1 Hz
     like the runner; rate per part over the samples that start ``warmup_s`` after the
@@ -350,12 +350,17 @@ def main(argv: list[str] | None = None) -> int:
         "--dtype", default=None, help="soak's GEMM dtype; default: the one soak chooses"
     )
     parser.add_argument(
+        "--ring", type=int, default=None, help="soak's GEMM operand ring; default: soak's"
+    )
+    parser.add_argument(
         "--sweep-s", type=float, default=0.6, help="time per sweep point; 0 skips the sweep"
     )
     args = parser.parse_args(argv)
     if args.device is None:
         args.device = "cuda:0" if _cuda_available() else "cpu"
     args.option = {"dtype": args.dtype} if args.dtype else {}
+    if args.ring is not None:
+        args.option["gemm_ring"] = args.ring
     results: dict[str, Any] = {"device": args.device, "options": args.option, "workloads": {}}
     all_rows: list[Row] = []
     for workload in args.workloads.split(","):
