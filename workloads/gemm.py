@@ -1,11 +1,13 @@
 """GEMM: large matrix products at the dtype that heats the device most, with checked results.
 
-The operands are a ring of random matrices filling the memory share, taken in pairs so that
-no product finds its inputs in a cache. Every ``verify`` recomputes the step's last product
-in a reference precision on the same device and compares element by element, and draws that
-product's two operands again from their seeds to compare them bit for bit (a product and its
-reference agree on an operand corrupted in memory); a fixed, seeded product gives a checksum
-that is bit-identical on devices of the same kind.
+On a GPU the operands are a ring of random matrices filling the memory share, taken in pairs
+so that no product finds its inputs in a cache. On a CPU they are one pair, the operands the
+size calibration timed: a CPU's matrix unit (AMX) fed from DRAM ran at about 0.85 of its
+cache-fed rate, and the memory is membw's to load. Every ``verify`` recomputes the step's
+last product in a reference precision on the same device and compares element by element,
+and draws that product's two operands again from their seeds to compare them bit for bit (a
+product and its reference agree on an operand corrupted in memory); a fixed, seeded product
+gives a checksum that is bit-identical on devices of the same kind.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ CUDA_N = 12288
 # A CPU's best side depends on its matrix unit and dtype (on one AMX guest bf16 peaked at
 # 1024 and fp32 at 4096), so setup times these and keeps the fastest.
 CPU_SIZES = (1024, 2048, 3072, 4096)
+# Operands a CPU rotates: the pair the calibration timed. Measured side by side on a 2-core
+# AMX guest at bf16, n = 1024 (bench/workload_efficiency.py --ring): soak reached 0.95 of
+# the best bare rate with 2, 0.85 with the 240 that filled its 480 MiB share.
+CPU_RING = 2
 CALIBRATE_S = 4.0  # most seconds the size calibration should take, all sides together
 CALIBRATE_PASSES = 2  # sweeps over the sides, each side's best kept: a busy moment passes
 # Rows of the last product a CPU checks per verification, a different block each time: its
@@ -322,7 +328,9 @@ class GemmWorkload:
                 return count * 2.0 * n**3 / max(now - t0, 1e-12), first_s
 
     def _make_ring(self) -> list[torch.Tensor]:
-        count = self.options.gemm_ring or self._ring_size()
+        count = self.options.gemm_ring or (
+            self._ring_size() if self.device.type == "cuda" else CPU_RING
+        )
         return [self._operand(k) for k in range(count)]
 
     def _operand(self, index: int) -> torch.Tensor:
