@@ -168,6 +168,24 @@ def make_load(config: RunConfig, backend: Backend, devices: list[DeviceInfo]) ->
         raise ConfigError(f"workload options: {exc}") from exc
 
 
+def check_load(config: RunConfig, backend: Backend) -> None:
+    """Raise ConfigError (exit 2) before anything is created when a CPU device cannot run the
+    asked GEMM dtype (GPUs are checked in their workers: CUDA must not start here)."""
+    dtype = config.workload_options.get("dtype")
+    if not isinstance(dtype, str) or backend.name == "sim":
+        return
+    if not any(d.torch_device == "cpu" for d in backend.devices()):
+        return
+    import torch
+
+    from workloads.device import check_dtype
+
+    try:
+        check_dtype(dtype, torch.device("cpu"))
+    except ValueError as exc:
+        raise ConfigError(f"--option {exc}") from exc
+
+
 class Runner:
     """One soak run: owns the store, the load and the detectors while it goes on."""
 
@@ -500,6 +518,7 @@ def run(
     the disk) and gets the runner with the snapshot."""
     backend = backend or open_configured_backend(config)
     try:
+        check_load(config, backend)
         if clock is None:
             clock = VirtualClock() if backend.name == "sim" else WallClock()
         run_dir = make_run_dir(config.out, run_host(), dt.datetime.now(dt.UTC))

@@ -622,11 +622,29 @@ def _groups(workers: Iterable[_Worker]) -> dict[str, list[_Worker]]:
     return out
 
 
+# What a LOAD_START message says of a workload's set-up: (key, the key of its reason).
+SETUP_KEYS = (("dtype", "dtype_reason"), ("n", "n_reason"), ("amp", "amp_reason"))
+
+
 def _ready_event(worker: _Worker, t_s: float) -> Event:
     info = worker.info
-    summary = ", ".join(f"{k}={info[k]}" for k in ("dtype", "n", "held_b") if k in info)
+    summary = ", ".join(_setup_items(info))
     message = f"device {worker.index}: {info.get('workload', 'workload')} running {summary}"
     return Event(t_s, EventKind.LOAD_START, message.rstrip(), worker.index, dict(info))
+
+
+def _setup_items(info: Mapping[str, Any]) -> list[str]:
+    """``dtype=bf16 (CPU has amx_bf16)``, ``n=1024 (...)``, ``held_b=...`` from a workload's
+    ``describe()``; a mix's parts in turn."""
+    items = []
+    for key, reason in SETUP_KEYS:
+        if key in info:
+            items.append(f"{key}={info[key]}" + (f" ({info[reason]})" if info.get(reason) else ""))
+    if "held_b" in info:
+        items.append(f"held_b={info['held_b']}")
+    for name, part in (info.get("parts") or {}).items():
+        items += [f"{name} {item}" for item in _setup_items(part)]
+    return items
 
 
 def _verify_event(worker: _Worker, t_s: float, check: dict[str, Any]) -> Event:

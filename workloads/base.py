@@ -20,12 +20,15 @@ class WorkloadOptions:
     """How big and how long: one field per command-line flag; ``None`` means "size it to
     the device". Bad values raise ``ValueError`` naming the field."""
 
-    dtype: str | None = None  # GEMM dtype (DTYPE_NAMES); None: bf16 (fp16) on GPU, fp32 on CPU
+    # GEMM dtype (DTYPE_NAMES); None: bf16 (fp16) on GPU, bf16 on a CPU with AMX-BF16 or
+    # AVX512-BF16, fp32 on other CPUs
+    dtype: str | None = None
     mem_fraction: float = 0.5  # share of device memory (CPU: of MemAvailable, capped) to hold
     mem_bytes: int | None = None  # bytes to hold; overrides mem_fraction
     step_s: float = 1.0  # target length of one timed step, seconds
     verify_interval_s: float = 10.0  # seconds of work between result verifications
-    gemm_n: int | None = None  # matrix side (m = n = k); None: 12288 on GPU, 1024-2048 on CPU
+    # matrix side (m = n = k); None: 12288 on GPU, on CPU the fastest of 1024-4096 timed at setup
+    gemm_n: int | None = None
     gemm_ring: int | None = (
         None  # operand matrices rotated; None: as many as the memory share holds
     )

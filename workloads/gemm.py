@@ -1,18 +1,21 @@
 """GEMM: large matrix products at the dtype that heats the device most, with checked results.
 
-The operands are a ring of random matrices filling the memory share, taken in pairs so that
-no product finds its inputs in a cache. Every ``verify`` recomputes the step's last product
-in a reference precision on the same device and compares element by element, and draws that
-product's two operands again from their seeds to compare them bit for bit (a product and its
-reference agree on an operand corrupted in memory); a fixed, seeded product gives a checksum
-that is bit-identical on devices of the same kind.
+On a GPU the operands are a ring of random matrices filling the memory share, taken in pairs
+so that no product finds its inputs in a cache. On a CPU they are one pair, the operands the
+size calibration timed: a CPU's matrix unit (AMX) fed from DRAM ran at about 0.85 of its
+cache-fed rate, and the memory is membw's to load. Every ``verify`` recomputes the step's
+last product in a reference precision on the same device and compares element by element,
+and draws that product's two operands again from their seeds to compare them bit for bit (a
+product and its reference agree on an operand corrupted in memory); a fixed, seeded product
+gives a checksum that is bit-identical on devices of the same kind.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -23,11 +26,11 @@ from workloads.base import PartWork, StepResult, Verification, WorkloadOptions
 from workloads.device import (
     TORCH_DTYPES,
     StepSizer,
-    cpu_count,
     memory_budget_b,
     open_device,
     resolve_dtype,
     set_matmul_precision,
+    synchronize,
 )
 
 FIXED_SEED = 0x50A4  # seed of the fixed product whose checksum devices of one kind share
@@ -35,6 +38,22 @@ FIXED_N = {"cuda": 2048, "cpu": 256}  # side of that product, at most the workin
 MAX_RING = 1024  # operand matrices at most; more only costs setup time
 VERIFY_BLOCK_ELEMENTS = 1 << 24  # reference rows per block, so a check holds ~64 MiB at fp32
 INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # bit views
+# On an H200, 12288 was the best or within 0.5 % of the best side for every dtype, 2.6 %
+# above 8192 in bf16 (bench/workload_efficiency.py); a GPU keeps it without calibrating.
+CUDA_N = 12288
+# A CPU's best side depends on its matrix unit and dtype (on one AMX guest bf16 peaked at
+# 1024 and fp32 at 4096), so setup times these and keeps the fastest.
+CPU_SIZES = (1024, 2048, 3072, 4096)
+# Operands a CPU rotates: the pair the calibration timed. Measured side by side on a 2-core
+# AMX guest at bf16, n = 1024 (bench/workload_efficiency.py --ring): soak reached 0.95 of
+# the best bare rate with 2, 0.85 with the 240 that filled its 480 MiB share.
+CPU_RING = 2
+CALIBRATE_S = 4.0  # most seconds the size calibration should take, all sides together
+CALIBRATE_PASSES = 2  # sweeps over the sides, each side's best kept: a busy moment passes
+# Rows of the last product a CPU checks per verification, a different block each time: its
+# reference (fp64 for fp32) runs at a fraction of the product's rate, and a whole one at
+# n = 4096 took seconds of every ten on a 2-core host. A GPU checks every row.
+CPU_VERIFY_ROWS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +93,39 @@ REFERENCE_DTYPES = {
 }
 
 
-def default_n(device: torch.device) -> int:
-    """Matrix side that keeps the device's matrix units at their best rate: on an H200,
-    12288 was the best or within 0.5 % of the best size for every dtype, 2.6 % above 8192
-    in bf16 (bench/workload_efficiency.py)."""
-    if device.type == "cuda":
-        return 12288
-    return 1024 if cpu_count() <= 8 else 2048
+@dataclass(frozen=True, slots=True)
+class SizeChoice:
+    """The matrix side a GEMM runs and why; ``rates`` has the FLOP/s measured per side."""
+
+    n: int
+    reason: str
+    rates: dict[int, float]
+
+
+def fastest_size(
+    sides: Sequence[int],
+    measure: Callable[[int, float], tuple[float, float]],
+    budget_s: float,
+    passes: int = CALIBRATE_PASSES,
+) -> SizeChoice:
+    """Time each side in ``sides`` (ascending) for an equal share of ``budget_s``, in
+    ``passes`` sweeps, and keep the side with the best rate. ``measure(n, seconds)`` returns
+    the rate at side ``n`` and how long its first product took; a side whose one product
+    outlasts the share ends the sweep and is not timed again, since larger ones take longer
+    still."""
+    share = budget_s / (len(sides) * passes)
+    rates: dict[int, float] = {}
+    tried = list(sides)
+    for _ in range(passes):
+        for k, n in enumerate(tried):
+            rate, product_s = measure(n, share)
+            rates[n] = max(rate, rates.get(n, 0.0))
+            if product_s > share:
+                tried = tried[: k + 1]
+                break
+    best = max(rates, key=lambda n: rates[n])
+    text = ", ".join(f"{n}: {rates[n] / 1e9:.4g}" for n in sorted(rates))
+    return SizeChoice(best, f"fastest at start; GFLOP/s by side: {text}", rates)
 
 
 @contextmanager
@@ -107,18 +152,21 @@ class GemmWorkload:
         self.last: tuple[int, int, int] | None = None  # ring a, ring b, output of last product
         self._cursor = 0
         self._out_cursor = 0
+        self._row_cursor = 0  # first row a CPU's next verification checks
         self._checksum: str | None = None
 
     def setup(self, device: str, seed: int) -> None:
         self.device = open_device(device, self.options)
-        self.dtype_name = resolve_dtype(self.options.dtype, self.device)
+        self.dtype_choice = resolve_dtype(self.options.dtype, self.device)
+        self.dtype_name = self.dtype_choice.name
         set_matmul_precision(self.dtype_name)
         self.dtype = TORCH_DTYPES[self.dtype_name]
         self.out_dtype = torch.bfloat16 if self.dtype_name == "fp8" else self.dtype
-        self.n = _round_up(self.options.gemm_n or default_n(self.device), 16)
-        self.flop_per_product = 2.0 * self.n**3
         self._one = torch.ones((), dtype=torch.float32, device=self.device)
         self.seed = seed
+        self.size = self._choose_size()
+        self.n = self.size.n
+        self.flop_per_product = 2.0 * self.n**3
         self.ring = self._make_ring()
         self.outputs = [self._empty_output(self.n) for _ in range(2)]
         self._fixed = self._fixed_operands()
@@ -157,7 +205,7 @@ class GemmWorkload:
             self.enqueue(1)
         assert self.last is not None
         i, j, o = self.last
-        checks = [self.compare(self.ring[i], self.ring[j], self.outputs[o])]
+        checks = [self.compare(self.ring[i], self.ring[j], self.outputs[o], self._rows_to_check())]
         changed = {k: self._changed_elements(k) for k in (i, j)}
         if any(changed.values()):
             where = ", ".join(f"operand {k} ({n} values)" for k, n in changed.items() if n)
@@ -171,20 +219,33 @@ class GemmWorkload:
             checks.append(Verification(self.name, False, 1, 1, detail=detail))
         return checks
 
-    def compare(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> Verification:
-        """``out`` against ``a @ b.T`` recomputed in the reference precision, in row blocks
-        so that the check holds little memory."""
+    def compare(
+        self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, where: range | None = None
+    ) -> Verification:
+        """Rows ``where`` (all by default) of ``out`` against ``a @ b.T`` recomputed in the
+        reference precision, in row blocks so that the check holds little memory."""
         tol = TOLERANCES[self.dtype_name]
         ref_dtype = REFERENCE_DTYPES[self.dtype_name]
         rows = self._verify_rows()
+        where = where if where is not None else range(a.shape[0])
         with torch.no_grad(), highest_precision():
             b_ref = b.to(ref_dtype)
             scale = self._result_scale(a, b_ref, rows)
             stats = _ErrorStats(self.device)
-            for start in range(0, a.shape[0], rows):
-                ref = self._reference(a[start : start + rows].to(ref_dtype), b_ref)
-                stats.add(out[start : start + rows].to(ref_dtype), ref, tol, scale)
+            for start in range(where.start, where.stop, rows):
+                stop = min(start + rows, where.stop)
+                ref = self._reference(a[start:stop].to(ref_dtype), b_ref)
+                stats.add(out[start:stop].to(ref_dtype), ref, tol, scale)
         return stats.result(self.name, scale, tol.atol)
+
+    def _rows_to_check(self) -> range:
+        """Every row on a GPU; on a CPU the next CPU_VERIFY_ROWS, from the first row on."""
+        if self.device.type == "cuda" or self.n <= CPU_VERIFY_ROWS:
+            return range(self.n)
+        start = self._row_cursor
+        stop = min(self.n, start + CPU_VERIFY_ROWS)
+        self._row_cursor = stop % self.n
+        return range(start, stop)
 
     def _verify_rows(self) -> int:
         return min(self.n, max(1, VERIFY_BLOCK_ELEMENTS // self.n))
@@ -213,7 +274,10 @@ class GemmWorkload:
         return {
             "workload": self.name,
             "dtype": self.dtype_name,
+            "dtype_reason": self.dtype_choice.reason,
             "n": self.n,
+            "n_reason": self.size.reason,
+            "n_rates_flop_s": {str(n): rate for n, rate in self.size.rates.items()},
             "ring": len(self.ring),
             "held_b": mat_b * len(self.ring),
             "flop_per_product": self.flop_per_product,
@@ -227,8 +291,46 @@ class GemmWorkload:
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
+    def _choose_size(self) -> SizeChoice:
+        """The asked side; on a GPU, CUDA_N; on a CPU, the fastest of CPU_SIZES that fit
+        the memory share (the smallest where none does)."""
+        if self.options.gemm_n is not None:
+            n = _round_up(self.options.gemm_n, 16)
+            return SizeChoice(n, "asked", {})
+        if self.device.type == "cuda":
+            return SizeChoice(CUDA_N, "measured best on an H200", {})
+        budget = memory_budget_b(self.device, self.options)
+        sides = [n for n in CPU_SIZES if self._least_held_b(n) <= budget] or [CPU_SIZES[0]]
+        return fastest_size(sides, self._rate_at, CALIBRATE_S)
+
+    def _least_held_b(self, n: int) -> int:
+        """Bytes a ring of two operands and its two outputs take at side ``n``."""
+        return 2 * n * n * (self.dtype.itemsize + self.out_dtype.itemsize)
+
+    def _rate_at(self, n: int, seconds: float) -> tuple[float, float]:
+        """FLOP/s of products at side ``n`` run back to back for what is left of ``seconds``
+        after a first one (at least one), and how long that first product took. Every side
+        is timed over a like span, so a busy host slows each alike rather than favouring the
+        side whose short products found a quiet moment."""
+        gen = torch.Generator(device=self.device).manual_seed(self.seed)
+        a, b, out = self._random(n, gen), self._random(n, gen), self._empty_output(n)
+        t_first = time.perf_counter()
+        self.product(a, b, out)
+        synchronize(self.device)
+        t0 = time.perf_counter()
+        first_s, count = t0 - t_first, 0
+        while True:
+            self.product(a, b, out)
+            synchronize(self.device)
+            count += 1
+            now = time.perf_counter()
+            if now - t_first >= seconds:
+                return count * 2.0 * n**3 / max(now - t0, 1e-12), first_s
+
     def _make_ring(self) -> list[torch.Tensor]:
-        count = self.options.gemm_ring or self._ring_size()
+        count = self.options.gemm_ring or (
+            self._ring_size() if self.device.type == "cuda" else CPU_RING
+        )
         return [self._operand(k) for k in range(count)]
 
     def _operand(self, index: int) -> torch.Tensor:

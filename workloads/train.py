@@ -30,7 +30,7 @@ from torch import nn
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from workloads.base import PartWork, StepResult, Verification, WorkloadOptions
-from workloads.device import StepSizer, open_device, supports_bf16
+from workloads.device import StepSizer, open_device, resolve_dtype, supports_bf16
 
 NOISE = 0.1  # share of tokens drawn at random instead of from the permutation
 LEARN_AFTER_STEPS = 100  # optimizer steps before the loss must have fallen
@@ -78,6 +78,22 @@ def default_shape(device: torch.device, options: WorkloadOptions) -> TrainShape:
             else options.train_loader_workers
         ),
     )
+
+
+def _precision(device: torch.device, options: WorkloadOptions) -> tuple[torch.dtype, bool, str]:
+    """The autocast dtype, whether autocast is on, and why. A GPU trains in bf16 (fp16 before
+    compute capability 8.0); a CPU takes the GEMM's dtype choice, so it trains under bf16
+    autocast where its matrix unit runs bf16 natively (or bf16 or fp16 was asked) and in
+    fp32 otherwise."""
+    if device.type == "cuda":
+        if supports_bf16(device):
+            return torch.bfloat16, True, "GPU has bf16 tensor cores"
+        return torch.float16, True, "GPU has no bf16 tensor cores"
+    choice = resolve_dtype(options.dtype, device)
+    amp = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(choice.name)
+    if amp is None:
+        return torch.float32, False, f"GEMM dtype {choice.name}: {choice.reason}"
+    return amp, True, choice.reason
 
 
 class Block(nn.Module):
@@ -187,8 +203,7 @@ class TrainWorkload:
         self.device = open_device(device, self.options)
         self.seed = seed
         self.shape = default_shape(self.device, self.options)
-        self.amp_dtype = torch.bfloat16 if supports_bf16(self.device) else torch.float16
-        self.autocast = self.device.type == "cuda"
+        self.amp_dtype, self.autocast, self.amp_reason = _precision(self.device, self.options)
         self._init_model()
         self.params = sum(p.numel() for p in self.model.parameters())
         self.flop_per_token = 6.0 * self.params
@@ -254,6 +269,7 @@ class TrainWorkload:
             "vocab": s.vocab,
             "loader_workers": s.loader_workers,
             "amp": str(self.amp_dtype).removeprefix("torch.") if self.autocast else "none",
+            "amp_reason": self.amp_reason,
         }
 
     def close(self) -> None:

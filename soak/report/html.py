@@ -419,6 +419,15 @@ def _profile(analysis: Analysis) -> dict[str, Any]:
     }
 
 
+def _setups(analysis: Analysis) -> list[tuple[str, str]]:
+    """Per device, what its workload set up and why (dtype, size), from its LOAD_START."""
+    return [
+        (f"GPU {e.device}", e.message.removeprefix(f"device {e.device}: "))
+        for e in analysis.events
+        if e.kind is EventKind.LOAD_START and e.device is not None
+    ]
+
+
 def _reproduce(meta: dict, run_dir: Path) -> dict[str, Any]:
     run = meta.get("run") or {}
     stop = meta.get("stop") or {}
@@ -533,6 +542,7 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
         "events": _events(analysis, t0),
         "profile": _profile(analysis),
         "reproduce": _reproduce(meta, run_dir),
+        "setups": _setups(analysis),
         "versions": [row for row in host_rows if row[0] not in ("host", "CPU", "OS", "backend")],
         "soak_version": __version__,
     }

@@ -3,6 +3,8 @@
 import html as htmllib
 import json
 import re
+import shutil
+from pathlib import Path
 
 import pytest
 from markupsafe import escape
@@ -10,6 +12,7 @@ from markupsafe import escape
 from soak.config import load_profile
 from soak.report import build_outputs
 from soak.report.html import small_si
+from soak.store import STORE_NAME
 from tests.report.conftest import HOSTILE_NAME, HOSTILE_TAG, copy_run
 
 
@@ -119,3 +122,15 @@ def test_a_sku_profile_shows_each_floor_with_its_workload_and_source(faulty_run,
 )
 def test_energy_per_unit_of_work_reads_with_a_prefix(value, text):
     assert small_si(value, "J/FLOP") == text
+
+
+@pytest.mark.slow  # builds a whole report from a recorded run
+def test_reproduce_table_says_which_dtype_and_size_each_device_ran(tmp_path):
+    """From the workers' LOAD_START: a recorded H200 gemm run says dtype and side."""
+    run_dir = tmp_path / "gemm"
+    run_dir.mkdir()
+    fixture = Path(__file__).parent.parent / "fixtures" / "gpu" / "h200-2026-11-30"
+    shutil.copy(fixture / "gemm.sqlite", run_dir / STORE_NAME)
+    _, report = build_outputs(run_dir)
+    text = _visible_text(report.read_text())
+    assert "workload set-up GPU 0: gemm running dtype=bf16, n=12288, held_b=" in text

@@ -9,6 +9,7 @@ import torch
 
 from tests.workloads.sizes import on_cpu
 from workloads import WorkloadOptions
+from workloads.device import cpu_flags, cpu_gemm_dtype
 from workloads.gemm import GemmWorkload
 
 make = functools.partial(on_cpu, GemmWorkload)
@@ -21,7 +22,7 @@ def test_step_reports_flop_of_the_products_it_ran(tiny: WorkloadOptions) -> None
     assert (part.part, part.unit) == ("gemm", "FLOP")
     assert result.t_end > result.t_start
     assert part.work > 0 and part.work % (2 * 64**3) == 0
-    assert gemm.describe()["dtype"] == "fp32"
+    assert gemm.describe()["dtype"] == cpu_gemm_dtype(cpu_flags()).name  # bf16 with AMX
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp64", "bf16", "fp16", "fp8"])
@@ -37,7 +38,7 @@ def test_clean_results_pass_at_every_dtype(tiny: WorkloadOptions, dtype: str) ->
 def test_corrupted_element_is_a_failed_verification_with_its_size(
     tiny: WorkloadOptions,
 ) -> None:
-    gemm = make(tiny)
+    gemm = make(tiny, dtype="fp32")
     gemm.step()
     assert gemm.last is not None
     out = gemm.outputs[gemm.last[2]]
@@ -61,7 +62,7 @@ def test_nan_in_the_output_is_caught(tiny: WorkloadOptions) -> None:
 
 
 def test_a_flipped_low_bit_in_an_operand_is_caught(tiny: WorkloadOptions) -> None:
-    gemm = make(tiny)
+    gemm = make(tiny, dtype="fp32")
     gemm.step()
     assert gemm.last is not None
     i = gemm.last[0]
@@ -84,9 +85,13 @@ def test_fixed_product_checksum_ignores_the_run_seed_and_catches_drift(
     assert "checksum changed" in checks[1].detail
 
 
-def test_ring_fills_the_memory_share(tiny: WorkloadOptions) -> None:
-    gemm = make(tiny, gemm_ring=None, mem_bytes=64 * 64 * 4 * 40)
-    assert 20 <= len(gemm.ring) <= 40
+def test_a_gpus_ring_fills_the_memory_share_and_a_cpus_is_the_timed_pair(
+    tiny: WorkloadOptions,
+) -> None:
+    gemm = make(tiny, dtype="fp32", gemm_ring=None, mem_bytes=64 * 64 * 4 * 40)
+    assert 20 <= gemm._ring_size() <= 40  # what a GPU holds; a CPU's matrix unit wants cache
+    assert len(gemm.ring) == 2
+    assert len(make(tiny, gemm_ring=6).ring) == 6
 
 
 def test_tf32_needs_a_gpu(tiny: WorkloadOptions) -> None:

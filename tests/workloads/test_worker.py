@@ -21,6 +21,7 @@ from soak.worker import WorkerPool, classify_exception, odd_checksums
 from tests.reliability.helpers import REPO, alive
 from tests.workloads.fakes import ENV_MARK, ScriptedWorkload
 from workloads import WorkloadOptions
+from workloads.device import cpu_flags, cpu_gemm_dtype
 
 
 def cpu_devices(count: int, **extra: object) -> list[DeviceInfo]:
@@ -90,7 +91,9 @@ def test_samples_arrive_on_the_coordinators_clock(gemm_options: WorkloadOptions)
     now = time.monotonic() - run.t0
     run.stop()
     ready = [e for e in run.events if e.kind is EventKind.LOAD_START]
-    assert [e.device for e in ready] == [0] and ready[0].details["dtype"] == "fp32"
+    choice = cpu_gemm_dtype(cpu_flags())
+    assert [e.device for e in ready] == [0] and ready[0].details["dtype"] == choice.name
+    assert f"dtype={choice.name} ({choice.reason}), n=128 (asked)" in ready[0].message
     starts = [s.t_start_s for s in run.samples]
     assert starts == sorted(starts)
     assert all(0 < s.t_start_s < s.t_end_s <= now + 5 for s in run.samples)
@@ -243,6 +246,7 @@ from soak.model import DeviceInfo
 from soak.worker import WorkerPool
 from tests.workloads.fakes import ScriptedWorkload
 from workloads import WorkloadOptions
+from workloads.device import cpu_flags, cpu_gemm_dtype
 
 devices = [DeviceInfo(index=i, backend="cpu", name="cpu", torch_device="cpu") for i in (0, 1)]
 options = WorkloadOptions(step_s=0.05)
