@@ -242,11 +242,12 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def _print_verdict(analysis) -> None:
+    """The reasons, then the verdict: with the report path after it, the last two lines."""
     devices, stop = len(analysis.devices), analysis.stop_reason
-    print(f"verdict: {analysis.verdict} ({devices} devices, stop: {stop})")
     for reason in analysis.reasons:
         where = "server" if reason.device is None else f"device {reason.device}"
         print(f"  {reason.status.upper():4}  {where}: {reason.check}: {reason.message}")
+    print(f"verdict: {analysis.verdict} ({devices} devices, stop: {stop})")
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -272,11 +272,10 @@ class RunStore:
     @classmethod
     def open(cls, path: str | Path) -> RunStore:
         """Open a store for reading, also one whose writer is running or was killed."""
-        path = Path(path)
-        if path.is_dir():
-            path = path / STORE_NAME
+        given = Path(path)
+        path = given / STORE_NAME if given.is_dir() else given
         if not path.is_file():
-            raise StoreError(f"{path.parent}: not a soak run folder (no {STORE_NAME})")
+            raise StoreError(f"{given}: not a soak run folder (no {STORE_NAME})")
         conn = None
         try:
             conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
