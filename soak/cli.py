@@ -119,6 +119,14 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("run_a", type=Path, help="run folder (or its summary.json): before")
     compare.add_argument("run_b", type=Path, help="run folder (or its summary.json): after")
     compare.add_argument("--out", type=Path, help="comparison report (default RUN_B/compare.html)")
+    compare.add_argument(
+        "--min-change",
+        type=_positive("--min-change", allow_zero=True),
+        default=1.0,
+        metavar="PCT",
+        help="flag a change only if it is at least this share of run A's figure, in %% "
+        "(default 1), as well as beyond the noise",
+    )
 
     devices = sub.add_parser("devices", help="list devices and their capability table")
     devices.add_argument("--backend", default="auto")
@@ -263,7 +271,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from soak.report import compare
 
-    comparison = compare.compare_runs(args.run_a, args.run_b)
+    comparison = compare.compare_runs(args.run_a, args.run_b, args.min_change / 100)
     out = compare.write_comparison(comparison, args.out or compare.default_output(args.run_b))
     print(f"A: {comparison.a.label}  ({comparison.a.path})")
     print(f"B: {comparison.b.label}  ({comparison.b.path})")

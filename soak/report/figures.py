@@ -502,7 +502,7 @@ def comparison(changes: Sequence) -> str:
                 xs.append(i - 0.4 + width * (k + 0.5))
                 ys.append(c.delta * scale)
                 errs.append(c.threshold * abs(scale) if c.threshold is not None else 0.0)
-                alphas.append(1.0 if c.significant else 0.35)
+                alphas.append(1.0 if c.significant and c.practical else 0.35)
             if not xs:
                 continue
             color = colors[k % len(colors)]
