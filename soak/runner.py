@@ -281,8 +281,10 @@ class Runner:
             if detector is None or s.t_end_s <= s.t_start_s:
                 continue
             if s.device not in self.load_start_by_device:
-                self.load_start_by_device[s.device] = s.t_start_s
-                detector.start(s.t_start_s)
+                # the device's load starts once its first unit of work is done (warm-up
+                # before it), as in the offline analysis
+                self.load_start_by_device[s.device] = s.t_end_s
+                detector.start(s.t_end_s)
             detector.add_rate(s.part, (s.t_start_s + s.t_end_s) / 2, s.rate)
             self.latest_rate.setdefault(s.device, {})[s.part] = (s.rate, s.unit)
         events = []

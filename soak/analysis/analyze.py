@@ -35,10 +35,32 @@ class DeviceResult:
     verdict: str
     diagnosis: str  # one of diagnosis.CAUSES
     diagnosis_evidence: tuple[str, ...] = ()
+    # From the load's launch to this device's load start: the worker's imports, set-up,
+    # calibration and first step (CUDA context, autotuning). None: not measured.
+    warmup_s: float | None = None
 
     @property
     def index(self) -> int:
         return self.info.index
+
+
+def merge_windows(results: list[CheckResult]) -> list[CheckResult]:
+    """Join each "final …" result to the "steady …" result of the same check, device,
+    status and subject (the word after the window's name): one row of the report naming
+    both windows, where two rows would read as the same failure listed twice."""
+    steady: dict[tuple, int] = {}
+    out: list[CheckResult] = []
+    for c in results:
+        window, _, rest = c.message.partition(" ")
+        key = (c.check, c.device, c.status, rest.split(" ", 1)[0])
+        if window == "steady":
+            steady[key] = len(out)
+        elif window == "final" and key in steady:
+            at = steady.pop(key)
+            out[at] = CheckResult(c.check, c.status, f"{out[at].message}; {c.message}", c.device)
+            continue
+        out.append(c)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +119,10 @@ class Analysis:
 def _load_span(
     work: dict[str, dict[str, np.ndarray]], tele_t: np.ndarray, meta: dict
 ) -> tuple[float | None, float | None]:
-    """A device's load start (its first work started) and end (its last work ended)."""
-    starts = [w["t_start_s"].min() for w in work.values() if w["t_start_s"].size]
+    """A device's load start and end (its last work ended). Its load starts when its first
+    unit of work is complete: what comes before (imports, set-up, calibration, the first
+    step's compilation or autotuning) is warm-up, never counted as load."""
+    starts = [w["t_end_s"].min() for w in work.values() if w["t_end_s"].size]
     ends = [w["t_end_s"].max() for w in work.values() if w["t_end_s"].size]
     if starts:
         return float(min(starts)), float(max(ends))
@@ -288,8 +312,12 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         verdict = "FAIL" if failed else "INCOMPLETE" if incomplete else "PASS"
         start, end = spans[info.index]
         found = diagnose(facts, mine, peers)
+        launched = meta.get("load_start_s")
+        warmup = start - launched if start is not None and launched is not None else None
         results.append(
-            DeviceResult(info, facts, start, end, mine, verdict, found.cause, found.evidence)
+            DeviceResult(
+                info, facts, start, end, mine, verdict, found.cause, found.evidence, warmup
+            )
         )
 
     if not results:

@@ -141,6 +141,7 @@ def _device(d: DeviceResult, units: dict[str, str], noise: Noise | None) -> dict
         },
         "outcome": f.outcome.value if f.outcome else None,
         "load_start_s": d.load_start_s,
+        "warmup_s": d.warmup_s,
         "load_end_s": d.end_s,
         "inventory": {key: getattr(d.info, key) for key in INVENTORY_KEYS},
         "steady_noise": _noise(noise),
