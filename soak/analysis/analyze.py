@@ -291,7 +291,8 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     units = data.units
     stop = meta.get("stop") or {}
     stop_reason = stop.get("reason", "error")  # no stop record: the coordinator died
-    incomplete = stop_reason in INCOMPLETE_STOPS
+    # A store read back from damage may have lost any sample: never a PASS on what is left.
+    incomplete = stop_reason in INCOMPLETE_STOPS or bool(meta.get("salvage"))
 
     results: list[DeviceResult] = []
     all_facts: list[DeviceFacts] = []

@@ -483,7 +483,20 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         "stop": analysis.stop_reason,
         "stop_detail": stop.get("detail") or "",
         "incomplete": analysis.stop_reason in INCOMPLETE_STOPS,
+        "damaged": _damage(meta.get("salvage")),
     }
+
+
+def _damage(found: dict[str, Any] | None) -> str | None:
+    """ "store damaged: recovered 6,012 samples up to t = 1.7 h" for a salvaged store."""
+    if not found:
+        return None
+    up_to = duration(found.get("last_t_s"))
+    lost = ", ".join(found.get("incomplete_tables") or ()) or "none"
+    return (
+        f"store damaged: recovered {found.get('samples', 0):,} samples up to t = {up_to} "
+        f"(tables not read whole: {lost})"
+    )
 
 
 def device_kind(analysis: Analysis) -> str:

@@ -177,6 +177,7 @@ def build_summary(
             "host": run.get("host"),
             "tags": run.get("tags", {}),
             "profile": analysis.profile.name,
+            "store_damage": meta.get("salvage"),
         },
         "host": meta.get("host", {}),
         "devices": [_device(d, analysis.units, noise.get(d.index)) for d in analysis.devices],
