@@ -240,9 +240,11 @@ class _SampleBatch:
         self._last_send = time.monotonic()
 
     def add(self, result: StepResult, checks: Sequence[Verification]) -> None:
-        t_start = self._channel.run_time(result.t_start)
-        t_end = self._channel.run_time(result.t_end)
+        run_time = self._channel.run_time
         for part in result.parts:
+            # a part timed on its own (mix on a CPU) is stored over its own span
+            t_start = run_time(result.t_start if part.t_start is None else part.t_start)
+            t_end = run_time(result.t_end if part.t_end is None else part.t_end)
             mine = [c for c in checks if c.part == part.part]
             verified = all(c.ok for c in mine) if mine else None
             errors = [c.max_rel_error for c in mine if c.max_rel_error is not None]
