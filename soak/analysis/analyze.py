@@ -314,7 +314,9 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         start, end = spans[info.index]
         found = diagnose(facts, mine, peers)
         launched = meta.get("load_start_s")
-        warmup = start - launched if start is not None and launched is not None else None
+        worked = any(w["t_end_s"].size for w in data.work.get(info.index, {}).values())
+        known = worked and start is not None and launched is not None
+        warmup = start - launched if known else None
         results.append(
             DeviceResult(
                 info, facts, start, end, mine, verdict, found.cause, found.evidence, warmup

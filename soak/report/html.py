@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 import numpy as np
 
 from soak import __version__
@@ -40,6 +41,17 @@ env = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+
+
+def _cell(value: Any) -> Any:
+    """A table cell whose "not available" may wrap (a narrow column of them keeps a wide
+    table inside the page); any other value as it is."""
+    if value == NOT_AVAILABLE:
+        return markupsafe.Markup('<span class="na">not available</span>')
+    return value
+
+
+env.filters["cell"] = _cell
 
 DIAGNOSES = {
     "healthy": "no loss from cold to steady state that the checks flag",
