@@ -120,12 +120,13 @@ def _load_span(
     work: dict[str, dict[str, np.ndarray]], tele_t: np.ndarray, meta: dict
 ) -> tuple[float | None, float | None]:
     """A device's load start and end (its last work ended). Its load starts when its first
-    unit of work is complete: what comes before (imports, set-up, calibration, the first
-    step's compilation or autotuning) is warm-up, never counted as load."""
+    unit of work is complete, of every part it runs: what comes before (imports, set-up,
+    calibration, the first step's compilation or autotuning) is warm-up, never counted as
+    load."""
     starts = [w["t_end_s"].min() for w in work.values() if w["t_end_s"].size]
     ends = [w["t_end_s"].max() for w in work.values() if w["t_end_s"].size]
     if starts:
-        return float(min(starts)), float(max(ends))
+        return float(max(starts)), float(max(ends))
     start = meta.get("load_start_s")
     end = meta.get("stop", {}).get("load_stop_s")
     if end is None and tele_t.size:
