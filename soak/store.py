@@ -103,6 +103,11 @@ def _event_row(e: Event) -> tuple[Any, ...]:
     return (e.t_s, e.device, str(e.kind), e.message, _dumps(e.details))
 
 
+class StoreDamaged(StoreError):
+    """The store's file is there but SQLite, or its content, says it is damaged: what is
+    left may be salvaged (``salvage``)."""
+
+
 # Meta entries every reader relies on, and the JSON type each must have.
 _META_TYPES: dict[str, type | tuple[type, ...]] = {
     "run": dict,
@@ -134,7 +139,7 @@ def _reading(path: Path) -> Iterator[None]:
     try:
         yield
     except (sqlite3.Error, ValueError, TypeError) as exc:  # ValueError: JSON, UTF-8, enums
-        raise StoreError(f"{path}: damaged run store ({exc})") from exc
+        raise StoreDamaged(f"{path}: damaged run store ({exc})") from exc
 
 
 class RunStore:
@@ -285,7 +290,7 @@ class RunStore:
         except (sqlite3.Error, ValueError) as exc:
             if conn is not None:
                 conn.close()
-            raise StoreError(f"{path}: not a soak run store ({exc})") from exc
+            raise StoreDamaged(f"{path}: not a soak run store ({exc})") from exc
         found = None if row is None else row[0]
         if found != str(STORE_VERSION):
             conn.close()
@@ -301,7 +306,7 @@ class RunStore:
         for key, kind in _META_TYPES.items():
             if key in meta and not isinstance(meta[key], kind):
                 found = type(meta[key]).__name__
-                raise StoreError(f"{self.path}: damaged run store (meta {key!r} is a {found})")
+                raise StoreDamaged(f"{self.path}: damaged run store (meta {key!r} is a {found})")
         return meta
 
     def devices(self) -> list[DeviceInfo]:
@@ -491,18 +496,21 @@ def salvage(path: str | Path) -> tuple[RunStore, Salvage]:
     path = path / STORE_NAME if path.is_dir() else path
     with tempfile.TemporaryDirectory(prefix="soak-salvage-") as tmp:
         copy = Path(tmp) / STORE_NAME
+        wal = Path(f"{path}-wal")
         try:
             shutil.copyfile(path, copy)
-            _fit_header(copy)
+            if wal.exists():  # committed ticks not yet checkpointed into the file
+                shutil.copyfile(wal, f"{copy}-wal")
+            _fit_header(copy, keep_wal=wal.exists())
         except OSError as exc:
             raise StoreError(f"{path}: damaged run store, cannot be copied ({exc})") from exc
         return _salvage_copy(path, copy)
 
 
-def _fit_header(copy: Path) -> None:
+def _fit_header(copy: Path, keep_wal: bool) -> None:
     """Make a copy's header agree with what is left of it: the page count of the pages
-    present (SQLite refuses every read of a file shorter than its header says) and the
-    rollback journal instead of WAL (no -wal file belongs to the copy)."""
+    present (SQLite refuses every read of a file shorter than its header says), and the
+    rollback journal instead of WAL where no -wal file came with it."""
     size = copy.stat().st_size
     with open(copy, "r+b") as f:
         header = bytearray(f.read(100))
@@ -515,7 +523,8 @@ def _fit_header(copy: Path) -> None:
         pages = size // page_size
         header[28:32] = pages.to_bytes(4, "big")
         header[92:96] = header[24:28]  # the page count is valid for this change counter
-        header[18] = header[19] = 1
+        if not keep_wal:
+            header[18] = header[19] = 1
         f.seek(0)
         f.write(header)
         f.truncate(pages * page_size)
