@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -45,22 +46,40 @@ class DeviceResult:
 
 
 def merge_windows(results: list[CheckResult]) -> list[CheckResult]:
-    """Join each "final …" result to the "steady …" result of the same check, device,
-    status and subject (the word after the window's name): one row of the report naming
-    both windows, where two rows would read as the same failure listed twice."""
+    """Join each result about the final window to the result of the same check, device and
+    status about the steady window that says the same with other numbers: one row of the
+    report naming both windows, where two rows would read as one failure listed twice."""
     steady: dict[tuple, int] = {}
     out: list[CheckResult] = []
     for c in results:
-        window, _, rest = c.message.partition(" ")
-        key = (c.check, c.device, c.status, rest.split(" ", 1)[0])
+        window = _window_word(c.message)
+        key = (c.check, c.device, c.status, _subject(c.message))
         if window == "steady":
             steady[key] = len(out)
         elif window == "final" and key in steady:
             at = steady.pop(key)
-            out[at] = CheckResult(c.check, c.status, f"{out[at].message}; {c.message}", c.device)
+            out[at] = CheckResult(c.check, c.status, _both(out[at].message, c.message), c.device)
             continue
         out.append(c)
     return out
+
+
+_WINDOW_WORD = re.compile(r"\b(steady|final)\b")
+
+
+def _window_word(message: str) -> str | None:
+    found = _WINDOW_WORD.search(message)
+    return found.group(1) if found else None
+
+
+def _subject(message: str) -> str:
+    """What a message says with its window and its numbers left out."""
+    return re.sub(r"\d[\d.,]*", "#", _WINDOW_WORD.sub("W", message, count=1))
+
+
+def _both(steady: str, final: str) -> str:
+    """One message for both windows, each with its own numbers."""
+    return f"{steady}; {final}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,8 @@ def test_steady_and_final_failures_of_one_check_are_one_row(faulty_run):
     retention = [r for r in rows if "throughput_retention" in r and ">GPU 1<" in r]
     gemm = [r for r in retention if "steady gemm" in r or "final gemm" in r]
     assert len(gemm) == 1 and "steady gemm" in gemm[0] and "; final gemm" in gemm[0]
+    thermal = [r for r in rows if "sw_thermal" in r and ">GPU 1<" in r]
+    assert len(thermal) == 1 and "steady window" in thermal[0] and "final window" in thermal[0]
 
 
 def test_an_incomplete_run_with_no_work_is_not_called_healthy(tmp_path):
