@@ -270,6 +270,14 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--out", type=Path, metavar="FILE", help="comparison report (default RUN_B/compare.html)"
     )
+    compare.add_argument(
+        "--min-change",
+        type=_positive("--min-change", allow_zero=True),
+        default=1.0,
+        metavar="PCT",
+        help="flag a change only if it is at least this share of run A's figure, in %% "
+        "(default 1), as well as beyond the noise",
+    )
 
     _import_parser(sub)
 
@@ -696,11 +704,14 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def _print_verdict(analysis) -> None:
+    """The reasons, then the verdict: with the report path after it, the last two lines."""
+    from soak.analysis.analyze import merge_windows
+
     devices, stop = len(analysis.devices), analysis.stop_reason
-    print(f"verdict: {analysis.verdict} ({devices} devices, stop: {stop})")
-    for reason in analysis.reasons:
+    for reason in merge_windows(analysis.reasons):
         where = "server" if reason.device is None else f"device {reason.device}"
         print(f"  {reason.status.upper():4}  {where}: {reason.check}: {reason.message}")
+    print(f"verdict: {analysis.verdict} ({devices} devices, stop: {stop})")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -716,7 +727,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from soak.report import compare
 
-    comparison = compare.compare_runs(args.run_a, args.run_b)
+    comparison = compare.compare_runs(args.run_a, args.run_b, args.min_change / 100)
     out = compare.write_comparison(comparison, args.out or compare.default_output(args.run_b))
     print(f"A: {comparison.a.label}  ({comparison.a.path})")
     print(f"B: {comparison.b.label}  ({comparison.b.path})")

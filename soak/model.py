@@ -122,6 +122,21 @@ class DeviceInfo:
     worker_env: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def kind(self) -> str:
+        """What the report calls the device, from its backend: "CPU" on the CPU backend,
+        "APU" for an AMD part that shares the host's memory (MI300A), else "GPU"."""
+        if self.backend == "cpu":
+            return "CPU"
+        if self.backend == "amd" and "MI300A" in self.name.upper():
+            return "APU"
+        return "GPU"
+
+    @property
+    def label(self) -> str:
+        """ "GPU 3", "CPU 0": the device's kind and index."""
+        return f"{self.kind} {self.index}"
+
 
 @dataclass(frozen=True, slots=True)
 class Telemetry:

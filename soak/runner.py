@@ -327,13 +327,20 @@ class Runner:
             self.detectors[row.device].add_telemetry(
                 row.t_s, row.temp_c, row.power_w, row.sm_clock_mhz
             )
+        first: dict[int, float] = {}  # devices whose first work arrives now: its end
+        for s in update.samples:
+            if s.device not in self.load_start_by_device and s.t_end_s > s.t_start_s:
+                first[s.device] = max(first.get(s.device, s.t_end_s), s.t_end_s)
+        for device, t_end in first.items():
+            # the device's load starts once its first step is done, every part of it
+            # (warm-up before it), as in the offline analysis
+            if device in self.detectors:
+                self.load_start_by_device[device] = t_end
+                self.detectors[device].start(t_end)
         for s in update.samples:
             detector = self.detectors.get(s.device)
             if detector is None or s.t_end_s <= s.t_start_s:
                 continue
-            if s.device not in self.load_start_by_device:
-                self.load_start_by_device[s.device] = s.t_start_s
-                detector.start(s.t_start_s)
             detector.add_rate(s.part, (s.t_start_s + s.t_end_s) / 2, s.rate)
             self.latest_rate.setdefault(s.device, {})[s.part] = Rate(s.part, s.rate, s.unit)
         events = []

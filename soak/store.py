@@ -16,6 +16,7 @@ import operator
 import os
 import shutil
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -94,6 +95,11 @@ def _event_row(e: Event) -> tuple[Any, ...]:
     return (e.t_s, e.device, str(e.kind), e.message, _dumps(e.details))
 
 
+class StoreDamaged(StoreError):
+    """The store's file is there but SQLite, or its content, says it is damaged: what is
+    left may be salvaged (``salvage``)."""
+
+
 # Meta entries every reader relies on, and the JSON type each must have.
 _META_TYPES: dict[str, type | tuple[type, ...]] = {
     "run": dict,
@@ -125,7 +131,7 @@ def _reading(path: Path) -> Iterator[None]:
     try:
         yield
     except (sqlite3.Error, ValueError, TypeError) as exc:  # ValueError: JSON, UTF-8, enums
-        raise StoreError(f"{path}: damaged run store ({exc})") from exc
+        raise StoreDamaged(f"{path}: damaged run store ({exc})") from exc
 
 
 class RunStore:
@@ -265,11 +271,10 @@ class RunStore:
     @classmethod
     def open(cls, path: str | Path) -> RunStore:
         """Open a store for reading, also one whose writer is running or was killed."""
-        path = Path(path)
-        if path.is_dir():
-            path = path / STORE_NAME
+        given = Path(path)
+        path = given / STORE_NAME if given.is_dir() else given
         if not path.is_file():
-            raise StoreError(f"{path.parent}: not a soak run folder (no {STORE_NAME})")
+            raise StoreError(f"{given}: not a soak run folder (no {STORE_NAME})")
         conn = None
         try:
             conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -277,7 +282,7 @@ class RunStore:
         except (sqlite3.Error, ValueError) as exc:
             if conn is not None:
                 conn.close()
-            raise StoreError(f"{path}: not a soak run store ({exc})") from exc
+            raise StoreDamaged(f"{path}: not a soak run store ({exc})") from exc
         found = None if row is None else row[0]
         if found != str(STORE_VERSION):
             conn.close()
@@ -293,7 +298,7 @@ class RunStore:
         for key, kind in _META_TYPES.items():
             if key in meta and not isinstance(meta[key], kind):
                 found = type(meta[key]).__name__
-                raise StoreError(f"{self.path}: damaged run store (meta {key!r} is a {found})")
+                raise StoreDamaged(f"{self.path}: damaged run store (meta {key!r} is a {found})")
         return meta
 
     def devices(self) -> list[DeviceInfo]:
@@ -415,3 +420,169 @@ def make_run_dir(out: Path, host: str, now: dt.datetime) -> Path:
     except ValueError as exc:  # a NUL in the path
         raise ConfigError(f"--out {str(out)!r}: not a usable path ({exc})") from exc
     return run_dir
+
+
+# -- salvage ---------------------------------------------------------------------------------
+
+_TABLES = ("meta", "devices", "capabilities", "telemetry", "work", "events")
+SALVAGE_FAILED_READS = 4000  # reads of damaged rows tried per table before giving it up
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Salvage:
+    """What reading a damaged store got back: its telemetry samples (rows) and the time of
+    the last one, and the tables that were not read whole."""
+
+    samples: int
+    last_t_s: float | None
+    incomplete_tables: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def is_sqlite_file(path: Path) -> bool:
+    """Whether the file starts as an SQLite database does (then damage may be salvaged)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
+def truncated(path: Path) -> bool:
+    """Whether the file is shorter than its own header says (a copy that stopped, a disk
+    that filled). Unknown (an old header, a WAL beside it) reads as not truncated."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+        size = path.stat().st_size
+    except OSError:
+        return False
+    if len(header) < 100 or Path(f"{path}-wal").exists():
+        return len(header) < 100
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    valid = header[24:28] == header[92:96]  # the page count is kept up to date
+    return valid and pages > 0 and size < pages * page_size
+
+
+def _read_range(
+    conn: sqlite3.Connection, sql: str, lo: int, hi: int, budget: list[int]
+) -> tuple[list[tuple[Any, ...]], bool]:
+    """Rows of ``sql`` (a rowid range query) from ``lo`` to ``hi``; where a range cannot be
+    read, its halves are, down to single rows, until ``budget`` failed reads are spent.
+    Returns the rows and whether every row in the range was read."""
+    try:
+        return conn.execute(sql, (lo, hi)).fetchall(), True
+    except sqlite3.DatabaseError:
+        budget[0] -= 1
+        if lo >= hi or budget[0] <= 0:
+            return [], False
+    mid = (lo + hi) // 2
+    first, ok_first = _read_range(conn, sql, lo, mid, budget)
+    second, ok_second = _read_range(conn, sql, mid + 1, hi, budget)
+    return first + second, ok_first and ok_second
+
+
+def _salvage_table(
+    src: sqlite3.Connection, table: str, size_b: int
+) -> tuple[list[tuple[Any, ...]], bool]:
+    """Every row of ``table`` that SQLite can still read, by rowid range around damage."""
+    try:
+        (top,) = src.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()
+    except sqlite3.DatabaseError:
+        top = size_b // 8  # no row is smaller than 8 bytes: an upper bound
+    if top is None:
+        return [], True
+    sql = f"SELECT * FROM {table} WHERE rowid BETWEEN ? AND ?"
+    return _read_range(src, sql, 1, int(top), [SALVAGE_FAILED_READS])
+
+
+def _insert(dst: sqlite3.Connection, table: str, rows: list[tuple[Any, ...]]) -> None:
+    """Rows into the salvaged copy; one row too damaged to keep (a NULL where the table
+    forbids it) is left out alone."""
+    sql = f"INSERT OR IGNORE INTO {table} VALUES ({', '.join('?' * len(rows[0]))})"
+    try:
+        dst.executemany(sql, rows)
+    except sqlite3.Error:
+        for row in rows:
+            with contextlib.suppress(sqlite3.Error):
+                dst.execute(sql, row)
+
+
+def salvage(path: str | Path) -> tuple[RunStore, Salvage]:
+    """Read what SQLite can still read of a damaged store, table by table and row range by
+    row range, into a store in memory that reads like the original; and what was got back.
+
+    Raises StoreError (one line) when even the run's own metadata cannot be read."""
+    path = Path(path)
+    path = path / STORE_NAME if path.is_dir() else path
+    with tempfile.TemporaryDirectory(prefix="soak-salvage-") as tmp:
+        copy = Path(tmp) / STORE_NAME
+        wal = Path(f"{path}-wal")
+        try:
+            shutil.copyfile(path, copy)
+            if wal.exists():  # committed ticks not yet checkpointed into the file
+                shutil.copyfile(wal, f"{copy}-wal")
+            _fit_header(copy, keep_wal=wal.exists())
+        except OSError as exc:
+            raise StoreError(f"{path}: damaged run store, cannot be copied ({exc})") from exc
+        return _salvage_copy(path, copy)
+
+
+def _fit_header(copy: Path, keep_wal: bool) -> None:
+    """Make a copy's header agree with what is left of it: the page count of the pages
+    present (SQLite refuses every read of a file shorter than its header says), and the
+    rollback journal instead of WAL where no -wal file came with it."""
+    size = copy.stat().st_size
+    with open(copy, "r+b") as f:
+        header = bytearray(f.read(100))
+        if len(header) < 100:
+            return
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        if page_size < 512 or page_size & (page_size - 1):
+            return  # the header itself is damaged: SQLite will say so
+        pages = size // page_size
+        header[28:32] = pages.to_bytes(4, "big")
+        header[92:96] = header[24:28]  # the page count is valid for this change counter
+        if not keep_wal:
+            header[18] = header[19] = 1
+        f.seek(0)
+        f.write(header)
+        f.truncate(pages * page_size)
+
+
+def _salvage_copy(path: Path, copy: Path) -> tuple[RunStore, Salvage]:
+    try:
+        src = sqlite3.connect(copy, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path}: damaged run store, nothing recoverable ({exc})") from exc
+    size = copy.stat().st_size
+    dst = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    dst.executescript(_SCHEMA)
+    whole: dict[str, bool] = {}
+    try:
+        for table in _TABLES:
+            try:
+                rows, whole[table] = _salvage_table(src, table, size)
+            except sqlite3.DatabaseError:  # the table's own schema is unreadable
+                rows, whole[table] = [], False
+            if rows:
+                _insert(dst, table, rows)
+    finally:
+        src.close()
+    store = RunStore(path, dst)
+    try:
+        meta = store.meta()
+        (count, last) = dst.execute("SELECT COUNT(*), MAX(t_s) FROM telemetry").fetchone()
+    except (StoreError, sqlite3.Error) as exc:
+        dst.close()
+        raise StoreError(f"{path}: damaged run store, its metadata unreadable ({exc})") from exc
+    if meta.get("store_version") != STORE_VERSION or not isinstance(meta.get("run"), dict):
+        dst.close()
+        raise StoreError(f"{path}: damaged run store, the run's own metadata is lost")
+    missing = tuple(t for t in _TABLES if not whole[t])
+    return store, Salvage(int(count), None if last is None else float(last), missing)

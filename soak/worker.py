@@ -90,6 +90,7 @@ def worker_main(spec: WorkerSpec, commands: Connection, data: Connection) -> Non
     how it ended and exit with a code that says the same."""
     os.environ.update(spec.env)
     _die_with_parent(spec.parent_pid)
+    _own_resource_tracker()
     stop = threading.Event()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the coordinator's to handle
     signal.signal(signal.SIGTERM, lambda _sig, _frame: stop.set())
@@ -101,6 +102,34 @@ def worker_main(spec: WorkerSpec, commands: Connection, data: Connection) -> Non
     channel.send(("outcome", channel.now(), outcome.value, details))
     channel.close()
     sys.exit(code)
+
+
+def _own_resource_tracker() -> None:
+    """Give this worker a resource tracker of its own, quiet, in place of the coordinator's.
+
+    Semaphores the workload creates (a DataLoader's queues) are registered with a tracker,
+    which unlinks whatever is left when the last process holding it exits. Shared with the
+    coordinator, a worker killed on a second Ctrl-C leaves them to the coordinator's
+    tracker, which at soak's exit cleans them up *and* prints "leaked semaphore objects"
+    after soak's own last line. A worker's own tracker does the same clean-up when the worker
+    goes, with its stderr on /dev/null: a kill asked for is not a leak to report."""
+    from multiprocessing import resource_tracker
+
+    tracker = resource_tracker.ResourceTracker()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    saved = os.dup(2)
+    try:
+        os.dup2(devnull, 2)  # the tracker process inherits this stderr
+        tracker.ensure_running()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    resource_tracker._resource_tracker = tracker
+    resource_tracker.ensure_running = tracker.ensure_running
+    resource_tracker.register = tracker.register
+    resource_tracker.unregister = tracker.unregister
+    resource_tracker.getfd = tracker.getfd
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -211,9 +240,11 @@ class _SampleBatch:
         self._last_send = time.monotonic()
 
     def add(self, result: StepResult, checks: Sequence[Verification]) -> None:
-        t_start = self._channel.run_time(result.t_start)
-        t_end = self._channel.run_time(result.t_end)
+        run_time = self._channel.run_time
         for part in result.parts:
+            # a part timed on its own (mix on a CPU) is stored over its own span
+            t_start = run_time(result.t_start if part.t_start is None else part.t_start)
+            t_end = run_time(result.t_end if part.t_end is None else part.t_end)
             mine = [c for c in checks if c.part == part.part]
             verified = all(c.ok for c in mine) if mine else None
             errors = [c.max_rel_error for c in mine if c.max_rel_error is not None]

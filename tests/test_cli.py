@@ -73,7 +73,7 @@ def test_sim_run_prints_verdict_and_ends_with_report_path(tmp_path, capsys):
     )
     lines = capsys.readouterr().out.strip().splitlines()
     assert code in (0, 1)
-    assert lines[0].startswith("verdict: ")
+    assert lines[-2].startswith("verdict: ")
     report = Path(lines[-1])
     assert report.name == "report.html" and report.is_file()
     assert (report.parent / "summary.json").is_file()
@@ -109,6 +109,13 @@ def test_report_rebuilds_from_the_store_alone(tmp_path, capsys):
 def test_report_on_a_folder_that_is_not_a_run(tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "not a soak run folder" in capsys.readouterr().err
+
+
+def test_report_on_a_missing_path_names_that_path(tmp_path, capsys):
+    missing = tmp_path / "nonexistent"
+    assert main(["report", str(missing)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"soak: error: {missing}: not a soak run folder (no soak.sqlite)"
 
 
 def test_devices_lists_the_sim_with_capabilities(capsys):

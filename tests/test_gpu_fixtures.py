@@ -26,7 +26,9 @@ def test_gemm_trace_replays_to_the_figures_the_check_reported(tmp_path):
     recorded = json.loads((H200 / "gpu_check.json").read_text())["gemm"]
     device = analysis.devices[0]
     assert device.info.name == "NVIDIA H200" and device.info.power_limit_w == 700.0
-    assert device.facts.cold.throughput["gemm"] == pytest.approx(recorded["cold"], rel=1e-9)
+    # gpu_check.json was written when the load started with the first step; it now starts
+    # after it (the first step is warm-up), which moves the cold window by one step
+    assert device.facts.cold.throughput["gemm"] == pytest.approx(recorded["cold"], rel=1e-3)
     assert 6.0e14 < device.facts.cold.throughput["gemm"] < 7.5e14  # bf16 at the power cap
     assert device.facts.cold.median["power_w"] == pytest.approx(690, abs=15)
     assert device.facts.verification_checked >= 3 and device.facts.verification_failed == 0

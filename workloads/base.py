@@ -82,6 +82,10 @@ class PartWork:
     part: str
     work: float
     unit: str  # "FLOP", "B", "token"
+    # The part's own time.monotonic() span inside the step, where it ran alone (mix on a
+    # CPU); None: the step's span, shared with any other part.
+    t_start: float | None = None
+    t_end: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,11 @@ take the same time alone. On a GPU each part has its own CUDA stream, so the thr
 concurrently (tensor cores, HBM and a host-fed pipeline busy together) and at most two
 rounds are in flight; on a CPU the parts run one after the other.
 
-Each part's work is reported over the whole step, so its rate is the part's throughput
-*while sharing the device*, lower than alone; it is what cold and steady state compare.
+No figure is derived from another. On a CPU each part runs as one block of the step and is
+timed on its own: its rate is its own work over its own time. On a GPU the parts overlap,
+so no part has a time of its own (and with fixed rounds, per-part rates over the shared
+step would all move together by construction): the mix is reported as one rate, part
+"mix", counted in the GEMM FLOP it completes per second while sharing the device.
 """
 
 from __future__ import annotations
@@ -56,12 +59,35 @@ class MixWorkload:
         self.streams = {
             p.name: torch.cuda.Stream(self.device) if cuda else None for p in self.parts
         }
+        # on a CPU, whole rounds per step: each part one block of about step_s / 3
+        self.repeats = max(1, round(self.options.step_s / (len(self.parts) * base_s)))
 
     @property
     def parts(self) -> tuple[TrainWorkload, GemmWorkload, MembwWorkload]:
         return (self.train, self.gemm, self.membw)
 
+    @property
+    def concurrent(self) -> bool:
+        """Whether the parts overlap (their own CUDA streams) rather than take turns."""
+        return any(stream is not None for stream in self.streams.values())
+
     def step(self) -> StepResult:
+        return self._step_concurrent() if self.concurrent else self._step_in_turn()
+
+    def _step_in_turn(self) -> StepResult:
+        """Each part in one block, timed on its own."""
+        t0 = time.monotonic()
+        parts = []
+        for part in self.parts:
+            t_part = time.monotonic()
+            work = part.enqueue(self.rounds[part.name] * self.repeats)
+            synchronize(self.device)
+            parts.append(PartWork(part.name, work, part.unit, t_part, time.monotonic()))
+        checks = self.train.finish_step()
+        return StepResult(t0, time.monotonic(), tuple(parts), checks)
+
+    def _step_concurrent(self) -> StepResult:
+        """Rounds on the parts' streams until step_s has passed; one rate for the mix."""
         work = dict.fromkeys(self.rounds, 0.0)
         in_flight: list[torch.cuda.Event] = []
         t0 = time.monotonic()
@@ -75,8 +101,7 @@ class MixWorkload:
         synchronize(self.device)
         t1 = time.monotonic()
         checks = self.train.finish_step()
-        parts = tuple(PartWork(p.name, work[p.name], p.unit) for p in self.parts)
-        return StepResult(t0, t1, parts, checks)
+        return StepResult(t0, t1, (PartWork(self.name, work["gemm"], self.gemm.unit),), checks)
 
     def _enqueue_round(self, work: dict[str, float]) -> list[torch.cuda.Event]:
         """Queue one round, each part on its own stream; the events that mark its end."""
@@ -100,8 +125,13 @@ class MixWorkload:
     def describe(self) -> dict[str, Any]:
         return {
             "workload": self.name,
-            "concurrent_streams": self.device.type == "cuda",
+            "concurrent_streams": self.concurrent,
+            "rates": "one rate for the mix, its GEMM FLOP/s while sharing the device: the "
+            "parts run concurrently, so no part has a time of its own"
+            if self.concurrent
+            else "per part, each over its own time",
             "round": dict(self.rounds),
+            "rounds_per_step": 1 if self.concurrent else self.repeats,
             "parts": {part.name: part.describe() for part in self.parts},
             "checksum": self.checksum(),
         }

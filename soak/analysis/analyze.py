@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -36,10 +37,50 @@ class DeviceResult:
     verdict: str
     diagnosis: str  # one of diagnosis.CAUSES
     diagnosis_evidence: tuple[str, ...] = ()
+    # From the load's launch to this device's load start: the worker's imports, set-up,
+    # calibration and first step (CUDA context, autotuning). None: not measured.
+    warmup_s: float | None = None
 
     @property
     def index(self) -> int:
         return self.info.index
+
+
+def merge_windows(results: list[CheckResult]) -> list[CheckResult]:
+    """Join each result about the final window to the result of the same check, device and
+    status about the steady window that says the same with other numbers: one row of the
+    report naming both windows, where two rows would read as one failure listed twice."""
+    steady: dict[tuple, int] = {}
+    out: list[CheckResult] = []
+    for c in results:
+        window = _window_word(c.message)
+        key = (c.check, c.device, c.status, _subject(c.message))
+        if window == "steady":
+            steady[key] = len(out)
+        elif window == "final" and key in steady:
+            at = steady.pop(key)
+            out[at] = CheckResult(c.check, c.status, _both(out[at].message, c.message), c.device)
+            continue
+        out.append(c)
+    return out
+
+
+_WINDOW_WORD = re.compile(r"\b(steady|final)\b")
+
+
+def _window_word(message: str) -> str | None:
+    found = _WINDOW_WORD.search(message)
+    return found.group(1) if found else None
+
+
+def _subject(message: str) -> str:
+    """What a message says with its window and its numbers left out."""
+    return re.sub(r"\d[\d.,]*", "#", _WINDOW_WORD.sub("W", message, count=1))
+
+
+def _both(steady: str, final: str) -> str:
+    """One message for both windows, each with its own numbers."""
+    return f"{steady}; {final}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,11 +139,14 @@ class Analysis:
 def _load_span(
     work: dict[str, dict[str, np.ndarray]], tele_t: np.ndarray, meta: dict
 ) -> tuple[float | None, float | None]:
-    """A device's load start (its first work started) and end (its last work ended)."""
-    starts = [w["t_start_s"].min() for w in work.values() if w["t_start_s"].size]
+    """A device's load start and end (its last work ended). Its load starts when its first
+    unit of work is complete, of every part it runs: what comes before (imports, set-up,
+    calibration, the first step's compilation or autotuning) is warm-up, never counted as
+    load."""
+    starts = [w["t_end_s"].min() for w in work.values() if w["t_end_s"].size]
     ends = [w["t_end_s"].max() for w in work.values() if w["t_end_s"].size]
     if starts:
-        return float(min(starts)), float(max(ends))
+        return float(max(starts)), float(max(ends))
     start = meta.get("load_start_s")
     end = meta.get("stop", {}).get("load_stop_s")
     if end is None and tele_t.size:
@@ -258,7 +302,8 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     units = data.units
     stop = meta.get("stop") or {}
     stop_reason = stop.get("reason", "error")  # no stop record: the coordinator died
-    incomplete = stop_reason in INCOMPLETE_STOPS
+    # A store read back from damage may have lost any sample: never a PASS on what is left.
+    incomplete = stop_reason in INCOMPLETE_STOPS or bool(meta.get("salvage"))
 
     results: list[DeviceResult] = []
     all_facts: list[DeviceFacts] = []
@@ -279,8 +324,14 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         verdict = "FAIL" if failed else "INCOMPLETE" if incomplete else "PASS"
         start, end = spans[info.index]
         found = diagnose(facts, mine, peers)
+        launched = meta.get("load_start_s")
+        worked = any(w["t_end_s"].size for w in data.work.get(info.index, {}).values())
+        known = worked and start is not None and launched is not None
+        warmup = start - launched if known else None
         results.append(
-            DeviceResult(info, facts, start, end, mine, verdict, found.cause, found.evidence)
+            DeviceResult(
+                info, facts, start, end, mine, verdict, found.cause, found.evidence, warmup
+            )
         )
 
     if not results:

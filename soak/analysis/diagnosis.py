@@ -16,7 +16,8 @@ and for a device that is slow (throughput retention, the within-server rule or a
   limit (leakage grows with temperature);
 - **hardware-fault** for what is left: slower with no thermal, input or power explanation.
 
-A device that did not fail is **healthy**, and so is one that failed only a requirement of
+A device that did not fail is **healthy** (**not measured** when an incomplete run stopped
+before any of its work was measured), and so is one that failed only a requirement of
 the run (equilibrium not reached where the profile requires it): its FAIL has no device
 cause, and the failing check says why. Peers are the server's other devices; with fewer
 than three, only the device's own cold-to-steady change can speak.
@@ -37,7 +38,8 @@ THERMAL = "thermal-limited"
 POWER = "power-limited"
 HOST = "host-bound"
 HARDWARE = "hardware-fault"
-CAUSES = (HEALTHY, THERMAL, POWER, HOST, HARDWARE)
+NOT_MEASURED = "not measured"  # an incomplete run that stopped before any work was measured
+CAUSES = (HEALTHY, THERMAL, POWER, HOST, HARDWARE, NOT_MEASURED)
 
 HARDWARE_CHECKS = frozenset(
     {
@@ -281,10 +283,19 @@ def _power(f: DeviceFacts, peers: Peers) -> Diagnosis | None:
     return Diagnosis(POWER, tuple(evidence))
 
 
+def _work_measured(f: DeviceFacts) -> bool:
+    """Whether any work of the device was measured over its load."""
+    if f.whole is None:
+        return False
+    return any(rate is not None for rate in f.whole.throughput.values())
+
+
 def diagnose(f: DeviceFacts, checks: Sequence[CheckResult], peers: Peers) -> Diagnosis:
     """The likely cause of what this device's checks found; healthy where nothing failed."""
     failing = {c.check for c in checks if c.status is Status.FAIL and c.device == f.index}
     if not failing:
+        if f.run_incomplete and not _work_measured(f):
+            return Diagnosis(NOT_MEASURED, ("the run stopped before any work was measured",))
         return Diagnosis(HEALTHY)
     hardware = _hardware(f, failing, checks)
     if hardware is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from soak.analysis import Analysis, RunData, analyze_run
@@ -10,11 +11,57 @@ from soak.report.html import write_report
 from soak.report.junit import write_junit
 from soak.report.measures import measure
 from soak.report.summary import build_summary, write_summary
-from soak.store import RunStore
+from soak.store import (
+    STORE_NAME,
+    RunStore,
+    StoreDamaged,
+    is_sqlite_file,
+    salvage,
+    truncated,
+)
 
 REPORT_NAME = "report.html"
 SUMMARY_NAME = "summary.json"
 JUNIT_NAME = "junit.xml"
+
+
+def read_run(run_dir: Path) -> RunData:
+    """A run's records from its store; from what SQLite can still read of it where the store
+    is damaged (cut short, pages overwritten), with ``meta["salvage"]`` saying how much."""
+    path = run_dir / STORE_NAME if run_dir.is_dir() else run_dir
+    try:
+        store = RunStore.open(run_dir)
+    except StoreDamaged:
+        if not is_sqlite_file(path):  # not a store at all: nothing to salvage
+            raise
+        store = None
+    data = None
+    if store is not None:
+        try:
+            data = None if truncated(store.path) else RunData.from_store(store)
+        except StoreDamaged:
+            data = None
+        finally:
+            store.close_read()
+    if data is not None:
+        return data
+    salvaged, found = salvage(path)
+    try:
+        data = RunData.from_store(salvaged)
+    finally:
+        salvaged.close_read()
+    data.meta["salvage"] = found.as_dict()
+    return data
+
+
+def _built_intact(summary: Path) -> bool:
+    """Whether ``summary`` was written from an intact store (a salvaged report says it was
+    not): such outputs are never replaced by what a damaged copy still holds."""
+    try:
+        found = json.loads(summary.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(found, dict) and not (found.get("run") or {}).get("store_damage")
 
 
 def build_outputs(run_dir: Path, profile: Profile | None = None) -> tuple[Analysis, Path]:
@@ -22,11 +69,12 @@ def build_outputs(run_dir: Path, profile: Profile | None = None) -> tuple[Analys
     it, from the store alone. The profile defaults to the one the run was started with.
     The store is read once: the analysis and the report share its series."""
     run_dir = Path(run_dir)
-    store = RunStore.open(run_dir)
-    try:
-        data = RunData.from_store(store)
-    finally:
-        store.close_read()
+    data = read_run(run_dir)
+    if data.meta.get("salvage") and _built_intact(run_dir / SUMMARY_NAME):
+        raise StoreDamaged(
+            f"{run_dir}: damaged run store; the outputs built from it while it was intact "
+            "are kept (copy the store to another folder to report what is left of it)"
+        )
     if profile is None:
         recorded = data.meta.get("profile")
         # The profile stored with the run: a later edit of its TOML file does not

@@ -11,6 +11,10 @@ combined as √(σ_A² + σ_B²), and a change counts as larger than the noise w
 reads whole °C cannot differ by less than 1 °C). This is the noise of the measurement within
 a run; what differs between two days (room temperature, other load in the rack) is not in
 it, and is the point of comparing.
+
+A change beyond the noise is flagged (better, worse, changed) only when it is also at least
+a practical threshold, ``--min-change`` (1 % of run A's figure by default): a long steady
+window measures 0.1 % shifts precisely, and nobody acts on them.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from soak.report.summary import load_summary
 from soak.units import NOT_AVAILABLE, num, si
 
 K_SIGMA = 3.0
+MIN_CHANGE = 0.01  # default practical threshold: a change smaller than 1 % is not flagged
+WITHIN_NOISE = "within noise"
 SUMMARY_NAME = "summary.json"
 COMPARE_NAME = "compare.html"
 
@@ -62,6 +68,7 @@ class Change:
     se: float | None  # combined standard error √(σ_A² + σ_B²)
     step: float | None  # the coarser sensor step of the two runs
     direction: int  # +1 higher is better, -1 lower is better, 0 neither
+    min_change: float = MIN_CHANGE  # practical threshold, a fraction of run A's figure
 
     @property
     def delta(self) -> float | None:
@@ -85,16 +92,33 @@ class Change:
         return abs(self.delta) > self.threshold
 
     @property
+    def practical(self) -> bool | None:
+        """Whether the change reaches the practical threshold; a change from 0 always does."""
+        if self.delta is None:
+            return None
+        if not self.a:
+            return self.delta != 0
+        return abs(self.delta / self.a) >= self.min_change
+
+    @property
     def verdict(self) -> str:
-        """ "better", "worse", "changed" (neither is better), "within noise", or "not available"
-        (a value or its noise could not be measured)."""
+        """ "better", "worse", "changed" (neither is better) for a change beyond the noise and
+        the practical threshold; else which of the two it is within: "within noise" or
+        "under 1 %"; or "not available" (a value or its noise could not be measured)."""
         if self.significant is None:
             return NOT_AVAILABLE
         if not self.significant:
-            return "within noise"
+            return WITHIN_NOISE
+        if not self.practical:
+            return under_label(self.min_change)
         if self.direction == 0:
             return "changed"
         return "better" if self.delta * self.direction > 0 else "worse"  # type: ignore[operator]
+
+
+def under_label(min_change: float) -> str:
+    """The verdict of a change beyond the noise but below the practical threshold."""
+    return f"under {100 * min_change:g} %"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +129,7 @@ class Comparison:
     pairs: list[tuple[dict[str, Any], dict[str, Any]]]
     changes: list[Change]
     notes: list[str] = field(default_factory=list)
+    min_change: float = MIN_CHANGE
 
 
 def load_run(path: str | Path) -> Run:
@@ -197,7 +222,7 @@ def _run_notes(a: Run, b: Run) -> list[str]:
     return notes
 
 
-def _changes(index: int, da: dict[str, Any], db: dict[str, Any]) -> list[Change]:
+def _changes(index: int, da: dict[str, Any], db: dict[str, Any], min_change: float) -> list[Change]:
     sa, sb = da.get("steady") or {}, db.get("steady") or {}
     out = []
     for key, (label, unit, direction) in METRICS.items():
@@ -212,6 +237,7 @@ def _changes(index: int, da: dict[str, Any], db: dict[str, Any]) -> list[Change]
                 _combine(_noise(da, "se", key), _noise(db, "se", key)),
                 _coarser(_noise(da, "step", key), _noise(db, "step", key)),
                 direction,
+                min_change,
             )
         )
     ta, tb = sa.get("throughput") or {}, sb.get("throughput") or {}
@@ -229,18 +255,25 @@ def _changes(index: int, da: dict[str, Any], db: dict[str, Any]) -> list[Change]
                 _combine(_noise(da, "se", key), _noise(db, "se", key)),
                 None,
                 +1,
+                min_change,
             )
         )
     return out
 
 
-def compare_runs(path_a: str | Path, path_b: str | Path) -> Comparison:
+def compare_runs(
+    path_a: str | Path, path_b: str | Path, min_change: float = MIN_CHANGE
+) -> Comparison:
+    """Pair the devices of two runs and compare their steady figures; ``min_change`` is the
+    practical threshold, a fraction of run A's figure."""
+    if not (math.isfinite(min_change) and 0 <= min_change < 10):
+        raise ConfigError(f"--min-change: {100 * min_change:g} % is not in [0, 1000)")
     a, b = load_run(path_a), load_run(path_b)
     matched_by, pairs, notes = _pair(a, b)
     if not pairs:
         raise ConfigError(f"{path_a} and {path_b}: no device in common to compare")
-    changes = [c for x, y in pairs for c in _changes(int(y.get("index", -1)), x, y)]
-    return Comparison(a, b, matched_by, pairs, changes, _run_notes(a, b) + notes)
+    changes = [c for x, y in pairs for c in _changes(int(y.get("index", -1)), x, y, min_change)]
+    return Comparison(a, b, matched_by, pairs, changes, _run_notes(a, b) + notes, min_change)
 
 
 def fmt_value(c: Change, value: float | None) -> str:
@@ -299,9 +332,13 @@ def headline(comparison: Comparison) -> str:
     for c in comparison.changes:
         if c.verdict in counts:
             counts[c.verdict] += 1
+    threshold = f"{100 * comparison.min_change:g} %"
+    small = sum(c.verdict == under_label(comparison.min_change) for c in comparison.changes)
+    tail = f" ({small} beyond the noise but under {threshold})" if small else ""
     if not any(counts.values()):
-        return "no change larger than the noise"
-    return ", ".join(f"{n} {v}" for v, n in counts.items() if n) + " beyond the noise"
+        return f"no change beyond the noise and {threshold}{tail}"
+    flagged = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    return f"{flagged} beyond the noise and {threshold}{tail}"
 
 
 def _context(comparison: Comparison) -> dict[str, Any]:
@@ -362,6 +399,7 @@ def _context(comparison: Comparison) -> dict[str, Any]:
         "devices": devices,
         "figure": figures.comparison(comparison.changes),
         "k_sigma": f"{K_SIGMA:g}",
+        "min_change": f"{100 * comparison.min_change:g}",
         "soak_version": __version__,
     }
 

@@ -251,7 +251,7 @@ def device_timeline(
     if temp.empty and hbm.empty:
         _not_available(ax_temp, "temperature")
     if not temp.empty:
-        _plot(ax_temp, temp, scale, "#cf222e", "GPU")
+        _plot(ax_temp, temp, scale, "#cf222e", d.info.kind)
     if not hbm.empty:
         _plot(ax_temp, hbm, scale, "#8250df", "HBM")
     if d.info.slowdown_temp_c is not None:
@@ -355,16 +355,17 @@ def server_view(
         color = cmap(i % cmap.N)
         temp = envelope(tele[d.index]["t_s"] - t0, tele[d.index]["temp_c"])
         if not temp.empty:
-            _plot(ax_temp, temp, scale, color, f"GPU {d.index}")
+            _plot(ax_temp, temp, scale, color, d.info.label)
         if d.index in rates:
             mid, rate = rates[d.index]
             e = envelope(mid - t0, rate)
             if not e.empty:
-                _plot(ax_rate, e, scale, color, f"GPU {d.index}", factor=1.0 / prefix_scale)
+                _plot(ax_rate, e, scale, color, d.info.label, factor=1.0 / prefix_scale)
     ax_temp.set_ylabel("temperature (°C)")
     if not ax_temp.lines:
         _not_available(ax_temp, "temperature")
-    ax_rate.set_ylabel(f"{part or 'throughput'} ({prefix}{rate_unit})")
+    rate_label = f"{prefix}{rate_unit}"
+    ax_rate.set_ylabel(f"{part or 'throughput'}" + (f" ({rate_label})" if rate_label else ""))
     if not ax_rate.lines:
         _not_available(ax_rate, "throughput")
     ax_rate.set_xlabel(f"{unit} since load start")
@@ -438,7 +439,7 @@ def heatmap(
     fig = Figure(figsize=(WIDTH_IN, 2 * height), layout="constrained")
     axes = fig.subplots(2, 1, sharex=True)
     extent = (0.0, (t_end - t0) / scale, len(results) - 0.5, -0.5)
-    labels = [f"GPU {d.index}" for d in results]
+    labels = [d.info.label for d in results]
     panels = (
         (temps, "inferno", "hottest temperature in each bin (°C)", None, None),
         (
@@ -504,7 +505,7 @@ def comparison(changes: Sequence) -> str:
                 xs.append(i - 0.4 + width * (k + 0.5))
                 ys.append(c.delta * scale)
                 errs.append(c.threshold * abs(scale) if c.threshold is not None else 0.0)
-                alphas.append(1.0 if c.significant else 0.35)
+                alphas.append(1.0 if c.significant and c.practical else 0.35)
             if not xs:
                 continue
             color = colors[k % len(colors)]

@@ -12,17 +12,24 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 import numpy as np
 
 from soak import __version__, fields
-from soak.analysis.analyze import INCOMPLETE_STOPS, Analysis, DeviceResult, RunData
-from soak.analysis.checks import CheckResult
+from soak.analysis.analyze import (
+    INCOMPLETE_STOPS,
+    Analysis,
+    DeviceResult,
+    RunData,
+    merge_windows,
+)
+from soak.analysis.checks import CheckResult, Status
 from soak.analysis.windows import WindowStats
 from soak.config import Checks, Windows
 from soak.fields import REASONS
 from soak.model import RATE_UNITS, EventKind
 from soak.report import figures
-from soak.report.junit import case_names
+from soak.report.junit import case_names, run_cases
 from soak.units import NOT_AVAILABLE, num, pct, si
 
 MAX_EVENTS = 2000  # event rows shown; the store keeps every one
@@ -36,6 +43,17 @@ env = jinja2.Environment(
     lstrip_blocks=True,
 )
 
+
+def _cell(value: Any) -> Any:
+    """A table cell whose "not available" may wrap (a narrow column of them keeps a wide
+    table inside the page); any other value as it is."""
+    if value == NOT_AVAILABLE:
+        return markupsafe.Markup('<span class="na">not available</span>')
+    return value
+
+
+env.filters["cell"] = _cell
+
 DIAGNOSES = {
     "healthy": "no loss from cold to steady state that the checks flag",
     "thermal-limited": "clocks held back by thermal slowdown, or too little margin below the "
@@ -46,6 +64,8 @@ DIAGNOSES = {
     "not keep the device busy",
     "hardware-fault": "hardware errors, failed results, a lost device or a slowdown with no "
     "thermal, power or host explanation: see the failing checks",
+    "not measured": "the run stopped before any work was measured: nothing can be said of "
+    "the device's health",
 }
 
 WINDOW_MEANINGS = {
@@ -262,7 +282,9 @@ def _device(
         "rows": _metric_rows(d),
         "part_rows": _part_rows(d, analysis.units),
         "mixed": len(f.units) > 1,
-        "energy_basis": ", ".join(sorted(energy_basis)) or NOT_AVAILABLE,
+        "energy_note": f"Energy from the {', '.join(sorted(energy_basis))}"
+        if energy_basis
+        else "Energy: not available (neither an energy counter nor power readings)",
         "windows": windows,
         "equilibrium": _equilibrium(d),
         "reason_rows": _reason_rows(d),
@@ -384,7 +406,7 @@ def _events(analysis: Analysis, t0: float) -> dict[str, Any]:
     rows = [
         {
             "t": clock_time(e.t_s - t0),
-            "device": "server" if e.device is None else f"GPU {e.device}",
+            "device": "server" if e.device is None else _label(analysis, e.device),
             "kind": str(e.kind),
             "message": e.message,
             "notable": e.kind in NOTABLE_EVENTS
@@ -460,12 +482,14 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         "workload": text(run.get("workload")),
         "backend": text(run.get("backend")),
         "started": text(run.get("started_utc")),
-        "load": duration(stop.get("duration_s")),
+        "load": _load_length(analysis, stop),
+        "warmup": _warmup(analysis),
         # no stop record: the coordinator died (the analysis calls that "error")
         "stop": analysis.stop_reason,
         "stop_detail": stop.get("detail") or "",
         "incomplete": analysis.stop_reason in INCOMPLETE_STOPS,
         "imported": _imported(run.get("source")),
+        "damaged": _damage(meta.get("salvage")),
     }
 
 
@@ -495,16 +519,65 @@ def _imported(source: Any) -> str:
     return " · ".join(parts)
 
 
+def _damage(found: dict[str, Any] | None) -> str | None:
+    """ "store damaged: recovered 6,012 samples up to t = 1.7 h" for a salvaged store."""
+    if not found:
+        return None
+    up_to = duration(found.get("last_t_s"))
+    lost = ", ".join(found.get("incomplete_tables") or ()) or "none"
+    return (
+        f"store damaged: recovered {found.get('samples', 0):,} samples up to t = {up_to} "
+        f"(tables not read whole: {lost})"
+    )
+
+
+def device_kind(analysis: Analysis) -> str:
+    """What the run's devices are, from their backend: "GPU", "CPU", "APU"; "device" when a
+    run mixes kinds."""
+    kinds = {d.info.kind for d in analysis.devices}
+    return kinds.pop() if len(kinds) == 1 else "device"
+
+
+def _label(analysis: Analysis, index: int) -> str:
+    """ "GPU 3", "CPU 0": a device of the run by its index."""
+    info = next((d.info for d in analysis.devices if d.index == index), None)
+    return info.label if info is not None else f"{device_kind(analysis)} {index}"
+
+
+def _load_length(analysis: Analysis, stop: dict[str, Any]) -> str:
+    """How long the devices were under load: from each one's load start (after its warm-up)
+    to its last work, the longest; the recorded stop without work measured."""
+    spans = [
+        d.end_s - d.load_start_s
+        for d in analysis.devices
+        if d.load_start_s is not None and d.end_s is not None
+    ]
+    if spans:
+        return duration(max(spans))
+    return duration(stop.get("duration_s"))
+
+
+def _warmup(analysis: Analysis) -> str | None:
+    """ "worker ready after 38 s" (or "workers ready after 31–38 s"); None where no device
+    measured one (a simulated load has none)."""
+    found = sorted(d.warmup_s for d in analysis.devices if d.warmup_s is not None)
+    if not found:
+        return None
+    if len(found) == 1 or found[-1] - found[0] < 1:
+        return f"worker{'s' if len(found) > 1 else ''} ready after {duration(found[-1])}"
+    return f"workers ready after {found[0]:.0f}–{duration(found[-1])}"
+
+
 def _reasons(analysis: Analysis) -> list[dict[str, Any]]:
     return [
         {
             "status": str(c.status),
-            "where": "server" if c.device is None else f"GPU {c.device}",
+            "where": "server" if c.device is None else _label(analysis, c.device),
             "anchor": None if c.device is None else f"gpu{c.device}",
             "check": c.check,
             "message": c.message,
         }
-        for c in analysis.reasons
+        for c in merge_windows(analysis.reasons)
     ]
 
 
@@ -526,9 +599,12 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
     host_rows = _host_rows(meta, analysis)
     return {
         "verdict": analysis.verdict,
+        "kind": device_kind(analysis),
         "header": _header(analysis),
         "reasons": _reasons(analysis),
-        "n_checks": len(analysis.checks),
+        "n_checks": len(analysis.checks) + len(run_cases(analysis)),
+        "n_fail": sum(c.status is Status.FAIL for c in analysis.checks),
+        "n_warn": sum(c.status is Status.WARN for c in analysis.checks),
         "overview": [_overview(d, part, analysis.units) for d in analysis.devices],
         "part": part,
         "sync_loss": pct(loss, 2),

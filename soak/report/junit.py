@@ -20,7 +20,6 @@ from pathlib import Path
 
 from soak.analysis.analyze import INCOMPLETE_STOPS, Analysis
 from soak.analysis.checks import CheckResult, Status
-from soak.units import pct
 
 WINDOW_WORDS = ("steady", "final", "cold")
 _BAD_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -95,6 +94,24 @@ def _count(suite: ET.Element) -> None:
         suite.set(attr, str(sum(1 for c in cases if c.find(tag) is not None)))
 
 
+def run_cases(analysis: Analysis) -> list[tuple[str, Status | str, str]]:
+    """The run's own test cases beside the analysis's checks (the devices found, the run
+    completed), so that the report counts what ``junit.xml`` counts. The synchronous loss is
+    a figure, not a check: a property of the server's suite."""
+    cases: list[tuple[str, Status | str, str]] = []
+    if not analysis.devices:
+        cases.append(("devices", Status.FAIL, "no devices were found or loaded"))
+    if analysis.stop_reason in INCOMPLETE_STOPS:
+        detail = (analysis.meta.get("stop") or {}).get("detail") or ""
+        message = f"the run did not complete (stop: {analysis.stop_reason}" + (
+            f": {detail})" if detail else ")"
+        )
+        cases.append(("run_complete", "error", message))
+    else:
+        cases.append(("run_complete", Status.PASS, f"stop: {analysis.stop_reason}"))
+    return cases
+
+
 def build_junit(analysis: Analysis) -> ET.ElementTree:
     run = analysis.meta.get("run", {})
     duration = (analysis.meta.get("stop") or {}).get("duration_s")
@@ -103,7 +120,7 @@ def build_junit(analysis: Analysis) -> ET.ElementTree:
     parts = sorted(analysis.units)
     root = ET.Element("testsuites", name=_text(f"soak {host}"))
     for d in analysis.devices:
-        suite = _suite(root, f"{host} GPU {d.index}: {d.info.name}", run, duration)
+        suite = _suite(root, f"{host} {d.info.label}: {d.info.name}", run, duration)
         _properties(
             suite,
             {
@@ -137,22 +154,8 @@ def build_junit(analysis: Analysis) -> ET.ElementTree:
     server = analysis.server_checks
     for check, name in zip(server, case_names(server, parts), strict=True):
         _case(suite, classname, name, check.status, check.message)
-    if not analysis.devices:
-        _case(suite, classname, "devices", Status.FAIL, "no devices were found or loaded")
-    if analysis.stop_reason in INCOMPLETE_STOPS:
-        detail = (analysis.meta.get("stop") or {}).get("detail") or ""
-        message = f"the run did not complete (stop: {analysis.stop_reason}" + (
-            f": {detail})" if detail else ")"
-        )
-        _case(suite, classname, "run_complete", "error", message)
-    else:
-        _case(suite, classname, "run_complete", Status.PASS, f"stop: {analysis.stop_reason}")
-    if sync_loss is not None:
-        message = (
-            f"synchronous loss {pct(sync_loss, 2)} of steady {analysis.primary_part()}, "
-            f"set by GPU {slowest}"
-        )
-        _case(suite, classname, "sync_loss", Status.PASS, message)
+    for name, status, message in run_cases(analysis):
+        _case(suite, classname, name, status, message)
     _count(suite)
 
     for attr in ("tests", "failures", "errors", "skipped"):

@@ -49,6 +49,19 @@ class Sleeper:
         return None
 
 
+class QueueHolder(Sleeper):
+    """A Sleeper that holds a multiprocessing queue, as a DataLoader with worker processes
+    does: named semaphores registered with a resource tracker, never released if the
+    worker is killed."""
+
+    name = "queue-holder"
+
+    def setup(self, device: str, seed: int) -> None:
+        import multiprocessing
+
+        self.queue = multiprocessing.get_context("spawn").Queue()
+
+
 class CpuServer:
     """A backend presenting ``n`` devices, each a real worker process on this host's CPU.
     Telemetry holds only what a CPU-only test can honestly say: nothing (None)."""

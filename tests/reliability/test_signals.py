@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -15,6 +18,7 @@ from soak.runner import Stopper
 from soak.store import STORE_NAME, RunStore
 from tests.reliability.helpers import (
     CPU_GEMM,
+    REPO,
     alive,
     descendants,
     integrity,
@@ -112,3 +116,41 @@ def test_an_interrupted_store_write_leaves_no_part_of_its_tick(tmp_path):
     assert reader.telemetry(0)["t_s"].tolist() == [0.0, 2.0]
     assert reader.events() == []
     reader.close_read()
+
+
+KILL_POOL = """
+import sys, time
+from soak.model import DeviceInfo
+from soak.worker import WorkerPool
+from tests.reliability.fakes import QueueHolder
+from workloads.base import WorkloadOptions
+
+devices = [DeviceInfo(i, "cpu", "test cpu", torch_device="cpu") for i in range(2)]
+pool = WorkerPool(devices, "gemm", WorkloadOptions(step_s=0.1), factory=QueueHolder)
+pool.start(time.monotonic())
+deadline = time.monotonic() + 60
+working = set()
+while working != {0, 1} and time.monotonic() < deadline:
+    working |= {s.device for s in pool.poll(0.0).samples}
+    time.sleep(0.05)
+assert working == {0, 1}, "the workers never worked"
+pool.kill(1.0)  # a second Ctrl-C
+print("killed")
+"""
+
+
+@pytest.mark.slow
+def test_a_second_sigint_leaves_no_leaked_semaphore_warning(tmp_path):
+    # Workers holding named semaphores (a DataLoader's queues) are killed at once; their
+    # resources are cleaned up without Python's "leaked semaphore objects" warning at exit.
+    done = subprocess.run(
+        [sys.executable, "-c", KILL_POOL],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "killed", done.stderr
+    assert "leaked semaphore" not in done.stderr
+    assert "resource_tracker" not in done.stderr

@@ -92,3 +92,28 @@ def test_the_report_prints_to_pdf(browser, faulty_run, tmp_path):
     pdf = page.pdf(path=tmp_path / "report.pdf", format="A4")
     assert pdf[:4] == b"%PDF" and len(pdf) > 50_000
     page.close()
+
+
+def test_an_interrupted_reports_server_table_fits_1400_px(browser, tmp_path):
+    # A run stopped before any work: a row of "not available" cells, which used to push the
+    # server table past the page at 1,400 px (issue 19).
+    from soak.model import DeviceInfo
+    from soak.report import build_outputs
+    from soak.store import STORE_NAME, RunStore
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    store = RunStore.create(run_dir / STORE_NAME)
+    store.set_meta(run={"backend": "cpu", "workload": "mix", "host": "h"}, host={})
+    store.set_meta(stop={"reason": "interrupted", "detail": "stopped at once", "duration_s": 37.0})
+    store.add_devices([DeviceInfo(0, "cpu", "Intel(R) Xeon(R) Processor")])
+    store.close()
+    _, report = build_outputs(run_dir)
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(report.as_uri(), wait_until="load")
+    overflow = page.evaluate(
+        "(() => { const w = document.querySelector('table.compact').parentElement;"
+        " return w.scrollWidth - w.clientWidth; })()"
+    )
+    page.close()
+    assert overflow <= 0

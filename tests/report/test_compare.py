@@ -55,6 +55,31 @@ def test_without_a_noise_estimate_a_change_is_not_called():
     assert large.verdict == "worse"
 
 
+def test_a_change_beyond_the_noise_but_under_the_practical_threshold_is_not_flagged():
+    # -0.11 % of throughput, well beyond a tiny noise: measured, but nobody acts on it
+    tiny = Change(0, "throughput:gemm", "gemm throughput", "FLOP/s", 1e12, 0.9989e12, 1e8, None, 1)
+    assert tiny.significant and tiny.verdict == "under 1 %"
+    assert Change(0, "throughput:gemm", "gemm", "FLOP/s", 1e12, 0.98e12, 1e8, None, 1).verdict == (
+        "worse"
+    )
+    strict = Change(
+        0, "throughput:gemm", "gemm", "FLOP/s", 1e12, 0.9989e12, 1e8, None, 1, min_change=0.001
+    )
+    assert strict.verdict == "worse"
+
+
+def test_min_change_option_sets_the_practical_threshold(faulty_run, fixed_run, tmp_path, capsys):
+    out = tmp_path / "cmp.html"
+    args = ["compare", str(faulty_run), str(fixed_run), "--out", str(out)]
+    assert main([*args, "--min-change", "50"]) == 0
+    printed = capsys.readouterr().out
+    assert "compare: no change beyond the noise and 50 % (" in printed
+    assert "beyond the noise but under 50 %)" in printed
+    assert "under 50 %" in out.read_text()
+    assert main([*args, "--min-change", "x"]) == 2
+    assert "--min-change: 'x' is not a number" in capsys.readouterr().err
+
+
 def test_old_summaries_without_noise_compare_with_noise_not_available():
     old = FIXTURES / "v1-2026-11-30-sim-4gpu-faults.json"
     comparison = compare_runs(old, old)

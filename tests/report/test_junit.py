@@ -1,6 +1,7 @@
 """junit.xml: one test case per device and check, as CI systems read it."""
 
 import json
+import re
 import xml.etree.ElementTree as ET
 
 from soak.report import build_outputs
@@ -51,7 +52,16 @@ def test_the_server_suite_has_the_run_and_the_synchronous_loss(faulty_run):
     _, suites = _suites(faulty_run)
     server = {c.get("name"): c for c in suites[-1].findall("testcase")}
     assert server["run_complete"].find("error") is None
-    assert "synchronous loss" in server["sync_loss"].find("system-out").text
+    props = {p.get("name"): p.get("value") for p in suites[-1].iter("property")}
+    assert float(props["sync_loss"]) > 0  # a figure, not a test case
+    assert "sync_loss" not in server
+
+
+def test_junit_counts_the_checks_the_report_counts(faulty_run):
+    root, _ = _suites(faulty_run)
+    html = (faulty_run / "report.html").read_text()
+    counted = re.search(r"of (\d+) checks", html)
+    assert counted is not None and int(counted.group(1)) == int(root.get("tests"))
 
 
 def test_an_interrupted_run_is_an_error_not_a_pass(faulty_run, tmp_path):

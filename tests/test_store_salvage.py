@@ -1,0 +1,91 @@
+"""A damaged store still gives its report: cut short or with pages overwritten, what SQLite
+can still read is reported, and the header says how much (issue 19)."""
+
+import random
+import shutil
+
+import pytest
+
+from soak.cli import main
+from soak.report import build_outputs
+from soak.store import STORE_NAME
+
+CUTS = 20
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    """15 minutes of 2 simulated GPUs, its store closed as a finished run leaves it."""
+    from soak.display import QuietDisplay
+
+    from soak.config import RunConfig
+    from soak.runner import run
+
+    out = tmp_path_factory.mktemp("salvage")
+    config = RunConfig(
+        backend="sim", workload="gemm", duration_s=900.0, seed=5, out=out, sim_gpus=2
+    )
+    return run(config, display=QuietDisplay()).run_dir
+
+
+def _copy(run_dir, to):
+    to.mkdir()
+    shutil.copy(run_dir / STORE_NAME, to / STORE_NAME)
+    return to
+
+
+def _report_or_one_line(run_dir, capsys):
+    """`soak report` on a damaged store: a report that says so, or one line; never a
+    traceback."""
+    code = main(["report", str(run_dir)])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    if code == 2:
+        assert len(err.strip().splitlines()) == 1 and "damaged run store" in err
+        assert not (run_dir / "report.html").exists()
+        return None
+    assert code in (1, 3)  # never PASS on what is left of a damaged store
+    html = (run_dir / "report.html").read_text()
+    assert "store damaged: recovered" in html
+    return html
+
+
+@pytest.mark.slow
+def test_a_store_cut_anywhere_gives_a_report_or_one_line(small_run, tmp_path, capsys):
+    size = (small_run / STORE_NAME).stat().st_size
+    reports = 0
+    for i in range(1, CUTS + 1):
+        run_dir = _copy(small_run, tmp_path / f"cut{i}")
+        keep = size * i // (CUTS + 1)
+        with open(run_dir / STORE_NAME, "r+b") as f:
+            f.truncate(keep)
+        reports += _report_or_one_line(run_dir, capsys) is not None
+    assert reports >= CUTS // 2  # most cuts leave the run's metadata (at the file's start)
+
+
+def test_the_last_8_kb_cut_off_keeps_almost_every_sample(small_run, tmp_path, capsys):
+    run_dir = _copy(small_run, tmp_path / "run")
+    path = run_dir / STORE_NAME
+    with open(path, "r+b") as f:
+        f.truncate(path.stat().st_size - 8192)
+    html = _report_or_one_line(run_dir, capsys)
+    assert html is not None
+    analysis, _ = build_outputs(run_dir)
+    assert analysis.verdict in ("INCOMPLETE", "FAIL")
+    found = analysis.meta["salvage"]
+    assert found["samples"] > 0.5 * 2 * 900 and found["last_t_s"] > 0
+    assert f"recovered {found['samples']:,} samples up to t = " in html
+
+
+@pytest.mark.slow
+def test_overwritten_pages_give_a_report_or_one_line(small_run, tmp_path, capsys):
+    size = (small_run / STORE_NAME).stat().st_size
+    pages = size // 4096
+    rng = random.Random(19)
+    for i in range(8):
+        run_dir = _copy(small_run, tmp_path / f"pages{i}")
+        with open(run_dir / STORE_NAME, "r+b") as f:
+            for page in rng.sample(range(1, pages), 3):
+                f.seek(page * 4096)
+                f.write(rng.randbytes(4096))
+        _report_or_one_line(run_dir, capsys)
