@@ -947,6 +947,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # a second Ctrl-C: the runner has closed the store
         print("soak: interrupted", file=sys.stderr)
         return EXIT_INCOMPLETE
+    except Exception as exc:  # a bug: its traceback for the report, and never exit 1 (FAIL)
+        import traceback
+
+        traceback.print_exc()
+        _error(SoakError(f"internal error: {type(exc).__name__}: {exc}"))
+        return EXIT_INCOMPLETE
 
 
 def _error(exc: BaseException) -> None:

@@ -122,3 +122,18 @@ def test_devices_lists_the_sim_with_capabilities(capsys):
     assert main(["devices", "--backend", "sim", "--sim-gpus", "2"]) == 0
     out = capsys.readouterr().out
     assert "2 device(s)" in out and "fan_pct" in out and "not supported" in out
+
+
+def test_an_internal_error_is_exit_3_with_its_traceback_never_1(monkeypatch, capsys):
+    """Exit 1 means FAIL (and make treats it as a verdict): a bug must not look like one."""
+    import soak.cli
+
+    def broken(args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(soak.cli, "cmd_devices", broken)
+    assert soak.cli.main(["devices", "--backend", "sim"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.strip().splitlines()[-1] == (
+        "soak: error: internal error: RuntimeError: a bug"
+    )
