@@ -2,7 +2,6 @@
 capability table and the verdict say for each failure a real server can show."""
 
 import math
-import time
 
 import numpy as np
 import pynvml
@@ -40,7 +39,7 @@ class SteadyLoad:
             self.dead.add(2)
         if t_s >= XID_AT_S and 3 not in self.dead:
             self.fake.push_event(3, pynvml.nvmlEventTypeXidCriticalError, 79)
-            time.sleep(0.2)  # the event thread is real; let it deliver
+            self.fake.wait_handled(1)  # the event thread is real: wait until it has it
             self.dead.add(3)
         start, self.last = self.last, t_s
         if start is None:

@@ -132,7 +132,10 @@ def test_an_accepted_profile_keeps_the_online_detector_bounded(windows):
         detector.add_telemetry(float(t), 60 - 30 * math.exp(-t / 300), 600.0, 1800.0)
         detector.add_rate("gemm", float(t), 1e14)
         detector.update(float(t))
-        detector.eta_s(float(t))
+        eta = detector.eta_s(float(t))
+        assert eta is None or (math.isfinite(eta) and eta >= 0.0)
+    # whatever the windows, an equilibrium it dates lies within the load it has seen
+    assert detector.equilibrium_s is None or 10.0 <= detector.equilibrium_s <= 3600.0
 
 
 # -- --sim-fault specs ----------------------------------------------------------------------
