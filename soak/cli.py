@@ -629,50 +629,14 @@ def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
 
 
 def _workload_options(pairs: Sequence[tuple[str, str]]) -> dict[str, object]:
-    """Map --option KEY=VALUE onto the workload options' fields, typed by their annotations
-    (``gemm_n: int | None`` takes a whole number), so that a bad value names its key."""
-    if not pairs:
-        return {}
-    import typing
+    """--option KEY=VALUE pairs, typed by the workload options themselves; a bad one is a
+    one-line ConfigError naming its key."""
+    from workloads.base import OptionError, WorkloadOptions
 
-    from workloads.base import WorkloadOptions
-
-    hints = typing.get_type_hints(WorkloadOptions)
-    out: dict[str, object] = {}
-    for key, text in pairs:
-        if key not in hints:
-            raise ConfigError(f"--option {key}: unknown (known: {', '.join(sorted(hints))})")
-        out[key] = _typed(key, text, set(typing.get_args(hints[key])) or {hints[key]})
     try:
-        WorkloadOptions(**out)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"--option: {exc}") from exc
-    return out
-
-
-def _typed(key: str, text: str, kinds: set[object]) -> object:
-    """``text`` as the first of bool, int, float, str that the field takes."""
-    if bool in kinds:
-        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-            raise ConfigError(f"--option {key}: {text!r} is not true or false")
-        return text.lower() in ("true", "1", "yes")
-    if int in kinds:
-        try:
-            return int(text)
-        except ValueError:
-            try:
-                value = float(text)  # 4e9 bytes
-            except ValueError:
-                value = math.nan
-            if not value.is_integer():
-                raise ConfigError(f"--option {key}: {text!r} is not a whole number") from None
-            return int(value)
-    if float in kinds:
-        try:
-            return float(text)
-        except ValueError:
-            raise ConfigError(f"--option {key}: {text!r} is not a number") from None
-    return text
+        return WorkloadOptions.typed(pairs)
+    except OptionError as exc:
+        raise ConfigError(f"--option {exc}") from None
 
 
 def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:

@@ -8,11 +8,18 @@ its device's environment (``CUDA_VISIBLE_DEVICES``, thread counts) is in place.
 from __future__ import annotations
 
 import math
+import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 DTYPE_NAMES = ("bf16", "fp16", "tf32", "fp32", "fp64", "fp8")
 """Matrix dtypes the GEMM workload accepts; ``fp8`` is e4m3 with bf16 output."""
+
+
+class OptionError(ValueError):
+    """A workload option given as text that names no field or does not fit its type; the
+    message starts with the key ("gemm_n: 'x' is not a whole number")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +50,23 @@ class WorkloadOptions:
     train_vocab: int | None = None  # vocabulary size of the synthetic token stream
     train_loader_workers: int | None = None  # DataLoader worker processes feeding the model
     cpu_threads: int | None = None  # torch intra-op threads on a CPU device; None: torch default
+
+    @classmethod
+    def typed(cls, pairs: Iterable[tuple[str, str]]) -> dict[str, object]:
+        """``KEY=VALUE`` texts (the command line's --option) as field values, each typed by
+        its field's annotation (``gemm_n: int | None`` takes a whole number, "4e9" too);
+        raises OptionError naming the key, or for values the options then refuse."""
+        hints = typing.get_type_hints(cls)
+        out: dict[str, object] = {}
+        for key, text in pairs:
+            if key not in hints:
+                raise OptionError(f"{key}: unknown (known: {', '.join(sorted(hints))})")
+            out[key] = _typed(key, text, set(typing.get_args(hints[key])) or {hints[key]})
+        try:
+            cls(**out)
+        except (TypeError, ValueError) as exc:
+            raise OptionError(f"{exc}") from None
+        return out
 
     def __post_init__(self) -> None:
         if self.dtype is not None and self.dtype not in DTYPE_NAMES:
@@ -149,3 +173,28 @@ class Workload(Protocol):
     def close(self) -> None:
         """Release the device and any helper processes."""
         ...
+
+
+def _typed(key: str, text: str, kinds: set[object]) -> object:
+    """``text`` as the first of bool, int, float, str that the field takes."""
+    if bool in kinds:
+        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise OptionError(f"{key}: {text!r} is not true or false")
+        return text.lower() in ("true", "1", "yes")
+    if int in kinds:
+        try:
+            return int(text)
+        except ValueError:
+            try:
+                value = float(text)  # 4e9 bytes
+            except ValueError:
+                value = math.nan
+            if not value.is_integer():
+                raise OptionError(f"{key}: {text!r} is not a whole number") from None
+            return int(value)
+    if float in kinds:
+        try:
+            return float(text)
+        except ValueError:
+            raise OptionError(f"{key}: {text!r} is not a number") from None
+    return text

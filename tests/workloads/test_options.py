@@ -1,32 +1,29 @@
-"""WorkloadOptions: bad values fail at once, naming the field the operator set."""
-
-from __future__ import annotations
+"""The workload options type their own command-line text (``--option KEY=VALUE``)."""
 
 import pytest
 
-from workloads import WORKLOADS, WorkloadOptions
+from workloads.base import OptionError, WorkloadOptions
+
+
+def test_each_value_takes_its_fields_type() -> None:
+    typed = WorkloadOptions.typed(
+        [("gemm_n", "4096"), ("mem_bytes", "4e9"), ("mem_fraction", "0.25"), ("dtype", "bf16")]
+    )
+    assert typed == {"gemm_n": 4096, "mem_bytes": 4_000_000_000, "mem_fraction": 0.25,
+                     "dtype": "bf16"}  # fmt: skip
+    assert type(typed["gemm_n"]) is int and type(typed["mem_fraction"]) is float
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "field"),
+    ("pairs", "message"),
     [
-        ({"dtype": "int4"}, "dtype"),
-        ({"mem_fraction": 0.0}, "mem_fraction"),
-        ({"mem_fraction": 1.5}, "mem_fraction"),
-        ({"step_s": -1.0}, "step_s"),
-        ({"verify_interval_s": float("nan")}, "verify_interval_s"),
-        ({"gemm_n": 8}, "gemm_n"),
-        ({"train_layers": 0}, "train_layers"),
-        ({"train_loader_workers": -1}, "train_loader_workers"),
+        ([("gemm", "1")], "gemm: unknown (known: "),
+        ([("gemm_n", "1.5")], "gemm_n: '1.5' is not a whole number"),
+        ([("step_s", "fast")], "step_s: 'fast' is not a number"),
+        ([("mem_fraction", "2")], "mem_fraction: 2.0 is not in (0, 0.95]"),
     ],
 )
-def test_bad_option_names_its_field(kwargs: dict[str, object], field: str) -> None:
-    with pytest.raises(ValueError, match=f"^{field}:"):
-        WorkloadOptions(**kwargs)  # type: ignore[arg-type]
-
-
-def test_defaults_are_valid_and_every_workload_is_registered() -> None:
-    options = WorkloadOptions()
-    assert options.dtype is None
-    assert set(WORKLOADS) == {"gemm", "membw", "train", "mix"}
-    assert all(WORKLOADS[name](options).name == name for name in WORKLOADS)
+def test_a_bad_value_names_its_key(pairs, message) -> None:
+    with pytest.raises(OptionError) as err:
+        WorkloadOptions.typed(pairs)
+    assert str(err.value).startswith(message)
