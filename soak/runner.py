@@ -474,8 +474,7 @@ class Runner:
         store still takes it. The exception in flight is the one to report."""
         try:
             if self.load is not None:
-                kill = getattr(self.load, "kill", None)
-                update = kill(self.now_s()) if kill is not None else self.load.stop(self.now_s())
+                update = self.load.kill(self.now_s())
                 self.store.append(samples=update.samples, events=update.events)
             if isinstance(exc, KeyboardInterrupt):
                 self._record_stop("interrupted", "stopped at once", self.now_s())

@@ -58,6 +58,9 @@ class SteadyLoad:
         ]
         return LoadUpdate(events=events)
 
+    def kill(self, t_s: float) -> LoadUpdate:
+        return self.stop(t_s)
+
     def failed_devices(self) -> frozenset[int]:
         return frozenset(self.dead)
 

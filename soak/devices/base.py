@@ -36,6 +36,11 @@ class Load(Protocol):
         """Stop every device's load, wait (bounded) for it to end, return what is left."""
         ...
 
+    def kill(self, t_s: float) -> LoadUpdate:
+        """Stop at once (a second Ctrl-C, a crash of the coordinator's loop): end every
+        device's load without waiting for it to finish its step; return what is left."""
+        ...
+
     def failed_devices(self) -> frozenset[int]:
         """Devices whose load ended abnormally (crash, hang, lost, verification)."""
         ...

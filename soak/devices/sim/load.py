@@ -92,6 +92,10 @@ class SimLoad:
             events.append(self._outcome(t_s, device, outcome))
         return LoadUpdate(update.samples, events)
 
+    def kill(self, t_s: float) -> LoadUpdate:
+        """The simulated devices have no process to wait for: at once is the same as a stop."""
+        return self.stop(t_s)
+
     def failed_devices(self) -> frozenset[int]:
         """Devices lost, or whose result checks failed."""
         lost = {d for d in self.server.lost_at if d in self.server.selected}
