@@ -32,6 +32,8 @@ class Use(enum.Flag):
     NOISE = enum.auto()  # batch-means noise of its steady median (soak compare)
     FOLLOWED = enum.auto()  # a counter or flag whose first/last/peak the analysis follows
     FAILS = enum.auto()  # any new count during the run fails the device
+    FLEET = enum.auto()  # its steady median is carried per device into fleet reports/history
+    IMPORT = enum.auto()  # a foreign trace's column may be mapped onto it (soak import --map)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,29 +60,29 @@ class Field:
 
 
 W, S, N, F, X = Use.WINDOW, Use.SUMMARY, Use.NOISE, Use.FOLLOWED, Use.FAILS
+FL, IM = Use.FLEET, Use.IMPORT
 
 FIELDS: tuple[Field, ...] = (
-    Field("temp_c", Kind.GAUGE, "°C", "temperature", "GPU (die) temperature", W | S | N,
-          "temperature_celsius", better=-1),
+    Field("temp_c", Kind.GAUGE, "°C", "temperature", "GPU (die) temperature",
+          W | S | N | FL | IM, "temperature_celsius", better=-1),
     Field("mem_temp_c", Kind.GAUGE, "°C", "HBM temperature", "memory (HBM) temperature",
-          W | S | N, "memory_temperature_celsius", better=-1),
-    Field("sm_clock_mhz", Kind.GAUGE, "MHz", "SM clock", "SM (graphics) clock", W | S | N,
-          "sm_clock_hertz", 1e6, better=+1),
-    Field("mem_clock_mhz", Kind.GAUGE, "MHz", "memory clock", "memory clock", W | S | N,
+          W | S | N | IM, "memory_temperature_celsius", better=-1),
+    Field("sm_clock_mhz", Kind.GAUGE, "MHz", "SM clock", "SM (graphics) clock",
+          W | S | N | FL | IM, "sm_clock_hertz", 1e6, better=+1),
+    Field("mem_clock_mhz", Kind.GAUGE, "MHz", "memory clock", "memory clock", W | S | N | IM,
           "memory_clock_hertz", 1e6, better=+1),
-    Field("power_w", Kind.GAUGE, "W", "power", "power draw", W | S | N, "power_watts"),
-    Field("power_limit_w", Kind.GAUGE, "W", "power limit", "enforced power limit", W,
+    Field("power_w", Kind.GAUGE, "W", "power", "power draw", W | S | N | FL | IM, "power_watts"),
+    Field("power_limit_w", Kind.GAUGE, "W", "power limit", "enforced power limit", W | IM,
           "power_limit_watts"),
     Field("energy_j", Kind.COUNTER, "J", "energy counter", "energy counter since the driver "
           "loaded", prom="energy_joules"),
-    Field("util_pct", Kind.GAUGE, "%", "utilisation", "compute utilisation", W | S,
+    Field("util_pct", Kind.GAUGE, "%", "utilisation", "compute utilisation", W | S | IM,
           "utilization_ratio", 0.01),
     Field("mem_util_pct", Kind.GAUGE, "%", "memory utilisation", "memory-controller "
-          "utilisation", W, "memory_utilization_ratio", 0.01),
-    Field("fan_pct", Kind.GAUGE, "%", "fan", "fan speed, of its maximum", prom="fan_ratio",
-          prom_scale=0.01),
+          "utilisation", W | IM, "memory_utilization_ratio", 0.01),
+    Field("fan_pct", Kind.GAUGE, "%", "fan", "fan speed, of its maximum", IM, "fan_ratio", 0.01),
     Field("clock_reasons", Kind.BITMASK, "", "clock-event reasons", "why the clocks are below "
-          "their maximum (NVML's bits)"),
+          "their maximum (NVML's bits)", IM),
     Field("power_violation_s", Kind.GAUGE, "s", "power violation time", "time held back by "
           "the power limit, as the device counts it"),
     Field("thermal_violation_s", Kind.GAUGE, "s", "thermal violation time", "time held back "
@@ -112,6 +114,8 @@ SUMMARY_METRICS = named(Use.SUMMARY)
 NOISE_METRICS = named(Use.NOISE)
 FOLLOWED = named(Use.FOLLOWED)
 FAILING_COUNTERS = named(Use.FAILS)
+FLEET_FIGURES = named(Use.FLEET)
+IMPORTABLE = named(Use.IMPORT)
 INTEGER_COLUMNS = frozenset(f.name for f in FIELDS if f.integer)
 
 

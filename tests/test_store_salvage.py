@@ -16,7 +16,6 @@ CUTS = 20
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
     """15 minutes of 2 simulated GPUs, its store closed as a finished run leaves it."""
-    from soak.display import QuietDisplay
 
     from soak.config import RunConfig
     from soak.runner import run
@@ -25,7 +24,7 @@ def small_run(tmp_path_factory):
     config = RunConfig(
         backend="sim", workload="gemm", duration_s=900.0, seed=5, out=out, sim_gpus=2
     )
-    return run(config, display=QuietDisplay()).run_dir
+    return run(config).run_dir
 
 
 def _copy(run_dir, to):

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from soak.errors import ConfigError
-from soak.fleet.collect import Collection, Device, Node, Part
+from soak.fleet.collect import RUN_FIGURES, Collection, Device, Node, Part
 from soak.units import si
 
 MAD_TO_SIGMA = 1.4826  # MAD × this estimates σ of a normal distribution
@@ -239,7 +239,7 @@ def _sensors(device: Device) -> str:
     """The device's own steady figures, the evidence beside a slow result."""
     shown = [
         f"{value:.0f} {METRIC[key].unit}"
-        for key in ("sm_clock_mhz", "temp_c", "power_w")
+        for key in RUN_FIGURES
         if (value := device.sensors.get(key)) is not None
     ]
     return f" (at {', '.join(shown)})" if shown else ""

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from soak.errors import ConfigError
+from soak.fields import FLEET_FIGURES
 from soak.report.summary import load_summary
 
 NODE_LIST_FILE = "fleet-nodes.txt"  # written by the sbatch script: one expected host a line
-RUN_FIGURES = ("temp_c", "power_w", "sm_clock_mhz")  # steady sensor figures a device carries
+RUN_FIGURES = FLEET_FIGURES  # steady sensor figures a device carries (the registry's)
 
 
 @dataclass(frozen=True)

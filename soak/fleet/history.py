@@ -176,8 +176,8 @@ def _record(db: sqlite3.Connection, path: Path, data: Mapping[str, Any], now: st
         if device.uuid is None and device.serial is None:
             continue  # nothing to key it by
         dev_id = db.execute(
-            "INSERT INTO devices (run_id, idx, uuid, serial, sku, verdict, diagnosis, temp_c, "
-            "power_w, sm_clock_mhz) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO devices (run_id, idx, uuid, serial, sku, verdict, diagnosis, "
+            f"{', '.join(RUN_FIGURES)}) VALUES (?, ?, ?, ?, ?, ?, ?{', ?' * len(RUN_FIGURES)})",
             (
                 run_id,
                 device.index,

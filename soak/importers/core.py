@@ -22,25 +22,14 @@ import numpy as np
 from soak import __version__
 from soak.config import load_profile
 from soak.errors import ConfigError
+from soak.fields import IMPORTABLE
 from soak.importers.source import ImportFailed, Source
 from soak.model import Capability, DeviceInfo, Event, EventKind, Telemetry, WorkSample
 from soak.store import STORE_NAME, RunStore
 
 # soak's own fields a trace column may be mapped onto (``--map FIELD=COLUMN``).
-FIELDS: tuple[str, ...] = (
-    "temp_c",
-    "mem_temp_c",
-    "sm_clock_mhz",
-    "mem_clock_mhz",
-    "power_w",
-    "power_limit_w",
-    "util_pct",
-    "mem_util_pct",
-    "fan_pct",
-    "clock_reasons",
-    "throughput",
-)
-TELEMETRY_IMPORTED = tuple(f for f in FIELDS if f != "throughput")
+TELEMETRY_IMPORTED = IMPORTABLE  # the registry's importable telemetry fields
+FIELDS: tuple[str, ...] = (*TELEMETRY_IMPORTED, "throughput")
 
 # Throughput units a trace may give its rate in: the unit of work soak stores, and the scale.
 THROUGHPUT_UNITS: dict[str, tuple[str, float]] = {

@@ -163,7 +163,7 @@ def test_v100_table_names_the_worst_gpu_with_its_figures(v100):
     assert worst["uuid"].startswith("GPU-87570fdd-")
     assert worst["message"] == (
         "perf 2929 is 20.3 % slower than the fleet median 2435 of 392 devices; limit 5.2 % "
-        "(at 1312 MHz, 81 °C, 250 W)"
+        "(at 81 °C, 1312 MHz, 250 W)"
     )
     assert data["nodes"][0]["worst"]["uuid"] == worst["uuid"]
 
