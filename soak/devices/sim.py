@@ -125,6 +125,11 @@ FAULT_KINDS: dict[str, _Kind] = {
         {"gpu": _GPU, "at": _AT},
         {"for": _FOR},
     ),
+    "hw-thermal": _Kind(
+        "HW_THERMAL from at= (for for= seconds): a board thermal alert, clocks halved",
+        {"gpu": _GPU, "at": _AT},
+        {"for": _FOR},
+    ),
     "ecc": _Kind(
         "count uncorrectable ECC errors at at=, row remap pending",
         {"gpu": _GPU, "at": _AT},
@@ -159,7 +164,7 @@ FAULT_KINDS: dict[str, _Kind] = {
 }
 
 # Kinds that act at a time after the load starts; the others hold from the start.
-_TIMED_KINDS = frozenset({"hw-slowdown", "power-brake", "ecc", "xid", "stall"})
+_TIMED_KINDS = frozenset({"hw-slowdown", "power-brake", "hw-thermal", "ecc", "xid", "stall"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,6 +434,7 @@ class _Physics:
         self.thermal_violation_s = np.zeros(n)
         self.hw_slowdown = np.zeros(n, dtype=np.int64)  # active fault count
         self.power_brake = np.zeros(n, dtype=np.int64)
+        self.thermal_alert = np.zeros(n, dtype=np.int64)  # hw-thermal faults active
         self.hw_thermal = np.zeros(n, dtype=bool)  # latched with hysteresis
         self.loaded = np.zeros(n, dtype=bool)
         self.lost = np.zeros(n, dtype=bool)
@@ -471,7 +477,7 @@ class _Physics:
         activity = np.where(self.loaded, self.activity * busy, self.chassis.idle_activity)
         mem_w = self.loaded * busy * (self.mem_power_frac * s.hbm_power_w)
         room = self.inlet_c(t_s, fans=False) + self.inlet_delta
-        halved = (self.hw_slowdown > 0) | (self.power_brake > 0)
+        halved = (self.hw_slowdown > 0) | (self.power_brake > 0) | (self.thermal_alert > 0)
         damping = 1.0 / (1.0 + self.r_sa / self.r_ds)
         try:
             for _ in range(200):
@@ -602,12 +608,12 @@ class _Physics:
         self.hw_thermal = hot | (self.hw_thermal & ~cool)
         bits = (self.hw_slowdown > 0) * int(ClockReason.HW_SLOWDOWN)
         bits |= (self.power_brake > 0) * int(ClockReason.HW_POWER_BRAKE)
-        bits |= self.hw_thermal * int(ClockReason.HW_THERMAL)
+        bits |= (self.hw_thermal | (self.thermal_alert > 0)) * int(ClockReason.HW_THERMAL)
         return bits
 
     @property
     def _hw_faults(self) -> bool:
-        return bool(self.hw_slowdown.any() or self.power_brake.any())
+        return bool(self.hw_slowdown.any() or self.power_brake.any() or self.thermal_alert.any())
 
     def step(self, t_s: float, h: float) -> None:
         """Advance every device by h seconds from t_s with the clocks chosen at t_s."""
@@ -980,6 +986,8 @@ class SimServer:
             p.hw_slowdown[g] += 1
         elif f.kind == "power-brake":
             p.power_brake[g] += 1
+        elif f.kind == "hw-thermal":
+            p.thermal_alert[g] += 1
         elif f.kind == "stall":
             p.stall[g] = max(p.stall[g], f.fraction or 0.0)
         elif f.kind == "ecc":
@@ -997,6 +1005,8 @@ class SimServer:
             p.hw_slowdown[g] -= 1
         elif f.kind == "power-brake":
             p.power_brake[g] -= 1
+        elif f.kind == "hw-thermal":
+            p.thermal_alert[g] -= 1
         elif f.kind == "stall":
             p.stall[g] = 0.0
             p.queue_s[g] = self.chassis.prefetch_s  # refilled once the input keeps up
