@@ -229,7 +229,6 @@ def _retention(
     profile: Profile,
     peers: Sequence[DeviceFacts] = (),
 ) -> list[CheckResult]:
-    floor = profile.checks.min_throughput_retention
     out = []
     parts = sorted(set(f.cold.throughput if f.cold else {}) | set(late.throughput if late else {}))
     missing_status = Status.WARN if f.run_incomplete else Status.FAIL
@@ -672,7 +671,7 @@ def hot_spot_temps(
         i: idles[i] + (t - idles[i]) * median_power / powers[i]  # type: ignore[operator]
         for i, t in temps.items()
     }
-    return scaled, f"temperature at the median power {median_power:.0f} W"
+    return scaled, f"temperature (at the median power {median_power:.0f} W)"
 
 
 def check_hot_spots(devices: Sequence[DeviceFacts], profile: Profile) -> list[CheckResult]:
@@ -694,9 +693,10 @@ def check_hot_spots(devices: Sequence[DeviceFacts], profile: Profile) -> list[Ch
             if label == "final" and not any(lbl == "final" for lbl, _ in _late_windows(f)):
                 continue
             above = temp - median
+            side = "above" if above >= 0 else "below"
             text = (
-                f"{label} {basis} {temp:.1f} °C is {above:+.1f} °C from the server median "
-                f"{median:.1f} °C; margin {margin:.0f} °C"
+                f"{label} {basis} {temp:.1f} °C is {abs(above):.1f} °C {side} the server "
+                f"median {median:.1f} °C; margin {margin:.0f} °C"
             )
             if above <= margin:
                 out.append(CheckResult("hot_spot", Status.PASS, text, index))
@@ -706,9 +706,7 @@ def check_hot_spots(devices: Sequence[DeviceFacts], profile: Profile) -> list[Ch
             slowdown = f.slowdown_temp_c
             near = slowdown is not None and p90 is not None and slowdown - p90 < need
             if near:
-                text += (
-                    f"; p90 {p90:.0f} °C is within {need:.0f} °C of slowdown {slowdown:.0f} °C"
-                )
+                text += f"; p90 {p90:.0f} °C is within {need:.0f} °C of slowdown {slowdown:.0f} °C"
             else:
                 text += ": a hot slot (check its heat sink, thermal pads and baffles)"
             out.append(CheckResult("hot_spot", Status.FAIL if near else Status.WARN, text, index))
