@@ -41,7 +41,7 @@ class Checks:
 
     # steady / cold, with the power-capped drift taken out: thermal and unexplained loss
     min_throughput_retention: float = 0.95
-    max_power_drift: float = 0.10  # power-capped (leakage) drift fails only past this
+    max_power_drift: float = 0.08  # power-capped (leakage) drift fails only past this
     expected_power_drift: float = 0.0  # what the SKU loses to leakage (0: no expectation)
     max_sw_thermal_fraction: float = 0.01
     min_temp_margin_c: float = 5.0  # steady temperature below the slowdown threshold

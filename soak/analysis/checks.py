@@ -175,7 +175,11 @@ def retention_split(
     late_clock = late.median.get(key) if key else None
     if not cold_clock or late_clock is None:
         return RetentionSplit(ratio, 0.0, 0.0, max(0.0, 1.0 - ratio))
-    clock_ratio = late_clock / cold_clock
+    return _split(ratio, late_clock / cold_clock, late, profile)
+
+
+def _split(ratio: float, clock_ratio: float, late: WindowStats, profile: Profile) -> RetentionSplit:
+    """Split a late/cold ``ratio`` whose clock fell to ``clock_ratio`` of cold by cause."""
     clock_loss = max(0.0, 1.0 - clock_ratio)
     per_clock_loss = max(0.0, 1.0 - ratio / clock_ratio) if clock_ratio > 0 else 1.0
     thermal_share = max(
@@ -196,11 +200,38 @@ def check_throughput_retention(
     power-capped drift only past its absolute floor, thermal and unexplained loss by the
     strict floor. ``peers`` (the server's devices) give the drift its comparison."""
     if not f.records_throughput:
-        return [_not_measured("throughput_retention", f)]
+        out = [_not_measured("throughput_retention", f)]
+        for label, stats in _late_windows(f):
+            out += _clock_retention(f, stats, label, profile)
+        return out
     out = []
     for label, stats in _late_windows(f):
         out += _retention(f, stats, label, profile, peers)
     return out
+
+
+def _clock_retention(
+    f: DeviceFacts, late: WindowStats | None, label: str, profile: Profile
+) -> list[CheckResult]:
+    """Where no throughput is recorded, the SM clock stands in for it: the same split by
+    cause and the same floors, on late / cold SM clock."""
+    cold = f.cold.median.get("sm_clock_mhz") if f.cold else None
+    clock = late.median.get("sm_clock_mhz") if late else None
+    if not cold or clock is None or late is None:
+        return [_not_checked("clock_retention", f"{label} SM clock", f, "sm_clock_mhz")]
+    split = _split(clock / cold, clock / cold, late, profile)
+    checks = profile.checks
+    text = (
+        f"{label} SM clock {clock:.0f} MHz is {pct(split.ratio)} of cold {cold:.0f} MHz "
+        f"(in place of throughput): {pct(split.drift)} power-capped drift "
+        f"(floor {pct(checks.max_power_drift, 0)}), {pct(split.thermal)} thermal slowdown, "
+        f"{pct(split.unexplained)} unexplained; floor {pct(checks.min_throughput_retention, 0)} "
+        f"for thermal and unexplained loss"
+    )
+    ok = split.drift <= checks.max_power_drift and split.strict_ratio >= (
+        checks.min_throughput_retention
+    )
+    return [CheckResult("clock_retention", Status.PASS if ok else Status.FAIL, text, f.index)]
 
 
 def _not_measured(check: str, f: DeviceFacts) -> CheckResult:

@@ -64,7 +64,7 @@ HARDWARE_CHECKS = frozenset(
         "xid",
     }
 )
-SLOW_CHECKS = frozenset({"throughput_retention", "outlier", "floor"})
+SLOW_CHECKS = frozenset({"throughput_retention", "clock_retention", "outlier", "floor"})
 
 MIN_PEERS = 3
 BUSY_UTIL_PCT = 95.0  # a saturating load keeps NVML utilisation at 100 %

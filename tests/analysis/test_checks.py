@@ -29,7 +29,7 @@ def test_retention_fails_below_the_floor_and_says_by_how_much():
     assert r.status is Status.FAIL
     assert r.message == (
         "steady gemm 612 TFLOP/s is 91.8 % of cold 667 TFLOP/s: 3.1 % power-capped drift "
-        "(floor 10 %), 0.0 % thermal slowdown, 5.3 % unexplained; floor 95 % for thermal and "
+        "(floor 8 %), 0.0 % thermal slowdown, 5.3 % unexplained; floor 95 % for thermal and "
         "unexplained loss"
     )
 

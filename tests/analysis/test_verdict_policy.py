@@ -107,7 +107,7 @@ def test_power_capped_drift_within_its_floor_passes_with_its_peers_and_the_sku()
     assert r.status is Status.PASS  # 93.9 % of cold: under the old 95 % floor, but leakage
     assert r.message == (
         "steady gemm 657 TFLOP/s is 93.9 % of cold 700 TFLOP/s: 6.1 % power-capped drift "
-        "(peers 5.4 %–6.3 %, h100-sxm expects 5.0 %, floor 10 %), 0.0 % thermal slowdown, "
+        "(peers 5.4 %–6.3 %, h100-sxm expects 5.0 %, floor 8 %), 0.0 % thermal slowdown, "
         "0.0 % unexplained; floor 95 % for thermal and unexplained loss"
     )
 
@@ -116,14 +116,14 @@ def test_power_capped_drift_past_its_floor_fails():
     device = _drifting(clock=1755 * 0.88, rate=7.0e14 * 0.88)
     r = _one(c.check_throughput_retention(device, P))
     assert r.status is Status.FAIL
-    assert "12.0 % power-capped drift (floor 10 %)" in r.message
+    assert "12.0 % power-capped drift (floor 8 %)" in r.message
 
 
 def test_thermal_loss_keeps_the_strict_floor():
     device = _drifting(clock=1755 * 0.94, rate=7.0e14 * 0.94, reasons={"sw_thermal": 0.5})
     r = _one(c.check_throughput_retention(device, P))
     assert r.status is Status.FAIL
-    assert "0.0 % power-capped drift (floor 10 %), 6.0 % thermal slowdown" in r.message
+    assert "0.0 % power-capped drift (floor 8 %), 6.0 % thermal slowdown" in r.message
 
 
 def test_clock_loss_without_power_pinned_or_a_reason_is_unexplained():
@@ -143,7 +143,7 @@ def test_less_work_per_clock_under_the_cap_is_unexplained_loss():
     device = _drifting(clock=1755 * 0.97, rate=7.0e14 * 0.97 * 0.94)
     r = _one(c.check_throughput_retention(device, P))
     assert r.status is Status.FAIL
-    assert "3.0 % power-capped drift (floor 10 %), 0.0 % thermal slowdown, 6.0 % unexplained" in (
+    assert "3.0 % power-capped drift (floor 8 %), 0.0 % thermal slowdown, 6.0 % unexplained" in (
         r.message
     )
 
@@ -279,3 +279,26 @@ def test_a_protection_event_is_diagnosed_by_its_reason_bits(bits, cause):
     found = diagnose(devices[4], mine, peers_of(devices))
     assert found.cause == cause
     assert any("for 20 s" in e for e in found.evidence)
+
+
+def test_without_throughput_the_sm_clock_stands_in_for_retention():
+    ok = [
+        r
+        for r in c.check_throughput_retention(_telemetry_only(), P)
+        if r.check != "throughput_retention"
+    ]
+    assert _one(ok, "clock_retention").status is Status.PASS
+    assert _one(ok, "clock_retention").message == (
+        "steady SM clock 1700 MHz is 96.9 % of cold 1755 MHz (in place of throughput): 3.1 % "
+        "power-capped drift (floor 8 %), 0.0 % thermal slowdown, 0.0 % unexplained; floor 95 % "
+        "for thermal and unexplained loss"
+    )
+    hot = dataclasses.replace(
+        _telemetry_only(),
+        steady=stats(clock_mhz=1600.0, throughput={}, reasons={"sw_thermal": 0.4}),
+    )
+    r = _one(c.check_throughput_retention(hot, P), "clock_retention")
+    assert r.status is Status.FAIL and "8.8 % thermal slowdown" in r.message
+    blind = dataclasses.replace(_telemetry_only(), steady=stats(clock_mhz=None, throughput={}))
+    r = _one(c.check_throughput_retention(blind, P), "clock_retention")
+    assert r.status is Status.NOT_CHECKED and r.message == "steady SM clock not available"
