@@ -50,7 +50,7 @@ class Checks:
     max_jitter_cv: float = 0.05  # steady throughput coefficient of variation (warn above)
     require_equilibrium: bool = False  # fail (not warn) when equilibrium is not reached
     min_power_limit_fraction: float = 0.99  # warn when the enforced limit is below default
-    hot_spot_margin_c: float = 8.0  # warn above the server's median temperature by more
+    hot_spot_margin_c: float = 6.0  # warn above the server's median temperature by more
 
 
 @dataclass(frozen=True, slots=True)

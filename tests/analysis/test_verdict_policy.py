@@ -173,10 +173,10 @@ def test_a_device_hotter_than_its_peers_by_more_than_the_margin_warns_naming_it(
     flagged = [r for r in results if r.status is not Status.PASS]
     assert len(flagged) == 1 and flagged[0].device == 3 and flagged[0].status is Status.WARN
     assert flagged[0].message == (
-        "steady temperature 76.0 °C is 10.0 °C above the server median 66.0 °C; margin 8 °C: "
+        "steady temperature 76.0 °C is 10.0 °C above the server median 66.0 °C; margin 6 °C: "
         "a hot slot (check its heat sink, thermal pads and baffles)"
     )
-    within = server(8, d3={"steady": stats(temp_c=73.0)})
+    within = server(8, d3={"steady": stats(temp_c=71.5)})
     assert {r.status for r in c.check_hot_spots(within, P)} == {Status.PASS}
 
 
@@ -185,7 +185,7 @@ def test_a_hot_spot_near_the_slowdown_threshold_fails():
     r = next(r for r in c.check_hot_spots(devices, P) if r.device == 3)
     assert r.status is Status.FAIL
     assert r.message == (
-        "steady temperature 85.0 °C is 19.0 °C above the server median 66.0 °C; margin 8 °C; "
+        "steady temperature 85.0 °C is 19.0 °C above the server median 66.0 °C; margin 6 °C; "
         "p90 86 °C is within 5 °C of slowdown 89 °C"
     )
 
