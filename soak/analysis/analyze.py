@@ -160,12 +160,17 @@ def hw_episodes(t: np.ndarray, reasons: np.ndarray) -> tuple[HwEpisode, ...] | N
     return tuple(out)
 
 
-def records_throughput(meta: dict) -> bool:
+def records_throughput(meta: dict, any_work: bool = True) -> bool:
     """Whether the run records throughput by design. A telemetry-only import says it does
-    not (``run.records_throughput`` false); a live run always does, so that a worker that
-    did nothing still fails."""
+    not (``run.records_throughput`` false); an imported run (backend ``import``, or a
+    ``source`` record) that does not say is taken to record none when it holds no work at
+    all. A live run always does, so that a worker that did nothing still fails."""
     run = meta.get("run") or {}
-    return run.get("records_throughput", True) is not False
+    flag = run.get("records_throughput")
+    if flag is not None:
+        return flag is not False
+    imported = run.get("backend") == "import" or "source" in run or "source" in meta
+    return any_work or not imported
 
 
 def _idle_temp(tele: dict[str, np.ndarray], start: float | None) -> float | None:
@@ -192,6 +197,7 @@ def device_facts(
     profile: Profile,
     incomplete: bool,
     capabilities: dict[str, str] | None = None,
+    any_work: bool = True,
 ) -> tuple[DeviceFacts, float | None, float | None]:
     windows = profile.windows
     start, end = _load_span(work, tele["t_s"], meta)
@@ -265,7 +271,7 @@ def device_facts(
         hw_episodes=hw_episodes(t, tele["clock_reasons"]),
         load_start_s=start,
         warmup_end_s=cold.window.start_s if cold is not None else None,
-        records_throughput=records_throughput(meta),
+        records_throughput=records_throughput(meta, any_work),
         capabilities=dict(capabilities or {}),
         idle_temp_c=_idle_temp(tele, start),
     )
@@ -327,12 +333,13 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     all_facts: list[DeviceFacts] = []
     spans = {}
     infos = data.devices
+    any_work = any(w["t_end_s"].size for parts in data.work.values() for w in parts.values())
     for info in infos:
         tele = data.telemetry[info.index]
         work = data.work.get(info.index, {})
         caps = data.capabilities.get(info.index)
         facts, start, end = device_facts(
-            info, tele, work, units, events, meta, profile, incomplete, caps
+            info, tele, work, units, events, meta, profile, incomplete, caps, any_work
         )
         all_facts.append(facts)
         spans[info.index] = (start, end)

@@ -248,11 +248,17 @@ def test_a_live_run_whose_worker_did_nothing_still_fails():
 
 
 @pytest.mark.parametrize(
-    ("run", "expected"),
-    [({}, True), ({"records_throughput": True}, True), ({"records_throughput": False}, False)],
+    ("run", "any_work", "expected"),
+    [
+        ({"backend": "sim"}, False, True),  # a live run that did nothing still fails
+        ({"records_throughput": True}, True, True),
+        ({"records_throughput": False}, False, False),
+        ({"backend": "import"}, False, False),  # an import that did not say, with no work
+        ({"backend": "import"}, True, True),
+    ],
 )
-def test_the_run_record_says_whether_throughput_is_recorded(run, expected):
-    assert records_throughput({"run": run}) is expected
+def test_the_run_record_says_whether_throughput_is_recorded(run, any_work, expected):
+    assert records_throughput({"run": run}, any_work) is expected
 
 
 # --- diagnosis -----------------------------------------------------------------------------
