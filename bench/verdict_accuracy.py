@@ -248,7 +248,7 @@ CASES = (
     Case("xid", "xid:gpu={gpu}:code=79:at={at}", "hardware-fault", True, seeds="seeds"),
 )
 WARMUP_SHARE = 0.1  # of the timed faults' seeds, the share placed inside the warm-up
-WARMUP_S = 4.0  # the warm-up is the first 5 s of load; a fault there starts in [0, 4) s
+WARMUP_S = 4.0  # the warm-up is the first 5 s of load: a fault there ends inside it
 
 
 @dataclass(frozen=True)
@@ -343,14 +343,14 @@ def _margins(d: DeviceResult, analysis: Analysis) -> dict[str, float | None]:
 
 
 def _timing(seed: int, duration_s: float) -> tuple[float, float]:
-    """A timed fault's start (seconds after the load starts) and length, drawn per seed:
-    a WARMUP_SHARE of them inside the warm-up, the rest anywhere up to a minute before the
-    end; 5 to 60 s long (short events are the hard ones)."""
+    """A timed fault's start (seconds after the load starts) and length, drawn per seed: a
+    WARMUP_SHARE of them inside the warm-up and over before it ends (0-2 s in, 1-2 s long),
+    the rest anywhere up to a minute before the end, 5 to 60 s long (short events are the
+    hard ones)."""
     rng = np.random.default_rng([seed, 11])
     if rng.random() < WARMUP_SHARE:
-        at = float(rng.uniform(0.0, WARMUP_S))
-    else:
-        at = float(rng.uniform(WARMUP_S + 2.0, duration_s - 60.0))
+        return round(float(rng.uniform(0.0, 2.0))), round(float(rng.uniform(1.0, 2.0)))
+    at = float(rng.uniform(WARMUP_S + 2.0, duration_s - 60.0))
     return round(at), round(float(rng.uniform(5.0, 60.0)))
 
 
