@@ -227,6 +227,7 @@ CASES = (
         "hw-slowdown:gpu={gpu}:at={at}:for={for}",
         "hardware-fault",
         True,
+        flag="hw_events",  # inside the warm-up it must warn
         seeds="seeds",
     ),
     Case(
@@ -234,6 +235,7 @@ CASES = (
         "power-brake:gpu={gpu}:at={at}:for={for}",
         "hardware-fault",
         True,
+        flag="hw_events",  # inside the warm-up it must warn
         seeds="seeds",
     ),
     Case(
@@ -241,6 +243,7 @@ CASES = (
         "hw-thermal:gpu={gpu}:at={at}:for={for}",
         "thermal-limited",
         True,
+        flag="hw_events",  # inside the warm-up it must warn
         seeds="seeds",
     ),
     Case("ecc", "ecc:gpu={gpu}:at={at}", "hardware-fault", True, seeds="seeds"),
