@@ -8,7 +8,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from soak.analysis.checks import CheckResult, Counter, DeviceFacts, Status, run_checks
+from soak.analysis.checks import (
+    CheckResult,
+    Counter,
+    DeviceFacts,
+    HwEpisode,
+    Status,
+    run_checks,
+)
 from soak.analysis.diagnosis import diagnose, peers_of
 from soak.analysis.equilibrium import Equilibrium, Series, detect
 from soak.analysis.windows import (
@@ -21,7 +28,7 @@ from soak.analysis.windows import (
 )
 from soak.config import Profile
 from soak.fields import FOLLOWED
-from soak.model import DeviceInfo, Event, EventKind, WorkerOutcome
+from soak.model import HW_REASONS, DeviceInfo, Event, EventKind, WorkerOutcome
 from soak.store import RunStore
 
 INCOMPLETE_STOPS = frozenset({"interrupted", "error"})
@@ -101,12 +108,18 @@ class Analysis:
 
     @property
     def reasons(self) -> list[CheckResult]:
-        """Every failing and warning result, failures first."""
+        """Every failing and warning result, failures first. A check that could not run
+        for want of a signal is not a reason: see ``not_checked``."""
         order = {Status.FAIL: 0, Status.WARN: 1}
-        bad = [c for c in self.checks if c.status is not Status.PASS]
+        bad = [c for c in self.checks if c.status in order]
         return sorted(
             bad, key=lambda c: (order[c.status], c.device if c.device is not None else -1)
         )
+
+    @property
+    def not_checked(self) -> list[CheckResult]:
+        """Checks that could not run because a signal is not available, each once."""
+        return [c for c in self.checks if c.status is Status.NOT_CHECKED]
 
     def sync_loss(self, part: str | None = None) -> tuple[float | None, int | None]:
         """1 − min/mean of steady throughput: what the slowest device costs a synchronous
@@ -173,6 +186,45 @@ def _outcome(events: Sequence[Event]) -> tuple[WorkerOutcome | None, str]:
     return outcome, last.details.get("detail", "") or ""
 
 
+def hw_episodes(t: np.ndarray, reasons: np.ndarray) -> tuple[HwEpisode, ...] | None:
+    """Stretches of consecutive readings with a HW protection reason bit set; None where no
+    clock reason was readable. Each lasts to its last reading plus one reading interval."""
+    readable = np.isfinite(reasons)
+    if not readable.any():
+        return None
+    bits = np.where(readable, reasons, 0).astype(np.int64) & int(HW_REASONS)
+    on = bits != 0
+    if not on.any():
+        return ()
+    step = float(np.median(np.diff(t))) if t.size > 1 else 1.0
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], on.view(np.int8), [0]))))
+    out = []
+    for first, stop in zip(edges[::2], edges[1::2], strict=True):
+        seen = int(np.bitwise_or.reduce(bits[first:stop]))
+        out.append(HwEpisode(float(t[first]), float(t[stop - 1]) + step, seen))
+    return tuple(out)
+
+
+def records_throughput(meta: dict, any_work: bool = True) -> bool:
+    """Whether the run records throughput by design. A telemetry-only import says it does
+    not (``run.records_throughput`` false); an imported run (backend ``import``, or a
+    ``source`` record) that does not say is taken to record none when it holds no work at
+    all. A live run always does, so that a worker that did nothing still fails."""
+    run = meta.get("run") or {}
+    flag = run.get("records_throughput")
+    if flag is not None:
+        return flag is not False
+    imported = run.get("backend") == "import" or "source" in run or "source" in meta
+    return any_work or not imported
+
+
+def _idle_temp(tele: dict[str, np.ndarray], start: float | None) -> float | None:
+    if start is None:
+        return None
+    before = tele["temp_c"][(tele["t_s"] < start) & np.isfinite(tele["temp_c"])]
+    return float(np.median(before)) if before.size else None
+
+
 def _power_limit(steady: WindowStats | None, info: DeviceInfo) -> float | None:
     """The enforced power limit over the steady window, or as probed at the start."""
     if steady is not None and steady.median.get("power_limit_w") is not None:
@@ -189,6 +241,8 @@ def device_facts(
     meta: dict,
     profile: Profile,
     incomplete: bool,
+    capabilities: dict[str, str] | None = None,
+    any_work: bool = True,
 ) -> tuple[DeviceFacts, float | None, float | None]:
     windows = profile.windows
     start, end = _load_span(work, tele["t_s"], meta)
@@ -249,6 +303,12 @@ def device_facts(
         workload=(meta.get("run") or {}).get("workload"),
         power_limit_w=_power_limit(steady, info),
         default_power_limit_w=info.default_power_limit_w,
+        hw_episodes=hw_episodes(t, tele["clock_reasons"]),
+        load_start_s=start,
+        warmup_end_s=cold.window.start_s if cold is not None else None,
+        records_throughput=records_throughput(meta, any_work),
+        capabilities=dict(capabilities or {}),
+        idle_temp_c=_idle_temp(tele, start),
     )
     return facts, start, end
 
@@ -309,10 +369,14 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     all_facts: list[DeviceFacts] = []
     spans = {}
     infos = data.devices
+    any_work = any(w["t_end_s"].size for parts in data.work.values() for w in parts.values())
     for info in infos:
         tele = data.telemetry[info.index]
         work = data.work.get(info.index, {})
-        facts, start, end = device_facts(info, tele, work, units, events, meta, profile, incomplete)
+        caps = data.capabilities.get(info.index)
+        facts, start, end = device_facts(
+            info, tele, work, units, events, meta, profile, incomplete, caps, any_work
+        )
         all_facts.append(facts)
         spans[info.index] = (start, end)
     checks = run_checks(all_facts, profile) + cross_device_checks(events)

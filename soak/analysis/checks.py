@@ -1,7 +1,10 @@
 """Acceptance checks: small pure functions, each returning pass/warn/fail with its numbers.
 
-A check that cannot be made because a value could not be read never passes silently: it
-warns and says what was not available. Errors that the hardware reported fail.
+A check that cannot be made because a signal could not be read never passes silently: its
+status is ``not_checked`` and its message names the capability that is missing (a warning is
+something to act on; a missing sensor is listed once, apart). Errors that the hardware
+reported fail, and so does any hardware protection event (HW slowdown, HW thermal slowdown,
+HW power brake) after the warm-up, wherever it falls.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from soak import fields
 from soak.analysis.equilibrium import Equilibrium
 from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowStats
 from soak.config import Profile
-from soak.model import RATE_UNITS, WorkerOutcome
+from soak.model import RATE_UNITS, ClockReason, WorkerOutcome
 from soak.units import pct, si
 
 
@@ -24,6 +27,7 @@ class Status(enum.StrEnum):
     PASS = "pass"
     WARN = "warn"
     FAIL = "fail"
+    NOT_CHECKED = "not_checked"  # the signal the check needs is not available
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +53,21 @@ class Counter:
     @property
     def delta(self) -> float | None:
         return self.last - self.first if self.readable else None  # type: ignore[operator]
+
+
+@dataclass(frozen=True, slots=True)
+class HwEpisode:
+    """A stretch of readings with a hardware protection reason set (HW slowdown, HW thermal
+    slowdown, HW power brake): from the first reading that shows it to the last, plus one
+    reading interval; ``bits`` is every HW reason bit seen in it."""
+
+    start_s: float
+    end_s: float
+    bits: int
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +97,15 @@ class DeviceFacts:
     # The run stopped early (signal, coordinator lost): a window it never reached is a
     # reason for INCOMPLETE, not evidence against the device.
     run_incomplete: bool = False
+    # HW protection episodes over the whole run; None where clock reasons were unreadable.
+    hw_episodes: tuple[HwEpisode, ...] | None = ()
+    load_start_s: float | None = None
+    warmup_end_s: float | None = None  # the cold window's start: what comes before is warm-up
+    # False for a run that records no throughput by design (a telemetry-only import): its
+    # throughput checks are not made; a live run whose worker did nothing still fails.
+    records_throughput: bool = True
+    capabilities: dict[str, str] = field(default_factory=dict)  # telemetry field -> capability
+    idle_temp_c: float | None = None  # before the load: the base of the temperature rise
 
 
 def _rate(value: float | None, part: str, facts: DeviceFacts) -> str:
@@ -93,17 +121,146 @@ def _late_windows(f: DeviceFacts) -> list[tuple[str, WindowStats | None]]:
     return windows
 
 
-def check_throughput_retention(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+def _not_checked(check: str, what: str, f: DeviceFacts, *fields: str) -> CheckResult:
+    """A check that cannot run for want of a signal, naming the capability that is missing."""
+    caps = [f"{k}: {f.capabilities[k]}" for k in fields if f.capabilities.get(k)]
+    missing = f" ({'; '.join(caps)})" if caps else ""
+    return CheckResult(check, Status.NOT_CHECKED, f"{what} not available{missing}", f.index)
+
+
+# The clock each unit of work scales with: tensor math and training steps with the SM
+# clock, memory traffic with the memory clock.
+CLOCK_OF_UNIT = {"FLOP": "sm_clock_mhz", "token": "sm_clock_mhz", "B": "mem_clock_mhz"}
+POWER_PINNED_SHARE = 0.5  # share of a window under the SW power cap that pins power
+POWER_AT_LIMIT = 0.97  # median power this close to the enforced limit pins it too
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionSplit:
+    """The cold→late throughput loss of one part, split by cause. ``drift`` is the loss the
+    power cap explains (power pinned at the limit, clocks down, no thermal reason: leakage
+    grows with temperature); ``thermal`` the clock loss under thermal slowdown; and
+    ``unexplained`` the rest (clocks that fell with no reason, or less work per clock)."""
+
+    ratio: float  # late / cold throughput
+    drift: float
+    thermal: float
+    unexplained: float
+
+    @property
+    def strict_ratio(self) -> float:
+        """Late / cold throughput with the power-capped drift taken out: what the strict
+        floor judges."""
+        return self.ratio / (1.0 - self.drift) if self.drift < 1 else 0.0
+
+
+def _power_pinned(stats: WindowStats) -> bool:
+    if (stats.reason_share.get("sw_power_cap") or 0.0) > POWER_PINNED_SHARE:
+        return True
+    power, limit = stats.median.get("power_w"), stats.median.get("power_limit_w")
+    return power is not None and limit is not None and power >= POWER_AT_LIMIT * limit
+
+
+def retention_split(
+    f: DeviceFacts, late: WindowStats, part: str, profile: Profile
+) -> RetentionSplit | None:
+    """The split of one part's loss from the cold window to ``late``; None without both
+    throughputs. Without the clock the part scales with, all the loss is unexplained."""
+    cold_rate = f.cold.throughput.get(part) if f.cold else None
+    late_rate = late.throughput.get(part)
+    if cold_rate is None or late_rate is None or cold_rate <= 0:
+        return None
+    ratio = late_rate / cold_rate
+    key = CLOCK_OF_UNIT.get(f.units.get(part, ""))
+    cold_clock = f.cold.median.get(key) if f.cold and key else None
+    late_clock = late.median.get(key) if key else None
+    if not cold_clock or late_clock is None:
+        return RetentionSplit(ratio, 0.0, 0.0, max(0.0, 1.0 - ratio))
+    return _split(ratio, late_clock / cold_clock, late, profile)
+
+
+def _split(ratio: float, clock_ratio: float, late: WindowStats, profile: Profile) -> RetentionSplit:
+    """Split a late/cold ``ratio`` whose clock fell to ``clock_ratio`` of cold by cause."""
+    clock_loss = max(0.0, 1.0 - clock_ratio)
+    per_clock_loss = max(0.0, 1.0 - ratio / clock_ratio) if clock_ratio > 0 else 1.0
+    thermal_share = max(
+        late.reason_share.get("sw_thermal") or 0.0, late.reason_share.get("hw_thermal") or 0.0
+    )
+    hw_share = late.reason_share.get("hw_any") or 0.0
+    if thermal_share > profile.checks.max_sw_thermal_fraction:
+        return RetentionSplit(ratio, 0.0, clock_loss, per_clock_loss)
+    if hw_share == 0 and _power_pinned(late):
+        return RetentionSplit(ratio, clock_loss, 0.0, per_clock_loss)
+    return RetentionSplit(ratio, 0.0, 0.0, 1.0 - min(1.0, ratio))
+
+
+def check_throughput_retention(
+    f: DeviceFacts, profile: Profile, peers: Sequence[DeviceFacts] = ()
+) -> list[CheckResult]:
+    """Steady (and final) throughput against cold, each loss judged by its cause: the
+    power-capped drift only past its absolute floor, thermal and unexplained loss by the
+    strict floor. ``peers`` (the server's devices) give the drift its comparison."""
+    if not f.records_throughput:
+        out = [_not_measured("throughput_retention", f)]
+        for label, stats in _late_windows(f):
+            out += _clock_retention(f, stats, label, profile)
+        return out
     out = []
     for label, stats in _late_windows(f):
-        out += _retention(f, stats, label, profile)
+        out += _retention(f, stats, label, profile, peers)
     return out
 
 
-def _retention(
+def _clock_retention(
     f: DeviceFacts, late: WindowStats | None, label: str, profile: Profile
 ) -> list[CheckResult]:
-    floor = profile.checks.min_throughput_retention
+    """Where no throughput is recorded, the SM clock stands in for it: the same split by
+    cause and the same floors, on late / cold SM clock."""
+    cold = f.cold.median.get("sm_clock_mhz") if f.cold else None
+    clock = late.median.get("sm_clock_mhz") if late else None
+    if not cold or clock is None or late is None:
+        return [_not_checked("clock_retention", f"{label} SM clock", f, "sm_clock_mhz")]
+    split = _split(clock / cold, clock / cold, late, profile)
+    checks = profile.checks
+    text = (
+        f"{label} SM clock {clock:.0f} MHz is {pct(split.ratio)} of cold {cold:.0f} MHz "
+        f"(in place of throughput): {pct(split.drift)} power-capped drift "
+        f"(floor {pct(checks.max_power_drift, 0)}), {pct(split.thermal)} thermal slowdown, "
+        f"{pct(split.unexplained)} unexplained; floor {pct(checks.min_throughput_retention, 0)} "
+        f"for thermal and unexplained loss"
+    )
+    ok = split.drift <= checks.max_power_drift and split.strict_ratio >= (
+        checks.min_throughput_retention
+    )
+    return [CheckResult("clock_retention", Status.PASS if ok else Status.FAIL, text, f.index)]
+
+
+def _not_measured(check: str, f: DeviceFacts) -> CheckResult:
+    message = "throughput not measured: this run records no throughput (telemetry only)"
+    return CheckResult(check, Status.NOT_CHECKED, message, f.index)
+
+
+def _peer_drifts(
+    peers: Sequence[DeviceFacts], f: DeviceFacts, label: str, part: str, profile: Profile
+) -> list[float]:
+    drifts = []
+    for other in peers:
+        if other.index == f.index or other.lost:
+            continue
+        late = dict(_late_windows(other)).get(label)
+        split = retention_split(other, late, part, profile) if late is not None else None
+        if split is not None:
+            drifts.append(split.drift)
+    return drifts
+
+
+def _retention(
+    f: DeviceFacts,
+    late: WindowStats | None,
+    label: str,
+    profile: Profile,
+    peers: Sequence[DeviceFacts] = (),
+) -> list[CheckResult]:
     out = []
     parts = sorted(set(f.cold.throughput if f.cold else {}) | set(late.throughput if late else {}))
     missing_status = Status.WARN if f.run_incomplete else Status.FAIL
@@ -132,79 +289,129 @@ def _retention(
             message = f"{part}: cold throughput {_rate(cold, part, f)}: no work done cold"
             out.append(CheckResult("throughput_retention", Status.FAIL, message, f.index))
             continue
-        ratio = steady / cold
-        status = Status.PASS if ratio >= floor else Status.FAIL
-        message = (
-            f"{label} {part} {_rate(steady, part, f)} is {pct(ratio)} of cold "
-            f"{_rate(cold, part, f)}; floor {pct(floor, 0)}"
-        )
-        out.append(CheckResult("throughput_retention", status, message, f.index))
+        assert late is not None
+        split = retention_split(f, late, part, profile)
+        assert split is not None
+        out.append(_retention_result(f, label, part, split, profile, peers))
     return out
 
 
-def _reason_check(name: str, key: str, label: str, limit: float) -> Callable:
-    def check(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
-        out = []
-        for window_label, stats in _late_windows(f):
-            share = stats.reason_share.get(key) if stats else None
-            if share is None:
-                message = f"clock-event reasons not available: {label} time unknown"
-                out.append(CheckResult(name, Status.WARN, message, f.index))
-                continue
-            lim = getattr(profile.checks, limit)
-            status = Status.PASS if share <= lim else Status.FAIL
-            seconds = share * stats.window.length_s
-            message = (
-                f"{label} {pct(share, 2)} of {window_label} window ({seconds:.0f} s); "
-                f"limit {pct(lim, 2)}"
-            )
-            out.append(CheckResult(name, status, message, f.index))
-        return out
+def _retention_result(
+    f: DeviceFacts,
+    label: str,
+    part: str,
+    split: RetentionSplit,
+    profile: Profile,
+    peers: Sequence[DeviceFacts],
+) -> CheckResult:
+    checks = profile.checks
+    floor, drift_floor = checks.min_throughput_retention, checks.max_power_drift
+    cold = f.cold.throughput[part] if f.cold else None
+    late = cold * split.ratio if cold is not None else None
+    head = (
+        f"{label} {part} {_rate(late, part, f)} is {pct(split.ratio)} of cold "
+        f"{_rate(cold, part, f)}"
+    )
+    if split.drift == 0 and split.thermal == 0:
+        status = Status.PASS if split.ratio >= floor else Status.FAIL
+        return CheckResult(
+            "throughput_retention", status, f"{head}; floor {pct(floor, 0)}", f.index
+        )
+    drifts = _peer_drifts(peers, f, label, part, profile)
+    around = []
+    if drifts:
+        around.append(f"peers {pct(min(drifts))}–{pct(max(drifts))}")
+    if checks.expected_power_drift:
+        around.append(f"{profile.name} expects {pct(checks.expected_power_drift)}")
+    around.append(f"floor {pct(drift_floor, 0)}")
+    text = (
+        f"{head}: {pct(split.drift)} power-capped drift ({', '.join(around)}), "
+        f"{pct(split.thermal)} thermal slowdown, {pct(split.unexplained)} unexplained; "
+        f"floor {pct(floor, 0)} for thermal and unexplained loss"
+    )
+    ok = split.drift <= drift_floor and split.strict_ratio >= floor
+    status = Status.PASS if ok else Status.FAIL
+    return CheckResult("throughput_retention", status, text, f.index)
 
-    check.__name__ = f"check_{name}"
-    return check
+
+def check_sw_thermal(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+    """SW thermal slowdown: a budget of the steady (and final) window's time."""
+    out = []
+    lim = profile.checks.max_sw_thermal_fraction
+    for window_label, stats in _late_windows(f):
+        share = stats.reason_share.get("sw_thermal") if stats else None
+        if share is None or stats is None:
+            out.append(_not_checked("sw_thermal", "clock-event reasons", f, "clock_reasons"))
+            break
+        status = Status.PASS if share <= lim else Status.FAIL
+        seconds = share * stats.window.length_s
+        message = (
+            f"SW thermal slowdown {pct(share, 2)} of {window_label} window ({seconds:.0f} s); "
+            f"limit {pct(lim, 2)}"
+        )
+        out.append(CheckResult("sw_thermal", status, message, f.index))
+    return out
 
 
-check_hw_slowdown = _reason_check(
-    "hw_slowdown", "hw_any", "HW slowdown/thermal/power brake", "max_hw_reason_fraction"
-)
-check_sw_thermal = _reason_check(
-    "sw_thermal", "sw_thermal", "SW thermal slowdown", "max_sw_thermal_fraction"
-)
+HW_REASON_NAMES = {
+    ClockReason.HW_SLOWDOWN: "HW slowdown",
+    ClockReason.HW_THERMAL: "HW thermal slowdown",
+    ClockReason.HW_POWER_BRAKE: "HW power brake",
+}
+MAX_EPISODES_NAMED = 3
 
 
-def check_hw_reasons_anytime(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
-    """HW slowdown, HW thermal or power brake at any time of the load: a warning even when
-    the steady window was spared, since a burn-in exists to see such events."""
-    if f.whole is None or f.whole.reason_share.get("hw_any") is None:
-        return []
-    parts = [
-        f"{name.replace('_', ' ')} {f.whole.reason_share[name] * f.whole.window.length_s:.0f} s"
-        for name in ("hw_slowdown", "hw_thermal", "hw_power_brake")
-        if f.whole.reason_share.get(name)
-    ]
-    if not parts:
-        return [
-            CheckResult(
-                "hw_events", Status.PASS, "no HW clock-event reasons during the load", f.index
-            )
-        ]
-    message = "during the load: " + ", ".join(parts)
-    return [CheckResult("hw_events", Status.WARN, message, f.index)]
+def _episode_text(e: HwEpisode, load_start_s: float | None) -> str:
+    names = "/".join(name for bit, name in HW_REASON_NAMES.items() if e.bits & int(bit))
+    if load_start_s is not None:
+        when = f"{e.start_s - load_start_s:.0f} s into the load"
+    else:
+        when = f"t = {e.start_s:.0f} s"
+    return f"{names} at {when} for {e.duration_s:.0f} s (reason bits {e.bits:#x})"
+
+
+def check_protection_events(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+    """Any HW slowdown, HW thermal slowdown or HW power brake after the warm-up fails the
+    device wherever it falls: a healthy server never asserts one during a soak. Inside the
+    warm-up (before the cold window) it warns. The message names each episode's time,
+    duration and reason bits."""
+    if f.hw_episodes is None:
+        return [_not_checked("hw_events", "clock-event reasons", f, "clock_reasons")]
+    if not f.hw_episodes:
+        message = "no HW slowdown, HW thermal slowdown or HW power brake during the run"
+        return [CheckResult("hw_events", Status.PASS, message, f.index)]
+    warmup = f.warmup_end_s
+    late = [e for e in f.hw_episodes if warmup is None or e.end_s > warmup]
+    early = [e for e in f.hw_episodes if e not in late]
+    out = []
+    for episodes, status, where in (
+        (late, Status.FAIL, "after the warm-up"),
+        (early, Status.WARN, "inside the warm-up"),
+    ):
+        if not episodes:
+            continue
+        named = [_episode_text(e, f.load_start_s) for e in episodes[:MAX_EPISODES_NAMED]]
+        more = len(episodes) - len(named)
+        total = sum(e.duration_s for e in episodes)
+        extra = f" and {more} more" if more > 0 else ""
+        message = (
+            f"{len(episodes)} HW protection event{'s' if len(episodes) > 1 else ''} {where} "
+            f"({total:.0f} s in all): {'; '.join(named)}{extra}"
+        )
+        out.append(CheckResult("hw_events", status, message, f.index))
+    return out
 
 
 def check_temp_margin(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     slowdown = f.slowdown_temp_c
     if slowdown is None:
-        message = "slowdown threshold not available"
-        return [CheckResult("temp_margin", Status.WARN, message, f.index)]
+        return [_not_checked("temp_margin", "slowdown threshold", f, "temp_c")]
     need = profile.checks.min_temp_margin_c
     out = []
     for label, stats in _late_windows(f):
         temp = stats.p90.get("temp_c") if stats else None
         if temp is None:
-            message = f"{label} temperature not available"
-            out.append(CheckResult("temp_margin", Status.WARN, message, f.index))
+            out.append(_not_checked("temp_margin", f"{label} temperature", f, "temp_c"))
             continue
         margin = slowdown - temp
         status = Status.PASS if margin >= need else Status.FAIL
@@ -225,7 +432,7 @@ def check_hardware_errors(f: DeviceFacts, profile: Profile) -> list[CheckResult]
         if key == "retired_pages" and remapping and (counter is None or not counter.readable):
             continue  # devices with row remapping (Ampere and later) retire no pages
         if counter is None or not counter.readable:
-            out.append(CheckResult(key, Status.WARN, f"{label}: not supported", f.index))
+            out.append(_not_checked(key, label, f, key))
             continue
         new = counter.delta or 0
         status = Status.PASS if new <= 0 else Status.FAIL
@@ -235,7 +442,7 @@ def check_hardware_errors(f: DeviceFacts, profile: Profile) -> list[CheckResult]
         label = fields.label(key)
         counter = f.counters.get(key)
         if counter is None or counter.peak is None:
-            out.append(CheckResult(key, Status.WARN, f"{label}: not supported", f.index))
+            out.append(_not_checked(key, label, f, key))
             continue
         status = Status.FAIL if counter.peak > 0 else Status.PASS
         out.append(CheckResult(key, status, f"{label}: {'yes' if counter.peak else 'no'}", f.index))
@@ -255,6 +462,9 @@ def check_verification(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
         message = f"{f.verification_failed} of {f.verification_checked} result checks failed{err}"
         return [CheckResult("verification", Status.FAIL, message, f.index)]
     if f.verification_checked == 0:
+        if not f.records_throughput:
+            message = "result verification not available: this run records no work"
+            return [CheckResult("verification", Status.NOT_CHECKED, message, f.index)]
         return [CheckResult("verification", Status.WARN, "no results were verified", f.index)]
     message = f"{f.verification_checked} result checks passed"
     return [CheckResult("verification", Status.PASS, message, f.index)]
@@ -264,6 +474,9 @@ def check_outcome(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     if f.lost:
         return [CheckResult("worker", Status.FAIL, "device lost during the run", f.index)]
     if f.outcome is None:
+        if not f.records_throughput:
+            message = "worker outcome not available: this run ran no load of soak's"
+            return [CheckResult("worker", Status.NOT_CHECKED, message, f.index)]
         return [CheckResult("worker", Status.WARN, "load did not report how it ended", f.index)]
     if f.outcome is WorkerOutcome.OK:
         return [CheckResult("worker", Status.PASS, "load ran to the end", f.index)]
@@ -325,20 +538,25 @@ def check_floors(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     out = []
     floors = profile.floors.get(f.workload or "", {})
     sources = profile.floor_sources.get(f.workload or "", {})
+    if floors and not f.records_throughput:
+        return [_not_measured("floor", f)]
     for part, floor in sorted(floors.items()):
         source = sources.get(part, "").split(";")[0].strip()
         src = f" ({source})" if source else ""
-        steady = f.steady.throughput.get(part) if f.steady else None
-        if steady is None:
-            message = f"steady {part} throughput not measured; floor {_rate(floor, part, f)}{src}"
-            out.append(CheckResult("floor", Status.FAIL, message, f.index))
-            continue
-        status = Status.PASS if steady >= floor else Status.FAIL
-        message = (
-            f"steady {part} {_rate(steady, part, f)} is {pct(steady / floor)} of the "
-            f"{profile.name} floor {_rate(floor, part, f)}{src}"
-        )
-        out.append(CheckResult("floor", status, message, f.index))
+        for label, stats in _late_windows(f):
+            rate = stats.throughput.get(part) if stats else None
+            if rate is None:
+                message = (
+                    f"{label} {part} throughput not measured; floor {_rate(floor, part, f)}{src}"
+                )
+                out.append(CheckResult("floor", Status.FAIL, message, f.index))
+                continue
+            status = Status.PASS if rate >= floor else Status.FAIL
+            message = (
+                f"{label} {part} {_rate(rate, part, f)} is {pct(rate / floor)} of the "
+                f"{profile.name} floor {_rate(floor, part, f)}{src}"
+            )
+            out.append(CheckResult("floor", status, message, f.index))
     return out
 
 
@@ -378,9 +596,8 @@ DEVICE_CHECKS: tuple[Callable[[DeviceFacts, Profile], list[CheckResult]], ...] =
     check_verification,
     check_hardware_errors,
     check_throughput_retention,
-    check_hw_slowdown,
+    check_protection_events,
     check_sw_thermal,
-    check_hw_reasons_anytime,
     check_temp_margin,
     check_equilibrium,
     check_run_length,
@@ -391,16 +608,38 @@ DEVICE_CHECKS: tuple[Callable[[DeviceFacts, Profile], list[CheckResult]], ...] =
 )
 
 
+def _window_of(f: DeviceFacts, label: str) -> WindowStats | None:
+    return f.steady if label == "steady" else f.final if label == "final" else None
+
+
 def check_outliers(devices: Sequence[DeviceFacts], profile: Profile) -> list[CheckResult]:
-    """Within-server rule: a device whose steady throughput is below the server's
-    median − max(k·MAD, rel·median) fails. Needs three devices to mean anything."""
+    """Within-server rule: a device whose steady (or final) throughput is below the server's
+    median − max(k·MAD, rel·median) over that window fails. Needs three devices to mean
+    anything. The final window is judged where a device's differs from its steady one, so
+    a device that degrades after its steady window cannot pass on its earlier figures."""
     out = []
-    parts = sorted({p for f in devices if f.steady for p in f.steady.throughput})
+    for label in ("steady", "final"):
+        out += _outliers(devices, profile, label)
+    return out
+
+
+def _outliers(devices: Sequence[DeviceFacts], profile: Profile, label: str) -> list[CheckResult]:
+    out = []
+    judged = [f for f in devices if f.records_throughput]
+    if label == "final":  # the final window of a device whose own final window is apart
+        apart = {f.index for f in judged if any(lbl == "final" for lbl, _ in _late_windows(f))}
+        if not apart:
+            return []
+    else:
+        apart = {f.index for f in judged}
+    windows = {f.index: _window_of(f, label) or f.steady for f in judged}
+    parts = sorted({p for w in windows.values() if w for p in w.throughput})
+    f_by_index = {f.index: f for f in judged}
     for part in parts:
         rates = {
-            f.index: f.steady.throughput[part]
-            for f in devices
-            if f.steady and f.steady.throughput.get(part) is not None
+            i: w.throughput[part]
+            for i, w in windows.items()
+            if w and w.throughput.get(part) is not None
         }
         if len(rates) < 3:
             continue
@@ -409,25 +648,104 @@ def check_outliers(devices: Sequence[DeviceFacts], profile: Profile) -> list[Che
         mad = float(np.median(np.abs(values - median)))
         margin = max(profile.checks.outlier_mad_k * mad, profile.checks.outlier_min_rel * median)
         limit = median - margin
-        f_by_index = {f.index: f for f in devices}
         for index, rate in rates.items():
+            if index not in apart:
+                continue
             facts = f_by_index[index]
             if median <= 0:  # most devices did no work: no reference to compare with
                 message = (
-                    f"steady {part} {_rate(rate, part, facts)}; the server median is "
+                    f"{label} {part} {_rate(rate, part, facts)}; the server median is "
                     f"{_rate(median, part, facts)}: no reference for the within-server rule"
                 )
                 out.append(CheckResult("outlier", Status.WARN, message, index))
                 continue
             status = Status.PASS if rate >= limit else Status.FAIL
             message = (
-                f"steady {part} {_rate(rate, part, facts)} is {pct(rate / median)} of the "
+                f"{label} {part} {_rate(rate, part, facts)} is {pct(rate / median)} of the "
                 f"server median {_rate(median, part, facts)}; limit {pct(limit / median)}"
             )
             out.append(CheckResult("outlier", status, message, index))
     return out
 
 
+POWER_SAME = 0.03  # relative: power within this of the server median counts as the same
+
+
+def hot_spot_temps(
+    devices: Sequence[DeviceFacts], label: str = "steady"
+) -> tuple[dict[int, float], str]:
+    """Each device's temperature over a late window as the hot-spot rule compares it, and
+    how: the median temperature where every device runs at the server's median power
+    (under a power cap, power cannot tell devices apart), else each device's rise over its
+    idle temperature scaled to the median power (clocks capped, powers apart)."""
+    temps, powers, idles = {}, {}, {}
+    for f in devices:
+        w = _window_of(f, label)
+        if f.lost or w is None or w.median.get("temp_c") is None:
+            continue
+        temps[f.index] = w.median["temp_c"]
+        powers[f.index] = w.median.get("power_w")
+        idles[f.index] = f.idle_temp_c
+    known = [p for p in powers.values() if p]
+    if len(known) < len(temps) or not known:
+        return temps, "temperature"
+    median_power = float(np.median(known))
+    if all(abs(p / median_power - 1) <= POWER_SAME for p in known):
+        return temps, "temperature"
+    if any(i is None for i in idles.values()):
+        return temps, "temperature"
+    scaled = {
+        i: idles[i] + (t - idles[i]) * median_power / powers[i]  # type: ignore[operator]
+        for i, t in temps.items()
+    }
+    return scaled, f"temperature (at the median power {median_power:.0f} W)"
+
+
+def check_hot_spots(devices: Sequence[DeviceFacts], profile: Profile) -> list[CheckResult]:
+    """Within-server temperature rule: a device hotter than the server's median by more than
+    the profile's margin warns, naming its temperature, the median and the margin (a cooling
+    defect: a blocked heat sink, a bad thermal pad, a missing baffle); it fails when it also
+    comes within the slowdown-threshold margin. Needs three devices with a temperature."""
+    out = []
+    margin = profile.checks.hot_spot_margin_c
+    need = profile.checks.min_temp_margin_c
+    for label in ("steady", "final"):
+        temps, basis = hot_spot_temps(devices, label)
+        if len(temps) < 3:
+            continue
+        median = float(np.median(list(temps.values())))
+        f_by_index = {f.index: f for f in devices}
+        for index, temp in sorted(temps.items()):
+            f = f_by_index[index]
+            if label == "final" and not any(lbl == "final" for lbl, _ in _late_windows(f)):
+                continue
+            above = temp - median
+            side = "above" if above >= 0 else "below"
+            text = (
+                f"{label} {basis} {temp:.1f} °C is {abs(above):.1f} °C {side} the server "
+                f"median {median:.1f} °C; margin {margin:.0f} °C"
+            )
+            if above <= margin:
+                out.append(CheckResult("hot_spot", Status.PASS, text, index))
+                continue
+            window = _window_of(f, label)
+            p90 = window.p90.get("temp_c") if window else None
+            slowdown = f.slowdown_temp_c
+            near = slowdown is not None and p90 is not None and slowdown - p90 < need
+            if near:
+                text += f"; p90 {p90:.0f} °C is within {need:.0f} °C of slowdown {slowdown:.0f} °C"
+            else:
+                text += ": a hot slot (check its heat sink, thermal pads and baffles)"
+            out.append(CheckResult("hot_spot", Status.FAIL if near else Status.WARN, text, index))
+    return out
+
+
 def run_checks(devices: Sequence[DeviceFacts], profile: Profile) -> list[CheckResult]:
-    results = [r for f in devices for check in DEVICE_CHECKS for r in check(f, profile)]
-    return results + check_outliers(devices, profile)
+    results = []
+    for f in devices:
+        for check in DEVICE_CHECKS:
+            if check is check_throughput_retention:
+                results += check_throughput_retention(f, profile, devices)
+            else:
+                results += check(f, profile)
+    return results + check_outliers(devices, profile) + check_hot_spots(devices, profile)

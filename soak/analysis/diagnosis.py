@@ -3,9 +3,10 @@
 It follows what slows a training GPU, most certain first:
 
 - **hardware-fault**: the device reported errors (ECC, XID, row remap), was lost, computed
-  wrong, or the hardware itself slowed it (HW slowdown, power brake);
-- **thermal-limited**: thermal clock reasons, no margin to the slowdown temperature, or a
-  device much hotter than its peers that lost throughput;
+  wrong, or the hardware itself slowed it (HW slowdown, power brake) after the warm-up;
+- **thermal-limited**: thermal clock reasons (a HW thermal slowdown event included), no
+  margin to the slowdown temperature, a hot spot near the slowdown threshold, or a device
+  much hotter than its peers that lost throughput;
 
 and for a device that is slow (throughput retention, the within-server rule or a floor):
 
@@ -19,8 +20,11 @@ and for a device that is slow (throughput retention, the within-server rule or a
 A device that did not fail is **healthy** (**not measured** when an incomplete run stopped
 before any of its work was measured), and so is one that failed only a requirement of
 the run (equilibrium not reached where the profile requires it): its FAIL has no device
-cause, and the failing check says why. Peers are the server's other devices; with fewer
-than three, only the device's own cold-to-steady change can speak.
+cause, and the failing check says why. A check that could not run for want of a signal
+(``not_checked``: a telemetry-only import has no throughput) never fails, so an absence of
+data is never a hardware fault. Peers are the server's other devices; with fewer than
+three, only the device's own cold-to-steady change can speak. Each cause comes with the
+operator's next step (``NEXT_STEPS``).
 """
 
 from __future__ import annotations
@@ -30,8 +34,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from soak.analysis.checks import CheckResult, DeviceFacts, Status
+from soak.analysis.checks import CLOCK_OF_UNIT, CheckResult, DeviceFacts, Status
 from soak.analysis.windows import WindowStats
+from soak.model import ClockReason
 
 HEALTHY = "healthy"
 THERMAL = "thermal-limited"
@@ -40,6 +45,16 @@ HOST = "host-bound"
 HARDWARE = "hardware-fault"
 NOT_MEASURED = "not measured"  # an incomplete run that stopped before any work was measured
 CAUSES = (HEALTHY, THERMAL, POWER, HOST, HARDWARE, NOT_MEASURED)
+NEXT_STEPS = {
+    HEALTHY: "nothing to do",
+    THERMAL: "check the inlet temperature, the fans and the heat sink's contact (thermal pads, "
+    "baffles, blocked fins)",
+    POWER: "check the enforced power limit against the SKU's default, and the PSU and its feeds",
+    HOST: "check the host: CPU load and frequency, PCIe link width and speed, NUMA placement "
+    "of the device's process",
+    HARDWARE: "RMA the device with the listed events and errors",
+    NOT_MEASURED: "run the soak again for longer: no work was measured before it stopped",
+}
 
 HARDWARE_CHECKS = frozenset(
     {
@@ -52,7 +67,7 @@ HARDWARE_CHECKS = frozenset(
         "xid",
     }
 )
-SLOW_CHECKS = frozenset({"throughput_retention", "outlier", "floor"})
+SLOW_CHECKS = frozenset({"throughput_retention", "clock_retention", "outlier", "floor"})
 
 MIN_PEERS = 3
 BUSY_UTIL_PCT = 95.0  # a saturating load keeps NVML utilisation at 100 %
@@ -63,9 +78,6 @@ CAPPED_SHARE = 0.5  # share of the steady window under the SW power cap
 LIMIT_BELOW_DEFAULT = 0.99  # an enforced limit under 99 % of the default is lowered
 HOTTER_C = 5.0  # hotter than the peers' median by more than this
 PER_CLOCK_GAP = 0.03  # relative: less work per clock than the peers' by more than this
-# The clock each unit of work scales with: tensor math and training steps with the SM
-# clock, memory traffic with the memory clock.
-CLOCK_OF_UNIT = {"FLOP": "sm_clock_mhz", "token": "sm_clock_mhz", "B": "mem_clock_mhz"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,18 +157,29 @@ def _hardware(f: DeviceFacts, failing: set[str], checks: Sequence[CheckResult]) 
         return Diagnosis(HARDWARE, ("device lost during the run",))
     if failing & HARDWARE_CHECKS:
         return Diagnosis(HARDWARE, tuple(_messages(checks, HARDWARE_CHECKS)))
-    hw = max(_share(f, "hw_slowdown"), _share(f, "hw_power_brake"))
-    if "hw_slowdown" in failing and hw > _share(f, "hw_thermal"):
-        return Diagnosis(HARDWARE, tuple(_messages(checks, {"hw_slowdown"})))
+    if "hw_events" in failing and _protection_bits(f) & _NOT_THERMAL:
+        return Diagnosis(HARDWARE, tuple(_messages(checks, {"hw_events"})))
     return None
+
+
+_NOT_THERMAL = int(ClockReason.HW_SLOWDOWN | ClockReason.HW_POWER_BRAKE)
+
+
+def _protection_bits(f: DeviceFacts) -> int:
+    """Every HW reason bit of the protection events after the warm-up."""
+    bits = 0
+    for e in f.hw_episodes or ():
+        if f.warmup_end_s is None or e.end_s > f.warmup_end_s:
+            bits |= e.bits
+    return bits
 
 
 def _thermal(
     f: DeviceFacts, failing: set[str], checks: Sequence[CheckResult], peers: Peers, slow: bool
 ) -> Diagnosis | None:
-    evidence = _messages(checks, {"sw_thermal", "temp_margin", "hw_slowdown"})
+    evidence = _messages(checks, {"sw_thermal", "temp_margin", "hw_events", "hot_spot"})
     thermal_share = max(_share(f, "sw_thermal"), _share(f, "hw_thermal"))
-    if thermal_share > 0.01 or failing & {"sw_thermal", "temp_margin"}:
+    if thermal_share > 0.01 or failing & {"sw_thermal", "temp_margin", "hw_events", "hot_spot"}:
         if thermal_share and not evidence:
             evidence.append(f"thermal clock reasons {100 * thermal_share:.1f} % of the time")
         return Diagnosis(THERMAL, tuple(evidence) + _clock_evidence(f, peers))
@@ -304,8 +327,6 @@ def diagnose(f: DeviceFacts, checks: Sequence[CheckResult], peers: Peers) -> Dia
     thermal = _thermal(f, failing, checks, peers, slow)
     if thermal is not None:
         return thermal
-    if "hw_slowdown" in failing:  # HW thermal time beyond the limit
-        return Diagnosis(THERMAL, tuple(_messages(checks, {"hw_slowdown"})))
     if slow:
         for cause in (_host(f, peers), _weak(f, peers), _power(f, peers)):
             if cause is not None:

@@ -409,10 +409,12 @@ def heatmap(
     work: dict[int, dict[str, dict[str, np.ndarray]]],
     part: str | None,
     t0: float,
+    hot_spots: dict[int, str] | None = None,
 ) -> str:
     """Device × time: the hottest reading and the lowest throughput (percent of the
     server's median cold throughput) in each time bin, so a brief event still colours its
-    cell."""
+    cell. ``hot_spots`` (device → "warn" or "fail") marks the devices the hot-spot rule
+    flagged on the temperature map."""
     t_end = max(float(tele[d.index]["t_s"][-1]) for d in results if tele[d.index]["t_s"].size)
     scale, unit = time_scale(t_end - t0)
     ticks = max(int(np.sum(tele[d.index]["t_s"] >= t0)) for d in results)
@@ -450,7 +452,8 @@ def heatmap(
             105,
         ),
     )
-    for ax, (data, cmap, label, vmin, vmax) in zip(axes, panels, strict=True):
+    hot_spots = hot_spots or {}
+    for number, (ax, (data, cmap, label, vmin, vmax)) in enumerate(zip(axes, panels, strict=True)):
         if not np.isfinite(data).any():
             _not_available(ax, label.split(" in each bin")[0])
             continue
@@ -468,7 +471,18 @@ def heatmap(
         )
         fig.colorbar(image, ax=ax, pad=0.01)
         ax.set_title(label, loc="left")
-        ax.set_yticks(range(len(results)), labels)
+        if number == 0 and hot_spots:
+            marked = [
+                f"{x} ▲ hot spot" if d.index in hot_spots else x
+                for x, d in zip(labels, results, strict=True)
+            ]
+            ax.set_yticks(range(len(results)), marked)
+            for tick, d in zip(ax.get_yticklabels(), results, strict=True):
+                if d.index in hot_spots:
+                    tick.set_color("#b00020" if hot_spots[d.index] == "fail" else "#b36b00")
+                    tick.set_fontweight("bold")
+        else:
+            ax.set_yticks(range(len(results)), labels)
         ax.grid(False)
     axes[-1].set_xlabel(f"{unit} since load start")
     return to_data_uri(fig)

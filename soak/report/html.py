@@ -24,6 +24,7 @@ from soak.analysis.analyze import (
     merge_windows,
 )
 from soak.analysis.checks import CheckResult, Status
+from soak.analysis.diagnosis import NEXT_STEPS
 from soak.analysis.windows import WindowStats
 from soak.config import Checks, Windows
 from soak.fields import REASONS
@@ -56,17 +57,17 @@ env.filters["cell"] = _cell
 
 DIAGNOSES = {
     "healthy": "no loss from cold to steady state that the checks flag",
-    "thermal-limited": "clocks held back by thermal slowdown, or too little margin below the "
-    "slowdown temperature: check airflow, fans, inlet temperature and heat-sink contact",
+    "thermal-limited": "clocks held back by thermal slowdown (or a HW thermal event), or too "
+    "little margin below the slowdown temperature",
     "power-limited": "slower at steady state with the power cap in force most of the time "
-    "(leakage grows with temperature): check the power limit and the cooling",
-    "host-bound": "utilisation fell before throughput did: the host (CPU, input, PCIe) did "
-    "not keep the device busy",
-    "hardware-fault": "hardware errors, failed results, a lost device or a slowdown with no "
-    "thermal, power or host explanation: see the failing checks",
+    "(leakage grows with temperature)",
+    "host-bound": "utilisation fell before throughput did: the host did not keep the device busy",
+    "hardware-fault": "hardware errors, protection events, failed results, a lost device or a "
+    "slowdown with no thermal, power or host explanation: see the failing checks",
     "not measured": "the run stopped before any work was measured: nothing can be said of "
     "the device's health",
 }
+DIAGNOSES = {cause: f"{text}. Next: {NEXT_STEPS[cause]}" for cause, text in DIAGNOSES.items()}
 
 WINDOW_MEANINGS = {
     "cold_start_s": "cold window starts this long after the device's load starts (s)",
@@ -80,8 +81,11 @@ WINDOW_MEANINGS = {
     "steady_length_s": "length of the steady window after equilibrium (s)",
 }
 CHECK_MEANINGS = {
-    "min_throughput_retention": "steady / cold throughput at least",
-    "max_hw_reason_fraction": "HW slowdown, HW thermal, power brake: largest share of steady time",
+    "min_throughput_retention": "steady / cold throughput, without the power-capped drift, at "
+    "least",
+    "max_power_drift": "power-capped (leakage) drift from cold to steady fails past this",
+    "expected_power_drift": "the SKU's usual power-capped drift, shown for comparison",
+    "hot_spot_margin_c": "a device hotter than the server's median by more than this warns (°C)",
     "max_sw_thermal_fraction": "SW thermal slowdown: largest share of steady time",
     "min_temp_margin_c": "steady temperature at least this far below slowdown (°C)",
     "outlier_mad_k": "within-server rule: k in median − max(k·MAD, rel·median)",
@@ -581,6 +585,32 @@ def _reasons(analysis: Analysis) -> list[dict[str, Any]]:
     ]
 
 
+def _not_checked(analysis: Analysis) -> list[dict[str, Any]]:
+    """Checks that could not run for want of a signal, each listed once with the devices
+    it concerns."""
+    rows: dict[tuple[str, str], list[str]] = {}
+    for c in analysis.not_checked:
+        where = "server" if c.device is None else f"GPU {c.device}"
+        rows.setdefault((c.check, c.message), []).append(where)
+    return [
+        {"check": check, "message": message, "where": ", ".join(where)}
+        for (check, message), where in rows.items()
+    ]
+
+
+def _hot_spots(analysis: Analysis) -> dict[int, str]:
+    """The heat map's row labels for devices the hot-spot rule flagged in their steady
+    window: their status and message."""
+    return {
+        c.device: str(c.status)
+        for c in analysis.server_checks + [c for d in analysis.devices for c in d.checks]
+        if c.check == "hot_spot"
+        and c.device is not None
+        and c.status in ("warn", "fail")
+        and c.message.startswith("steady")
+    }
+
+
 def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
     """Everything the report's template shows, formatted: the template only lays it out."""
     meta = analysis.meta
@@ -595,16 +625,21 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
     server: dict[str, str | None] = {"view": None, "heatmap": None}
     if analysis.devices and any(tele[d.index]["t_s"].size for d in analysis.devices):
         server["view"] = figures.server_view(analysis.devices, tele, work, part, rate_unit, t0)
-        server["heatmap"] = figures.heatmap(analysis.devices, tele, work, part, t0)
+        server["heatmap"] = figures.heatmap(
+            analysis.devices, tele, work, part, t0, _hot_spots(analysis)
+        )
     host_rows = _host_rows(meta, analysis)
     return {
         "verdict": analysis.verdict,
         "kind": device_kind(analysis),
         "header": _header(analysis),
         "reasons": _reasons(analysis),
-        "n_checks": len(analysis.checks) + len(run_cases(analysis)),
+        "n_checks": len(analysis.checks) - len(analysis.not_checked) + len(run_cases(analysis)),
         "n_fail": sum(c.status is Status.FAIL for c in analysis.checks),
         "n_warn": sum(c.status is Status.WARN for c in analysis.checks),
+        "n_not_checked": len(analysis.not_checked),
+        "not_checked": _not_checked(analysis),
+        "profile_hot_spot_margin": f"{analysis.profile.checks.hot_spot_margin_c:g} °C",
         "overview": [_overview(d, part, analysis.units) for d in analysis.devices],
         "part": part,
         "sync_loss": pct(loss, 2),

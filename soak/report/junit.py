@@ -4,8 +4,10 @@ fleet tools ingest a soak like any test run.
 One ``<testsuite>`` per device and one for the server, one ``<testcase>`` per check result.
 A failing check is a ``<failure>``. JUnit has no "warning": a warning check is ``<skipped>``,
 which every CI shows as wanting attention without failing the job, as a warning does not
-fail the verdict. Every case carries its message (with its numbers) in ``<system-out>``, a
-run that did not complete is an ``<error>`` in the server suite. Case names are stable from
+fail the verdict; a check that could not run for want of a signal (``not_checked``) is
+``<skipped>`` too, its message saying so. Every case carries its message (with its
+numbers) in ``<system-out>``, a run that did not complete is an ``<error>`` in the server
+suite. Case names are stable from
 run to run (the check, and the window and workload part it is about where a device has
 several), so a CI's history follows each check. Nothing depends on when the report was
 built: rebuilding a run's report gives the same file.
@@ -62,11 +64,15 @@ def _case(suite: ET.Element, classname: str, name: str, status: Status | str, me
         ET.SubElement(case, "failure", message=_text(message), type="fail").text = _text(message)
     elif status == Status.WARN:
         ET.SubElement(case, "skipped", message=_text(f"warning: {message}"))
+    elif status == Status.NOT_CHECKED:
+        text = f"not checked, signal not available: {message}"
+        ET.SubElement(case, "skipped", message=_text(text))
     elif status == "error":
         ET.SubElement(case, "error", message=_text(message), type="incomplete").text = _text(
             message
         )
-    ET.SubElement(case, "system-out").text = _text(f"{str(status).upper()}: {message}")
+    label = "NOT CHECKED" if status == Status.NOT_CHECKED else str(status).upper()
+    ET.SubElement(case, "system-out").text = _text(f"{label}: {message}")
     return case
 
 

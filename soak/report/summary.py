@@ -11,6 +11,9 @@ Schema versions (a later version may add keys; removing or renaming one bumps th
      "energy_per_work" (tests/fixtures/summary/ keeps files from before and after); per
      device "diagnosis_evidence", per equilibrium "confirmed_s", per server "by_part", per
      window "util_pct", "p10", "p90" and "throughput_cv".
+     Then, still version 1: check status "not_checked" (a check that could not run for want
+     of a signal; in "checks", never in "reasons"), top-level "not_checked" (those checks),
+     per device "diagnosis_next_step".
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 
 from soak import __version__
 from soak.analysis.analyze import Analysis, DeviceResult
+from soak.analysis.diagnosis import NEXT_STEPS
 from soak.analysis.windows import WindowStats
 from soak.errors import ConfigError
 from soak.fields import SUMMARY_METRICS
@@ -120,6 +124,7 @@ def _device(d: DeviceResult, units: dict[str, str], noise: Noise | None) -> dict
         "verdict": d.verdict,
         "diagnosis": d.diagnosis,
         "diagnosis_evidence": list(d.diagnosis_evidence),
+        "diagnosis_next_step": NEXT_STEPS.get(d.diagnosis),
         "equilibrium": {
             "reached": bool(eq and eq.reached),
             "time_s": eq.time_s if eq else None,
@@ -194,6 +199,10 @@ def build_summary(
         "checks": [
             {"device": c.device, "check": c.check, "status": str(c.status), "message": c.message}
             for c in analysis.checks
+        ],
+        "not_checked": [
+            {"device": c.device, "check": c.check, "status": str(c.status), "message": c.message}
+            for c in analysis.not_checked
         ],
     }
     return _clean(summary)

@@ -1,6 +1,7 @@
 """Acceptance profiles: the built-ins load, SKU floors say where their numbers come from, and
 every bad key or value is a one-line error naming it."""
 
+import dataclasses
 import re
 
 import pytest
@@ -27,8 +28,11 @@ def test_sku_profiles_have_floors_with_their_sources(name):
         assert list(parts) == [workload]  # the part that runs alone in that workload
         source = profile.floor_sources[workload][workload]
         assert re.search(r"\[(datasheet|measured|assumed)\]", source), source
-    # The thresholds are the default ones: a SKU profile only adds floors.
-    assert profile.checks == load_profile(None).checks
+    # The thresholds are the default ones: a SKU profile only adds floors, and the drift it
+    # expects (shown for comparison, never a floor).
+    default = load_profile(None).checks
+    assert 0 < profile.checks.expected_power_drift < default.max_power_drift
+    assert dataclasses.replace(profile.checks, expected_power_drift=0.0) == default
 
 
 def test_our_h200_measurement_is_the_h200_floors_source():

@@ -67,6 +67,11 @@ FAULT_KINDS: dict[str, _Kind] = {
         {"gpu": _GPU, "at": _AT},
         {"for": _FOR},
     ),
+    "hw-thermal": _Kind(
+        "HW_THERMAL from at= (for for= seconds): a board thermal alert, clocks halved",
+        {"gpu": _GPU, "at": _AT},
+        {"for": _FOR},
+    ),
     "ecc": _Kind(
         "count uncorrectable ECC errors at at=, row remap pending",
         {"gpu": _GPU, "at": _AT},
@@ -101,7 +106,7 @@ FAULT_KINDS: dict[str, _Kind] = {
 }
 
 # Kinds that act at a time after the load starts; the others hold from the start.
-_TIMED_KINDS = frozenset({"hw-slowdown", "power-brake", "ecc", "xid", "stall"})
+_TIMED_KINDS = frozenset({"hw-slowdown", "power-brake", "hw-thermal", "ecc", "xid", "stall"})
 
 
 @dataclass(frozen=True, slots=True)

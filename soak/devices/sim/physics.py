@@ -115,6 +115,7 @@ class Physics:
         self.thermal_violation_s = np.zeros(n)
         self.hw_slowdown = np.zeros(n, dtype=np.int64)  # active fault count
         self.power_brake = np.zeros(n, dtype=np.int64)
+        self.thermal_alert = np.zeros(n, dtype=np.int64)  # hw-thermal faults active
         self.hw_thermal = np.zeros(n, dtype=bool)  # latched with hysteresis
         self.loaded = np.zeros(n, dtype=bool)
         self.lost = np.zeros(n, dtype=bool)
@@ -167,7 +168,7 @@ class Physics:
         activity = np.where(self.loaded, self.activity * busy, self.chassis.idle_activity)
         mem_w = self.loaded * busy * (self.mem_power_frac * s.hbm_power_w)
         room = self.inlet_c(t_s, fans=False) + self.inlet_delta
-        halved = (self.hw_slowdown > 0) | (self.power_brake > 0)
+        halved = (self.hw_slowdown > 0) | (self.power_brake > 0) | (self.thermal_alert > 0)
         damping = 1.0 / (1.0 + self.r_sa / self.r_ds)
         r_sa = self.r_sa * (1.0 + self.fan_lag(self.fan_target())) if self._fans else self.r_sa
         try:
@@ -309,12 +310,12 @@ class Physics:
         self.hw_thermal = hot | (self.hw_thermal & ~cool)
         bits = (self.hw_slowdown > 0) * int(ClockReason.HW_SLOWDOWN)
         bits |= (self.power_brake > 0) * int(ClockReason.HW_POWER_BRAKE)
-        bits |= self.hw_thermal * int(ClockReason.HW_THERMAL)
+        bits |= (self.hw_thermal | (self.thermal_alert > 0)) * int(ClockReason.HW_THERMAL)
         return bits
 
     @property
     def _hw_faults(self) -> bool:
-        return bool(self.hw_slowdown.any() or self.power_brake.any())
+        return bool(self.hw_slowdown.any() or self.power_brake.any() or self.thermal_alert.any())
 
     def step(self, t_s: float, h: float) -> None:
         """Advance every device by h seconds from t_s with the clocks chosen at t_s."""

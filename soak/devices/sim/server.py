@@ -333,6 +333,8 @@ class SimServer:
             p.hw_slowdown[g] += 1
         elif f.kind == "power-brake":
             p.power_brake[g] += 1
+        elif f.kind == "hw-thermal":
+            p.thermal_alert[g] += 1
         elif f.kind == "stall":
             p.stall[g] = max(p.stall[g], f.fraction or 0.0)
         elif f.kind == "ecc":
@@ -350,6 +352,8 @@ class SimServer:
             p.hw_slowdown[g] -= 1
         elif f.kind == "power-brake":
             p.power_brake[g] -= 1
+        elif f.kind == "hw-thermal":
+            p.thermal_alert[g] -= 1
         elif f.kind == "stall":
             p.stall[g] = 0.0
             p.queue_s[g] = self.chassis.prefetch_s  # refilled once the input keeps up
