@@ -372,6 +372,9 @@ def _fill_store(
             "t0_monotonic_s": None,
             "sim": None,
             "workload_options": {},
+            # the trace's own choice, not a fault: without a throughput column the analysis
+            # says "not measured" for throughput and never "hardware-fault"
+            "records_throughput": trace.work_unit is not None,
             "source": source.as_dict()
             | {
                 "time_basis": trace.time_basis,
