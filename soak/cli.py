@@ -20,9 +20,14 @@ from soak import __version__
 from soak.config import RunConfig, load_profile
 from soak.devices.base import BACKEND_NAMES, WORKLOAD_NAMES
 from soak.errors import BackendUnavailable, ConfigError, SoakError, StoreError
+from soak.model import Verdict
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
-VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_FAIL, "INCOMPLETE": EXIT_INCOMPLETE}
+VERDICT_EXIT = {
+    Verdict.PASS: EXIT_PASS,
+    Verdict.FAIL: EXIT_FAIL,
+    Verdict.INCOMPLETE: EXIT_INCOMPLETE,
+}
 
 
 class _Parser(argparse.ArgumentParser):

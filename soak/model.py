@@ -80,6 +80,24 @@ class EventKind(enum.StrEnum):
     STOP = "stop"
 
 
+class Verdict(enum.StrEnum):
+    """A device's or a run's acceptance outcome (DESIGN.md, Verdict). A StrEnum: it is the
+    string summary.json and junit.xml carry."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    INCOMPLETE = "INCOMPLETE"  # the run did not complete: nothing failed, nothing accepted
+
+
+class StopReason(enum.StrEnum):
+    """Why a run's load stopped."""
+
+    DURATION = "duration"  # the time asked for
+    STEADY = "steady"  # --until-steady: every device had its steady window
+    INTERRUPTED = "interrupted"  # a signal (Ctrl-C, SIGTERM)
+    ERROR = "error"  # every device failed or was lost, the store failed, or soak itself
+
+
 class WorkerOutcome(enum.StrEnum):
     """How a device's load ended: every ending is one member, none is silent."""
 

@@ -32,7 +32,7 @@ from soak.config import RunConfig
 from soak.devices import BackendOptions, open_backend
 from soak.devices.base import Backend, Load, LoadUpdate
 from soak.errors import ConfigError, StoreError
-from soak.model import DeviceInfo, Event, EventKind, Telemetry
+from soak.model import DeviceInfo, Event, EventKind, StopReason, Telemetry
 from soak.progress import DeviceProgress, Phase, Progress, Rate, Watcher
 from soak.store import STORE_NAME, RunStore, make_run_dir
 
@@ -46,7 +46,7 @@ RunnerHook = Callable[["Runner", Progress], None]
 @dataclass(frozen=True, slots=True)
 class RunResult:
     run_dir: Path
-    stop_reason: str
+    stop_reason: StopReason
 
 
 class Stopper:
@@ -57,14 +57,14 @@ class Stopper:
     """
 
     def __init__(self) -> None:
-        self.reason: str | None = None
+        self.reason: StopReason | None = None
         self.count = 0
         self._holding = False
         self._pending: str | None = None  # a second signal that came during a write
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
-        self.reason = "interrupted"
+        self.reason = StopReason.INTERRUPTED
         name = signal.Signals(signum).name
         if self.count == 1:
             _say(f"soak: {name}: stopping cleanly (again to stop at once)")
@@ -363,19 +363,19 @@ class Runner:
         """Devices still under test: not failed by their load, not lost to the backend."""
         return {d.index for d in self.devices} - set(load.failed_devices()) - self.lost
 
-    def should_stop(self, load: Load, stopper: Stopper) -> str | None:
+    def should_stop(self, load: Load, stopper: Stopper) -> StopReason | None:
         if stopper.reason:
             return stopper.reason
         active = self.active_devices(load)
         if not active:
-            return "error"
+            return StopReason.ERROR
         t = self.now_s()
         if self.running_since_s is None:
             if active <= set(self.load_start_by_device):
                 self.running_since_s = t
             return None
         if t - self.running_since_s >= self.config.duration_s:
-            return "duration"
+            return StopReason.DURATION
         if self.config.until_steady:
             steady = self.config.profile.windows.steady_length_s
             done = {
@@ -385,10 +385,10 @@ class Runner:
                 and t >= self.detectors[i].equilibrium_s + steady
             }
             if done == active:
-                return "steady"
+                return StopReason.STEADY
         return None
 
-    def run(self, stopper: Stopper) -> str:
+    def run(self, stopper: Stopper) -> StopReason:
         """Baseline, load and loop; then stop the load, record why and close the store,
         whatever happened.
 
@@ -397,7 +397,7 @@ class Runner:
         the workers without waiting, records the stop where it can and is raised again.
         """
         self.stopper = stopper
-        reason, detail = "error", ""
+        reason, detail = StopReason.ERROR, ""
         try:
             try:
                 reason = self._soak(stopper)
@@ -409,7 +409,7 @@ class Runner:
             except StoreError as exc:
                 log.error("%s", exc)
                 print(f"soak: {exc}; stopping the load", file=sys.stderr)
-                reason, detail, t_stop = "error", str(exc), self.now_s()
+                reason, detail, t_stop = StopReason.ERROR, str(exc), self.now_s()
                 if self.load is not None:
                     self._stop_load(self.load, store_ok=False)
             self._record_stop(reason, detail, t_stop)
@@ -422,7 +422,7 @@ class Runner:
             self._close()
         return reason
 
-    def _soak(self, stopper: Stopper) -> str:
+    def _soak(self, stopper: Stopper) -> StopReason:
         self.record_start()
         self._baseline(stopper)
         if stopper.reason:
@@ -443,7 +443,7 @@ class Runner:
             self.tick(None)
             self._sleep_to_next_tick()
 
-    def _loop(self, load: Load, stopper: Stopper) -> str:
+    def _loop(self, load: Load, stopper: Stopper) -> StopReason:
         while True:
             self.tick(load)
             reason = self.should_stop(load, stopper)
@@ -477,13 +477,13 @@ class Runner:
                 update = self.load.kill(self.now_s())
                 self.store.append(samples=update.samples, events=update.events)
             if isinstance(exc, KeyboardInterrupt):
-                self._record_stop("interrupted", "stopped at once", self.now_s())
+                self._record_stop(StopReason.INTERRUPTED, "stopped at once", self.now_s())
             else:
-                self._record_stop("error", f"{type(exc).__name__}: {exc}", self.now_s())
+                self._record_stop(StopReason.ERROR, f"{type(exc).__name__}: {exc}", self.now_s())
         except Exception:
             log.exception("stopping at once after %r", exc)
 
-    def _record_stop(self, reason: str, detail: str, t_stop: float) -> None:
+    def _record_stop(self, reason: StopReason, detail: str, t_stop: float) -> None:
         duration = None if self.load_started_s is None else t_stop - self.load_started_s
         message = f"stopped: {reason}" + (f" ({detail})" if detail else "")
         self.store.append(events=[Event(self.now_s(), EventKind.STOP, message)])

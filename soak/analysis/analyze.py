@@ -18,6 +18,7 @@ from soak.analysis.checks import (
 )
 from soak.analysis.diagnosis import diagnose, peers_of
 from soak.analysis.equilibrium import Equilibrium, Series, detect
+from soak.analysis.noise import Noise, noise
 from soak.analysis.windows import (
     Window,
     WindowStats,
@@ -28,10 +29,18 @@ from soak.analysis.windows import (
 )
 from soak.config import Profile
 from soak.fields import FOLLOWED
-from soak.model import HW_REASONS, DeviceInfo, Event, EventKind, WorkerOutcome
+from soak.model import (
+    HW_REASONS,
+    DeviceInfo,
+    Event,
+    EventKind,
+    StopReason,
+    Verdict,
+    WorkerOutcome,
+)
 from soak.store import RunStore
 
-INCOMPLETE_STOPS = frozenset({"interrupted", "error"})
+INCOMPLETE_STOPS = frozenset({StopReason.INTERRUPTED, StopReason.ERROR})
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,12 +50,13 @@ class DeviceResult:
     load_start_s: float | None
     end_s: float | None
     checks: list[CheckResult]
-    verdict: str
+    verdict: Verdict
     diagnosis: str  # one of diagnosis.CAUSES
     diagnosis_evidence: tuple[str, ...] = ()
     # From the load's launch to this device's load start: the worker's imports, set-up,
     # calibration and first step (CUDA context, autotuning). None: not measured.
     warmup_s: float | None = None
+    noise: Noise | None = None  # of the steady figures (batch means); None without a window
 
     @property
     def index(self) -> int:
@@ -96,8 +106,8 @@ class Analysis:
     profile: Profile
     devices: list[DeviceResult]
     server_checks: list[CheckResult]
-    verdict: str
-    stop_reason: str
+    verdict: Verdict
+    stop_reason: StopReason | str
     events: list[Event] = field(default_factory=list)
     capabilities: dict[int, dict[str, str]] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)
@@ -361,7 +371,7 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     events = data.events
     units = data.units
     stop = meta.get("stop") or {}
-    stop_reason = stop.get("reason", "error")  # no stop record: the coordinator died
+    stop_reason = _stop_reason(stop.get("reason"))
     # A store read back from damage may have lost any sample: never a PASS on what is left.
     incomplete = stop_reason in INCOMPLETE_STOPS or bool(meta.get("salvage"))
 
@@ -385,27 +395,41 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     for info, facts in zip(infos, all_facts, strict=True):
         mine = [c for c in checks if c.device == info.index]
         failed = any(c.status is Status.FAIL for c in mine)
-        verdict = "FAIL" if failed else "INCOMPLETE" if incomplete else "PASS"
+        verdict = Verdict.FAIL if failed else Verdict.INCOMPLETE if incomplete else Verdict.PASS
         start, end = spans[info.index]
         found = diagnose(facts, mine, peers)
         launched = meta.get("load_start_s")
         worked = any(w["t_end_s"].size for w in data.work.get(info.index, {}).values())
         known = worked and start is not None and launched is not None
         warmup = start - launched if known else None
+        steady_noise = None
+        if facts.steady is not None:
+            load = facts.whole.window if facts.whole is not None else None
+            tele, work = data.telemetry[info.index], data.work.get(info.index, {})
+            steady_noise = noise(facts.steady.window, load, tele, work)
         results.append(
             DeviceResult(
-                info, facts, start, end, mine, verdict, found.cause, found.evidence, warmup
+                info,
+                facts,
+                start,
+                end,
+                mine,
+                verdict,
+                found.cause,
+                found.evidence,
+                warmup,
+                steady_noise,
             )
         )
 
     if not results:
-        verdict = "FAIL" if not incomplete else "INCOMPLETE"
-    elif any(r.verdict == "FAIL" for r in results) or any(
+        verdict = Verdict.FAIL if not incomplete else Verdict.INCOMPLETE
+    elif any(r.verdict is Verdict.FAIL for r in results) or any(
         c.status is Status.FAIL for c in server_checks
     ):
-        verdict = "FAIL"
+        verdict = Verdict.FAIL
     else:
-        verdict = "INCOMPLETE" if incomplete else "PASS"
+        verdict = Verdict.INCOMPLETE if incomplete else Verdict.PASS
     return Analysis(
         meta,
         profile,
@@ -417,3 +441,14 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         data.capabilities,
         units,
     )
+
+
+def _stop_reason(recorded: object) -> StopReason | str:
+    """The stop record's reason; none at all means the coordinator died before it could
+    record one (an error). A reason this soak does not know is kept as it was written."""
+    if recorded is None:
+        return StopReason.ERROR
+    try:
+        return StopReason(recorded)
+    except ValueError:
+        return str(recorded)

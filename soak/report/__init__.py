@@ -9,7 +9,6 @@ from soak.analysis import Analysis, RunData, analyze_run
 from soak.config import Profile, load_profile
 from soak.report.html import write_report
 from soak.report.junit import write_junit
-from soak.report.measures import measure
 from soak.report.summary import build_summary, write_summary
 from soak.store import (
     STORE_NAME,
@@ -81,11 +80,7 @@ def build_outputs(run_dir: Path, profile: Profile | None = None) -> tuple[Analys
         # change an old run's verdict.
         profile = Profile.from_dict(recorded) if recorded else load_profile(None)
     analysis = analyze_run(data, profile)
-    noise = {
-        d.index: measure(d, data.telemetry[d.index], data.work.get(d.index, {}))
-        for d in analysis.devices
-    }
-    write_summary(run_dir / SUMMARY_NAME, build_summary(analysis, noise))
+    write_summary(run_dir / SUMMARY_NAME, build_summary(analysis))
     write_junit(run_dir / JUNIT_NAME, analysis)
     report = run_dir / REPORT_NAME
     write_report(report, analysis, data)

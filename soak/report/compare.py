@@ -4,7 +4,7 @@ whether each change is larger than the noise of the measurement.
 
 Both runs are read from their ``summary.json`` (a run folder, or the file itself). A change
 is a steady-state figure of run B minus run A. Its noise is estimated from the spread inside
-each run's steady window (batch means, ``soak/report/measures.py``: the standard error of the
+each run's steady window (batch means, ``soak/analysis/noise.py``: the standard error of the
 steady value from 10 consecutive blocks of the window): the two standard errors are
 combined as √(σ_A² + σ_B²), and a change counts as larger than the noise when it exceeds
 ``K_SIGMA`` times that, and at least one step of the sensor (two medians of a sensor that

@@ -26,11 +26,11 @@ from typing import Any
 from soak import __version__
 from soak.analysis.analyze import Analysis, DeviceResult
 from soak.analysis.diagnosis import NEXT_STEPS
+from soak.analysis.noise import Noise
 from soak.analysis.windows import WindowStats
 from soak.errors import ConfigError
 from soak.fields import SUMMARY_METRICS
 from soak.model import RATE_UNITS
-from soak.report.measures import Noise
 
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({1})
@@ -154,12 +154,8 @@ def _device(d: DeviceResult, units: dict[str, str], noise: Noise | None) -> dict
     }
 
 
-def build_summary(
-    analysis: Analysis, noise: dict[int, Noise | None] | None = None
-) -> dict[str, Any]:
-    """The summary of an analysed run; ``noise`` (per device index) adds the noise of the
-    steady figures, which needs the raw series."""
-    noise = noise or {}
+def build_summary(analysis: Analysis) -> dict[str, Any]:
+    """The summary of an analysed run, the noise of each device's steady figures included."""
     meta = analysis.meta
     run = meta.get("run", {})
     stop = meta.get("stop") or {}
@@ -186,7 +182,7 @@ def build_summary(
             "store_damage": meta.get("salvage"),
         },
         "host": meta.get("host", {}),
-        "devices": [_device(d, analysis.units, noise.get(d.index)) for d in analysis.devices],
+        "devices": [_device(d, analysis.units, d.noise) for d in analysis.devices],
         "server": {
             "sync_loss": sync_loss,
             "slowest_device": slowest,

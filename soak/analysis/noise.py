@@ -1,5 +1,4 @@
-"""What the report measures on the raw series beyond the analysis: the noise of the steady
-figures that ``soak compare`` weighs a change against.
+"""The noise of a device's steady figures, which ``soak compare`` weighs a change against.
 
 Noise is estimated by batch means: the steady window is cut into ``NOISE_BLOCKS`` equal
 consecutive blocks, the figure (median of a sensor, work rate of a workload part) is taken in
@@ -16,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from soak.analysis.analyze import DeviceResult
 from soak.analysis.windows import Window
 from soak.fields import NOISE_METRICS
 
@@ -80,14 +78,3 @@ def noise(
         rates = [float(d / s) for d, s in zip(done, spent, strict=True) if s > 0]
         throughput_se[part] = _se(rates)
     return Noise(se, throughput_se, step, blocks)
-
-
-def measure(
-    d: DeviceResult, tele: dict[str, np.ndarray], work: dict[str, dict[str, np.ndarray]]
-) -> Noise | None:
-    """The noise of a device's steady figures; None without a steady window."""
-    f = d.facts
-    if f.steady is None:
-        return None
-    load = f.whole.window if f.whole is not None else None
-    return noise(f.steady.window, load, tele, work)
