@@ -1,6 +1,8 @@
 import pytest
 
-from soak.config import RunConfig
+from tests import factories
+from tests.workloads.sizes import TINY_TRAIN
+from workloads import WorkloadOptions
 
 
 @pytest.fixture
@@ -8,15 +10,20 @@ def sim_config(tmp_path):
     """A RunConfig for the simulated server writing under tmp_path."""
 
     def make(**overrides):
-        values = {
-            "backend": "sim",
-            "workload": "gemm",
-            "duration_s": 1800.0,
-            "seed": 1,
-            "out": tmp_path / "reports",
-            "baseline_s": 10.0,
-        }
-        values.update(overrides)
-        return RunConfig(**values)
+        return factories.sim_config(tmp_path / "reports", **overrides)
 
     return make
+
+
+@pytest.fixture
+def tiny() -> WorkloadOptions:
+    """Small sizes, short steps, one CPU thread: each step in tens of milliseconds."""
+    return WorkloadOptions(
+        step_s=0.05,
+        gemm_n=64,
+        gemm_ring=4,
+        membw_bytes=1 << 20,
+        train_loader_workers=0,
+        cpu_threads=1,
+        **TINY_TRAIN,
+    )

@@ -17,13 +17,11 @@ CUTS = 20
 def small_run(tmp_path_factory):
     """15 minutes of 2 simulated GPUs, its store closed as a finished run leaves it."""
 
-    from soak.config import RunConfig
     from soak.runner import run
+    from tests.factories import sim_config
 
     out = tmp_path_factory.mktemp("salvage")
-    config = RunConfig(
-        backend="sim", workload="gemm", duration_s=900.0, seed=5, out=out, sim_gpus=2
-    )
+    config = sim_config(out, duration_s=900.0, seed=5, sim_gpus=2)
     return run(config).run_dir
 
 

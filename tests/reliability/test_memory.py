@@ -3,10 +3,10 @@ tick by tick and are not held in memory (bench/sim_speed.py measures the full 24
 
 from __future__ import annotations
 
-from soak.config import RunConfig
 from soak.progress import Progress
 from soak.runner import run
 from soak.store import RunStore
+from tests.factories import sim_config
 
 HOUR_S = 3600.0
 
@@ -36,9 +36,7 @@ class HourlyRss:
 
 def test_six_simulated_hours_of_eight_gpus_keep_memory_flat(tmp_path, record_property):
     probe = HourlyRss()
-    config = RunConfig(
-        backend="sim", workload="mix", duration_s=6 * HOUR_S, seed=1, out=tmp_path, sim_gpus=8
-    )
+    config = sim_config(tmp_path, workload="mix", duration_s=6 * HOUR_S, sim_gpus=8)
     result = run(config, watchers=[probe])
     assert result.stop_reason == "duration"
     rss = probe.by_hour

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from soak.config import RunConfig
 from soak.report import build_outputs
 from soak.runner import run
 from soak.store import STORE_NAME
+from tests.factories import sim_config
 
 # What an operator, a vendor's inventory or a hostile tag could put into a report.
 HOSTILE_NAME = "NVIDIA <script>alert(\"name\")</script> 'H100' & co"
@@ -51,12 +51,11 @@ def faulty_run(tmp_path_factory) -> Path:
     """40 minutes of 4 simulated GPUs: GPU 1 starved of air, an ECC error on GPU 2, a
     2-second HW slowdown on GPU 3; a hostile tag and a hostile name on GPU 0."""
     out = tmp_path_factory.mktemp("faulty")
-    config = RunConfig(
-        backend="sim",
+    config = sim_config(
+        out,
         workload="mix",
         duration_s=2400.0,
         seed=3,
-        out=out,
         sim_gpus=4,
         sim_faults=FAULTS,
         # Ideal sensors: these tests read a steady window apart from the final one on the
@@ -76,14 +75,8 @@ def faulty_run(tmp_path_factory) -> Path:
 def fixed_run(tmp_path_factory) -> Path:
     """The same server and seed as ``faulty_run`` after its airflow was fixed."""
     out = tmp_path_factory.mktemp("fixed")
-    config = RunConfig(
-        backend="sim",
-        workload="mix",
-        duration_s=2400.0,
-        seed=3,
-        out=out,
-        sim_gpus=4,
-        sim_faults=FAULTS[1:],
+    config = sim_config(
+        out, workload="mix", duration_s=2400.0, seed=3, sim_gpus=4, sim_faults=FAULTS[1:]
     )
     result = run(config)
     build_outputs(result.run_dir)

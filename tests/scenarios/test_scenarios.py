@@ -12,9 +12,10 @@ import pytest
 
 from soak.analysis import analyze
 from soak.analysis.checks import Status
-from soak.config import Profile, RunConfig, load_profile
+from soak.config import Profile, load_profile
 from soak.runner import run
 from soak.store import RunStore
+from tests.factories import sim_config
 
 HERE = Path(__file__).parent
 CORPUS = tomllib.loads((HERE / "scenarios.toml").read_text())["scenario"]
@@ -88,13 +89,12 @@ def test_the_corpus_is_well_formed():
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_scenario(scenario: Scenario, tmp_path):
     profile = scenario.load_profile()
-    config = RunConfig(
-        backend="sim",
+    config = sim_config(
+        tmp_path,
         workload=scenario.workload,
         duration_s=scenario.minutes * 60,
         until_steady=scenario.until_steady,
         seed=scenario.seed,
-        out=tmp_path,
         sim_gpus=scenario.gpus,
         sim_sku=scenario.sku,
         sim_faults=scenario.faults,

@@ -10,22 +10,15 @@ import pytest
 
 from soak.analysis import analyze
 from soak.analysis.checks import Status
-from soak.config import Profile, RunConfig
+from soak.config import Profile
 from soak.model import DeviceInfo, Telemetry
 from soak.runner import run
 from soak.store import RunStore
+from tests.factories import sim_config
 
 
 def _run(tmp_path, fault: str) -> list:
-    config = RunConfig(
-        backend="sim",
-        workload="gemm",
-        duration_s=20 * 60,
-        seed=3,
-        out=tmp_path,
-        sim_gpus=4,
-        sim_faults=(fault,),
-    )
+    config = sim_config(tmp_path, duration_s=20 * 60, seed=3, sim_gpus=4, sim_faults=(fault,))
     result = run(config)
     store = RunStore.open(result.run_dir)
     try:

@@ -4,23 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.workloads.sizes import TINY_TRAIN
-from workloads import WorkloadOptions
-
-
-@pytest.fixture
-def tiny() -> WorkloadOptions:
-    """Small sizes, short steps, one CPU thread: each step in tens of milliseconds."""
-    return WorkloadOptions(
-        step_s=0.05,
-        gemm_n=64,
-        gemm_ring=4,
-        membw_bytes=1 << 20,
-        train_loader_workers=0,
-        cpu_threads=1,
-        **TINY_TRAIN,
-    )
-
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip tests marked ``gpu`` where torch sees no CUDA device, and say so."""
