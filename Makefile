@@ -24,7 +24,7 @@ else
 LENGTH := --hours 2
 endif
 
-.PHONY: install soak demo test lint format bench gpu-check clean
+.PHONY: install soak demo test test-fast lint format bench gpu-check clean
 
 install: $(VENV)/.installed
 
@@ -57,6 +57,11 @@ demo: install
 
 test: install
 	$(BIN)/pytest -q -rs
+
+# The fast tier: unit and property tests, no soak longer than a few simulated minutes, no
+# real processes or services (tests marked slow are left out). Under a minute on 2 cores.
+test-fast: install
+	$(BIN)/pytest -q -rs -m "not slow" -p no:cacheprovider
 
 lint: install
 	$(BIN)/ruff check .

@@ -122,7 +122,8 @@ def test_combined_reason_bits_round_trip_and_fail_the_device(stored_run):
     assert "unknown:0x1000" in ClockReason(bits).names()
     gpu0 = analysis.devices[0]
     assert gpu0.verdict == "FAIL"
-    assert any(c.check == "hw_slowdown" and c.status == "fail" for c in gpu0.checks)
+    events = [c for c in gpu0.checks if c.check == "hw_events" and c.status == "fail"]
+    assert events and "HW slowdown/HW thermal slowdown at " in events[0].message
 
 
 def test_lost_gpu_has_one_event_and_no_telemetry_after_it(stored_run):

@@ -181,9 +181,9 @@ class Fit:
         w, tau = windows.eq_window_s, self.tau_s
         if abs(self.delta_c) <= 0 or tau <= 0:
             return self.t0_s + 2 * w
-        log_change = (
-            math.log(abs(self.delta_c)) + math.log(tau / w) + 2 * math.log(math.expm1(w / tau))
-        )
+        x = w / tau  # log(e^x - 1) without overflow: x + log(1 - e^-x) for a long window
+        log_expm1 = math.log(math.expm1(x)) if x < 30 else x + math.log1p(-math.exp(-x))
+        log_change = math.log(abs(self.delta_c)) + math.log(tau / w) + 2 * log_expm1
         settle = tau * (log_change - math.log(windows.eq_temp_tolerance_c))
         return self.t0_s + max(settle, 2 * w)
 

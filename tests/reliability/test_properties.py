@@ -207,7 +207,7 @@ VALUES = [
 ]  # fmt: skip
 
 
-class _RunAsked(Exception):
+class _RunAsked(BaseException):  # not an Exception: soak's catch-all must not take it
     """A command line that got as far as starting a run: accepted."""
 
 
