@@ -27,3 +27,37 @@ def tiny() -> WorkloadOptions:
         cpu_threads=1,
         **TINY_TRAIN,
     )
+
+
+# The fast tier (`make test-fast`, `-m "not slow"`) holds unit and property tests. What runs a
+# simulated soak of more than a few minutes, real worker processes, a browser or a service is
+# slow: whole modules that do only that, and any test that asks for a fixture that does.
+SLOW_MODULES = frozenset(
+    {
+        "tests/scenarios/test_scenarios.py",
+        "tests/scenarios/test_equilibrium_truth.py",
+        "tests/test_runner.py",
+        "tests/test_runner_nvml.py",
+        "tests/test_worker.py",
+        "tests/reliability/test_signals.py",
+        "tests/reliability/test_device_lost.py",
+        "tests/reliability/test_worker_faults.py",
+        "tests/reliability/test_disk.py",
+        "tests/reliability/test_memory.py",
+        "tests/reliability/test_coordinator_kill.py",
+        "tests/reliability/test_log_pipe.py",
+        "tests/report/test_sparse_runs.py",
+        "tests/report/test_browser.py",
+    }
+)
+SLOW_FIXTURES = frozenset(
+    {"faulty_run", "fixed_run", "finished_run", "sim_config", "stored_run", "small_run"}
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+    for item in items:
+        module = item.path.relative_to(root).as_posix()
+        if module in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

@@ -53,6 +53,7 @@ def test_unwritable_output_folder_is_refused(tmp_path, capsys):
     assert "--out" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_sim_run_prints_verdict_and_ends_with_report_path(tmp_path, capsys):
     code = main(
         [
@@ -79,6 +80,7 @@ def test_sim_run_prints_verdict_and_ends_with_report_path(tmp_path, capsys):
     assert (report.parent / "summary.json").is_file()
 
 
+@pytest.mark.slow
 def test_report_rebuilds_from_the_store_alone(tmp_path, capsys):
     main(
         [

@@ -179,7 +179,7 @@ class Fit:
         means, |ΔT|·(τ/W)·(e^(W/τ) − 1)²·e^(−(t − t0)/τ), falls under the tolerance (noise
         left out)."""
         w, tau = windows.eq_window_s, self.tau_s
-        if abs(self.delta_c) <= 0 or tau <= 0:
+        if abs(self.delta_c) <= 0 or tau <= 0 or w <= 0:
             return self.t0_s + 2 * w
         x = w / tau  # log(e^x - 1) without overflow: x + log(1 - e^-x) for a long window
         log_expm1 = math.log(math.expm1(x)) if x < 30 else x + math.log1p(-math.exp(-x))
@@ -581,7 +581,8 @@ class OnlineDetector:
         # Never promise sooner than the checks still needed can be made.
         needed = w.eq_checks - 1 - len(self.rule.streak)
         earliest = (self._next_check or now_s) + needed * w.eq_check_interval_s + self._lag_s
-        return max(predicted, earliest, now_s) - now_s
+        eta = max(predicted, earliest, now_s) - now_s
+        return eta if math.isfinite(eta) else None  # a model that predicts nothing usable
 
     def _check(self, t_check: float) -> CheckResult:
         tele = np.array(self._tele, dtype=float).reshape(-1, 4)

@@ -128,7 +128,7 @@ def test_an_accepted_profile_keeps_the_online_detector_bounded(windows):
         return
     detector = OnlineDetector(profile.windows)
     detector.start(10.0)
-    for t in range(0, 3600, 5):
+    for t in range(0, 3600, 15):
         detector.add_telemetry(float(t), 60 - 30 * math.exp(-t / 300), 600.0, 1800.0)
         detector.add_rate("gemm", float(t), 1e14)
         detector.update(float(t))
