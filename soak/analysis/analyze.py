@@ -215,6 +215,12 @@ def hw_episodes(t: np.ndarray, reasons: np.ndarray) -> tuple[HwEpisode, ...] | N
     return tuple(out)
 
 
+def imported(meta: dict) -> bool:
+    """Whether the run is a trace imported from another tool (``soak import``)."""
+    run = meta.get("run") or {}
+    return run.get("backend") == "import" or bool(run.get("source"))
+
+
 def records_throughput(meta: dict, any_work: bool = True) -> bool:
     """Whether the run records throughput by design. A telemetry-only import says it does
     not (``run.records_throughput`` false); an imported run (backend ``import``, or a
@@ -317,6 +323,7 @@ def device_facts(
         load_start_s=start,
         warmup_end_s=cold.window.start_s if cold is not None else None,
         records_throughput=records_throughput(meta, any_work),
+        foreign_load=imported(meta),
         capabilities=dict(capabilities or {}),
         idle_temp_c=_idle_temp(tele, start),
     )

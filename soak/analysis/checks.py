@@ -104,6 +104,9 @@ class DeviceFacts:
     # False for a run that records no throughput by design (a telemetry-only import): its
     # throughput checks are not made; a live run whose worker did nothing still fails.
     records_throughput: bool = True
+    # True for an imported trace: another tool ran the load, so soak has no worker outcome
+    # and no result verification for it (not checked, never a warning)
+    foreign_load: bool = False
     capabilities: dict[str, str] = field(default_factory=dict)  # telemetry field -> capability
     idle_temp_c: float | None = None  # before the load: the base of the temperature rise
 
@@ -462,6 +465,9 @@ def check_verification(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
         message = f"{f.verification_failed} of {f.verification_checked} result checks failed{err}"
         return [CheckResult("verification", Status.FAIL, message, f.index)]
     if f.verification_checked == 0:
+        if f.foreign_load:
+            message = "result verification not available: another tool ran the load"
+            return [CheckResult("verification", Status.NOT_CHECKED, message, f.index)]
         if not f.records_throughput:
             message = "result verification not available: this run records no work"
             return [CheckResult("verification", Status.NOT_CHECKED, message, f.index)]
@@ -474,6 +480,9 @@ def check_outcome(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     if f.lost:
         return [CheckResult("worker", Status.FAIL, "device lost during the run", f.index)]
     if f.outcome is None:
+        if f.foreign_load:
+            message = "worker outcome not available: another tool ran the load"
+            return [CheckResult("worker", Status.NOT_CHECKED, message, f.index)]
         if not f.records_throughput:
             message = "worker outcome not available: this run ran no load of soak's"
             return [CheckResult("worker", Status.NOT_CHECKED, message, f.index)]
