@@ -92,6 +92,7 @@ MIN_POINTS = 10  # fewer readings in a window than this: the check cannot pass
 BATCHES = 10  # batches per window (batch means; see the module docstring)
 MIN_BATCH_SHARE = 0.8  # share of a window's batches that must hold a reading
 CONFIDENCE = 0.95  # one-sided, of "moved less than the tolerance"
+LONG_SCALE = 2  # the longer windows' length, in eq_window_s (the docstring's "Cycles")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,16 +120,14 @@ class Drift:
     noise: float | None = None  # standard error of ``change``
     bound: float | None = None  # |change| + t·noise
     level: float | None = None  # B's level, in the signal's own unit
-    within_b_bound: float | None = None  # the most B moved from its start to its end
+    # The first of the four half-windows (A's halves, B's halves: 0 to 3) from which on every
+    # half-window's level is within the tolerance of the last one's (the dating)
+    settled_from: int | None = None
     note: str = ""
 
     @property
     def passed(self) -> bool:
         return self.bound is not None and self.bound < self.tolerance
-
-    @property
-    def flat_within_b(self) -> bool:
-        return self.within_b_bound is not None and self.within_b_bound < self.tolerance
 
     def describe(self, window_s: float) -> str:
         if self.change is None or self.noise is None:
@@ -194,11 +193,11 @@ class Fit:
 
 
 def _batch_levels(
-    s: Series, t_check: float, window_s: float, robust: bool
+    s: Series, t_check: float, window_s: float, robust: bool, per_window: int = BATCHES
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Batch levels over (t_check − 2W, t_check]: nominal centres, levels (NaN where a batch
-    is empty) and reading counts, 2·BATCHES of each."""
-    count = 2 * BATCHES
+    is empty) and reading counts, 2·per_window of each."""
+    count = 2 * per_window
     edges = t_check - 2 * window_s + (2 * window_s / count) * np.arange(count + 1)
     span = s.window(edges[0], edges[-1])
     finite = np.isfinite(span.y)
@@ -240,51 +239,68 @@ def drift(
     *,
     absolute_c: float | None = None,
     robust: bool = True,
+    window_s: float | None = None,
 ) -> Drift:
     """The rule's test on one signal at one check (module docstring). With ``absolute_c``
     the tolerance is in the signal's unit (temperature); otherwise it is
     ``eq_rel_tolerance_pct`` of window B's level and the change is in % of that level."""
-    w = windows.eq_window_s
+    w = windows.eq_window_s if window_s is None else window_s
     relative = absolute_c is None
     tolerance = windows.eq_rel_tolerance_pct if relative else absolute_c
     unit = "%" if relative else "°C"
-    centres, levels, counts = _batch_levels(s, t_check, w, robust)
-    halves = (slice(0, BATCHES), slice(BATCHES, 2 * BATCHES))
-    need = math.ceil(MIN_BATCH_SHARE * BATCHES)
+    # Batches are eq_window_s / BATCHES long at every scale; the longer scale's windows hold
+    # ``segments`` short windows' worth, each detrended on its own (docstring, "Cycles").
+    segments = max(1, round(w / windows.eq_window_s))
+    per_window = BATCHES * segments
+    centres, levels, counts = _batch_levels(s, t_check, w, robust, per_window)
+    halves = (slice(0, per_window), slice(per_window, 2 * per_window))
+    need = math.ceil(MIN_BATCH_SHARE * per_window)
     for name, half in zip(("earlier", "last"), halves, strict=True):
         readings = int(counts[half].sum())
         filled = int(np.isfinite(levels[half]).sum())
         if readings < MIN_POINTS or filled < need:
             note = (
-                f"{readings} readings in {filled} of {BATCHES} stretches of the {name} "
+                f"{readings} readings in {filled} of {per_window} stretches of the {name} "
                 f"{w / 60:g} min (needs {MIN_POINTS} in {need})"
             )
             return Drift(signal, unit, tolerance, note=note)
-    parts = []
-    for half in halves:
-        ok = np.isfinite(levels[half])
-        parts.append((centres[half][ok], levels[half][ok]))
-    (xa, ya), (xb, yb) = parts
+    # Residuals about each short window's own line: the noise of a batch level about the
+    # local trend, with the trend (and a cycle's slow swing) left out.
+    squares, df = 0.0, 0
+    pieces = []
+    for k in range(2 * segments):
+        part = slice(k * BATCHES, (k + 1) * BATCHES)
+        ok = np.isfinite(levels[part])
+        x, y = centres[part][ok], levels[part][ok]
+        pieces.append(y)
+        if y.size >= 3:
+            _, _, resid = _line(x, y)
+            squares += float(resid @ resid)
+            df += y.size - 2
+    if df < 2:
+        return Drift(signal, unit, tolerance, note="too few batches to measure its noise")
+    ya, yb = np.concatenate(pieces[:segments]), np.concatenate(pieces[segments:])
     level_a, level_b = float(ya.mean()), float(yb.mean())
     if relative and level_b == 0:
         return Drift(signal, unit, tolerance, note="its level is 0, so no relative change")
     scale = 100.0 / abs(level_b) if relative else 1.0
-    _, _, resid_a = _line(xa, ya)
-    _, _, resid_b = _line(xb, yb)
-    df = ya.size + yb.size - 4
-    variance = float(resid_a @ resid_a + resid_b @ resid_b) / df
+    variance = squares / df
     t_q = _t_quantile(df)
     change = (level_b - level_a) * scale
     noise = math.sqrt(variance * (1 / ya.size + 1 / yb.size)) * scale
-    # B's own movement, its second half against its first: B stands for the settled level
-    # only when this, too, is under the tolerance (the dating in the module docstring).
-    half = yb.size // 2
-    b_change = yb[half:].mean() - yb[:half].mean()
-    b_se = math.sqrt(variance * (1 / half + 1 / (yb.size - half)))
-    b_bound = (abs(b_change) + t_q * b_se) * scale
-    return Drift(
-        signal, unit, tolerance, change, noise, abs(change) + t_q * noise, level_b, b_bound
-    )
+
+    # The dating: the half-windows' levels against the last one's, at the same confidence.
+    quarters = [*np.array_split(ya, 2), *np.array_split(yb, 2)]
+    last = quarters[-1]
+    settled_from = len(quarters) - 1
+    for k in range(len(quarters) - 2, -1, -1):
+        q = quarters[k]
+        se = math.sqrt(variance * (1 / q.size + 1 / last.size))
+        if (abs(q.mean() - last.mean()) + t_q * se) * scale >= tolerance:
+            break
+        settled_from = k
+    bound = abs(change) + t_q * noise
+    return Drift(signal, unit, tolerance, change, noise, bound, level_b, settled_from)
 
 
 def choose_basis(temp: Series, power: Series, previous: str | None = None) -> str:
@@ -308,23 +324,29 @@ def check_window(
     rates: Mapping[str, Series],
     windows: Windows,
     basis: str,
+    window_s: float | None = None,
 ) -> CheckResult:
-    """Apply the equilibrium rule to the two windows that end at ``t_check``."""
-    w = windows.eq_window_s
+    """Apply the equilibrium rule to the two windows that end at ``t_check``, each
+    ``window_s`` long (``eq_window_s`` unless given: the longer scale is the module
+    docstring's "Cycles")."""
+    w = windows.eq_window_s if window_s is None else window_s
     drifts = []
     if basis == "temperature":
-        drifts.append(
-            drift("temperature", temp, t_check, windows, absolute_c=windows.eq_temp_tolerance_c)
-        )
+        tol = windows.eq_temp_tolerance_c
+        drifts.append(drift("temperature", temp, t_check, windows, absolute_c=tol, window_s=w))
     elif basis == "power":
-        drifts.append(drift("power", power, t_check, windows))
+        drifts.append(drift("power", power, t_check, windows, window_s=w))
     if np.isfinite(clock.window(t_check - 2 * w, t_check).y).any():
-        drifts.append(drift("SM clock", clock, t_check, windows))
-    drifts += [drift(f"{part} throughput", s, t_check, windows) for part, s in rates.items()]
+        drifts.append(drift("SM clock", clock, t_check, windows, window_s=w))
+    drifts += [
+        drift(f"{part} throughput", s, t_check, windows, window_s=w) for part, s in rates.items()
+    ]
     passed = bool(drifts) and (basis != "throughput" or bool(rates))
     passed = passed and all(d.passed for d in drifts)
-    # A's centre where B stands for the settled level, else where A and B meet (docstring).
-    centre = t_check - 1.5 * w if all(d.flat_within_b for d in drifts) else t_check - w
+    # The centre of the first half-window from which on every signal stays within its
+    # tolerance of its last half-window's level (docstring, "Dating").
+    first = max((d.settled_from for d in drifts if d.settled_from is not None), default=3)
+    centre = t_check - 2 * w + (first + 0.5) * w / 2
     return CheckResult(t_check, passed, tuple(drifts), basis, centre, w)
 
 
@@ -349,8 +371,9 @@ class EquilibriumRule:
     """The rule's state from one check to the next: the basis and the streak of passing
     checks. The online detector and the offline pass both feed it, check by check."""
 
-    def __init__(self, windows: Windows) -> None:
+    def __init__(self, windows: Windows, load_start_s: float | None = None) -> None:
         self.windows = windows
+        self.load_start_s = load_start_s  # the longer scale needs 4 windows of load
         self.basis: str | None = None
         self.streak: list[CheckResult] = []
         self.last: CheckResult | None = None
@@ -375,6 +398,15 @@ class EquilibriumRule:
         if basis != self.basis:  # a better sensor came: its checks start their own streak
             self.basis, self.streak = basis, []
         result = check_window(t_check, temp, power, clock, rates, self.windows, basis)
+        long_w = LONG_SCALE * self.windows.eq_window_s
+        if (
+            not result.passed
+            and self.load_start_s is not None
+            and t_check - 2 * long_w >= self.load_start_s
+        ):
+            longer = check_window(t_check, temp, power, clock, rates, self.windows, basis, long_w)
+            if longer.passed:
+                result = longer
         self.last = result
         # The passing checks of the last window's time: a failing check between them does
         # not reset the count (a fan cycle passes at some phases only), age does.
@@ -430,7 +462,7 @@ def detect(
     windows: Windows,
 ) -> Equilibrium:
     """The offline pass: the same checks the online detector makes, over stored series."""
-    rule = EquilibriumRule(windows)
+    rule = EquilibriumRule(windows, load_start_s)
     for t_check in check_times(load_start_s, end_s, windows):
         rule.check(float(t_check), temp, power, clock, rates)
         if rule.reached:
@@ -492,7 +524,9 @@ class OnlineDetector:
         # A check runs lag_s after its time, so that work finished before it but delivered
         # a little later by a worker is in, as it is in the offline pass.
         self._lag_s = lag_s
-        self._keep_s = 2 * windows.eq_window_s + 2 * windows.eq_check_interval_s + lag_s
+        self._keep_s = (
+            2 * LONG_SCALE * windows.eq_window_s + 2 * windows.eq_check_interval_s + lag_s
+        )
         self._tele: deque[tuple[float, float, float, float]] = deque()
         self._rates: dict[str, deque[tuple[float, float]]] = {}
         self._history = _CoarseHistory()
@@ -530,6 +564,7 @@ class OnlineDetector:
 
     def start(self, load_start_s: float) -> None:
         self.load_start_s = load_start_s
+        self.rule.load_start_s = load_start_s
         self._next_check = first_check_s(load_start_s, self.windows)
 
     def add_telemetry(
