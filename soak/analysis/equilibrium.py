@@ -122,7 +122,7 @@ class Drift:
     level: float | None = None  # B's level, in the signal's own unit
     # The first of the four half-windows (A's halves, B's halves: 0 to 3) from which on every
     # half-window's level is within the tolerance of the last one's (the dating)
-    settled_from: int | None = None
+    settled_from: float | None = None
     note: str = ""
 
     @property
@@ -290,15 +290,21 @@ def drift(
     noise = math.sqrt(variance * (1 / ya.size + 1 / yb.size)) * scale
 
     # The dating: the half-windows' levels against the last one's, at the same confidence.
-    quarters = [*np.array_split(ya, 2), *np.array_split(yb, 2)]
-    last = quarters[-1]
-    settled_from = len(quarters) - 1
-    for k in range(len(quarters) - 2, -1, -1):
-        q = quarters[k]
-        se = math.sqrt(variance * (1 / q.size + 1 / last.size))
-        if (abs(q.mean() - last.mean()) + t_q * se) * scale >= tolerance:
+    halves = [float(h.mean()) for h in (*np.array_split(ya, 2), *np.array_split(yb, 2))]
+    settled_from = float(len(halves) - 1)
+    for k in range(len(halves) - 2, -1, -1):
+        if abs(halves[k] - level_b) * scale >= tolerance:
             break
-        settled_from = k
+        settled_from = float(k)
+    steps = np.diff(halves)
+    b_half = yb.size // 2
+    b_se = math.sqrt(variance * (1 / b_half + 1 / (yb.size - b_half)))
+    b_flat = (abs(steps[-1]) + t_q * b_se) * scale < tolerance
+    monotone = bool(np.all(steps <= 0) or np.all(steps >= 0))
+    if not b_flat:  # B still moves: its level is not the kept one; no earlier than A | B
+        settled_from = max(settled_from, 1.5)
+    elif settled_from <= 1 and monotone:
+        settled_from = 0.5  # a monotone approach: A's centre (docstring, "Dating")
     bound = abs(change) + t_q * noise
     return Drift(signal, unit, tolerance, change, noise, bound, level_b, settled_from)
 
@@ -346,7 +352,7 @@ def check_window(
     # The centre of the first half-window from which on every signal stays within its
     # tolerance of its last half-window's level (docstring, "Dating").
     first = max((d.settled_from for d in drifts if d.settled_from is not None), default=3)
-    centre = t_check - 2 * w + (first + 0.5) * w / 2
+    centre = t_check - 2 * w + first * w / 2 + w / 4
     return CheckResult(t_check, passed, tuple(drifts), basis, centre, w)
 
 
