@@ -55,17 +55,54 @@ throughput (``eq_rel_tolerance_pct``), the contract's own precision for throughp
 
 **Dating.** The contract's reference for "settled" is the centre of the first window whose
 mean stays within the tolerance of the level the device keeps. A passing check shows that A's
-level is within the tolerance of B's. When B's own two halves also agree within the tolerance
-(the same test, on B's batches), B stands for the level the device keeps and the check is
-dated at A's centre (``t_check − 1.5·W``), the centre of the first window shown to be within
-the tolerance of it, which is what the reference measures. When B is still moving inside (an
-overshoot turning back, the top of a fan cycle, the tail of a slow rise), B does not stand for
-the kept level and only the boundary of A and B is dated (``t_check − W``); for a first-order
-approach T∞ − ΔT·e^(−t/τ), whose window means follow the same exponential, the distance
-there is |Δ| / (2·sinh(W/2τ)), under the tolerance for any τ up to W / (2·asinh ½) ≈ 1.04·W
-(5.2 min for 5-min windows; real GPUs and the simulator settle with τ of 1–4 min). Either
-way the time is the one the evidence is about, not the time the rule could confirm it
+level is within the tolerance of B's; it does not show that every part of A is, nor that B
+is the kept level. So each signal is dated on the four half-windows of the check (A's halves
+A₁ A₂, B's halves B₁ B₂), by three statements, each one a fact about the data or an assumption
+the data can refute:
+
+- *B stands for the kept level only if B itself is flat*: its halves agree within the
+  tolerance, by the same test (``|B₂ − B₁| + t·se < tolerance``). Where B still moves (an
+  overshoot turning back, the top of a fan cycle, the tail of a slow rise), nothing is dated
+  before the boundary of A and B (``t_check − W``); for a first-order approach
+  T∞ − ΔT·e^(−t/τ), whose window means differ by Δ = d_b·(τ/W)·4·sinh²(W/2τ) where d_b is the
+  distance at the boundary, d_b = Δ·W / (4τ·sinh²(W/2τ)) is under Δ, so under the
+  tolerance, for any τ up to about 1.06·W (5.3 min for 5-min windows; GPUs and the simulator
+  settle with τ of 1–4 min).
+- *Where B is flat, the date is the centre of the first half-window from which on every
+  half-window's level is within the tolerance of B's level* (A₁'s centre ``t_check − 1.75·W``
+  down to B₂'s ``t_check − 0.25·W``): the reference's own definition, on the check's data.
+- *Where the four half-window levels are also monotone* (each step the same sign: a plain
+  approach, no cycle or overshoot turning inside the 10 minutes) and the first one within the
+  tolerance is A₁ or A₂, the date is A's centre (``t_check − 1.5·W``): for a monotone convex
+  approach the value at A's centre is no farther from the kept level than A's mean, which the
+  passing check put within the tolerance of B.
+
+The device's date is the latest of its signals' dates. Why not A's centre whenever B is flat:
+a fan cycle of period near 2W (the simulator's fans hunt ±1 °C over 10 min) lowers one
+window's mean and raises the next one's by up to 4a/π together; on a die still settling from
+an overshoot it can cancel a real 1.2 °C fall from A to B for a few minutes, so that A and B
+agree and B's halves agree while the die at A's centre is 1.5 °C from where it settles. The
+half-window levels do not cancel that way (the cycle turns inside A), and the first of them
+within the tolerance of B is dated instead: later, not earlier, than the evidence allows.
+The time is the one the evidence is about, not the time the rule could confirm it
 (``Equilibrium.confirmed_s``, at its last needed pass).
+
+**Cycles longer than the windows can average.** A device held at its thermal limit by the
+governor has a flat temperature and a clock (and throughput) that follows every change of
+cooling: the fans' hunt becomes a clock cycle of several % around a level that no longer
+moves. Two 5-min windows see half cycles and their levels differ by up to 4a/π; the 1 %
+tolerance is passed only at the instants the difference crosses zero, one check in each half
+cycle, never ``eq_checks`` within a window's time, so the device is never confirmed. That is a
+fault of the window length, not of the tolerance (1 % stays the contract's precision for
+throughput): batch means need batches longer than the data's correlation, and the standard
+remedy when they are not is longer batches. So a check that fails on the 5-min windows is made
+again on two ``LONG_SCALE`` × W = 10-min windows, (t − 4W, t − 2W] and (t − 2W, t], once the
+load is that long; their batches are still 30 s, and their noise is measured about each 5-min
+part's own line, as on the short scale (a cycle's slow swing is a trend there, not noise). It
+passes where the longer windows span whole cycles, and counts like any pass; it is dated the
+same way at its own scale (no earlier than t − 2W where its newer window moves). For a drift
+it is stricter than the short scale (a steady drift moves a 10-min level twice as far), so it
+adds nothing for a device still warming.
 
 Checks happen on a fixed schedule from the device's load start (``load_start + 2·window +
 k·interval``) and look only at their windows' data, so that the online detector and the
@@ -120,8 +157,8 @@ class Drift:
     noise: float | None = None  # standard error of ``change``
     bound: float | None = None  # |change| + t·noise
     level: float | None = None  # B's level, in the signal's own unit
-    # The first of the four half-windows (A's halves, B's halves: 0 to 3) from which on every
-    # half-window's level is within the tolerance of the last one's (the dating)
+    # Where the signal dates the check, in half-windows from A's start: 0 (A₁'s centre), 0.5
+    # (A's centre), 1 (A₂'s), 1.5 (A | B), 2, 3 (B₂'s); None where it cannot say
     settled_from: float | None = None
     note: str = ""
 
@@ -147,7 +184,7 @@ class CheckResult:
     passed: bool
     drifts: tuple[Drift, ...]
     basis: str
-    centre_s: float  # the time the check's evidence is about (A's end, B's start)
+    centre_s: float  # the time the check's evidence is about (module docstring, "Dating")
     window_s: float = 300.0
 
     def drift(self, signal: str) -> Drift | None:
@@ -187,8 +224,9 @@ class Fit:
         return self.t0_s + max(settle, 2 * w)
 
     def predicted_equilibrium_s(self, windows: Windows) -> float:
-        """The latest time the rule will date equilibrium at: the boundary of its first
-        passing check's windows (A's centre, half a window earlier, where B is flat)."""
+        """The time the rule will date equilibrium near: the boundary of its first passing
+        check's windows (the date falls between A's centre, half a window earlier, and B's
+        first half's centre, a quarter window later; module docstring, "Dating")."""
         return self.predicted_check_s(windows) - windows.eq_window_s
 
 
@@ -289,7 +327,7 @@ def drift(
     change = (level_b - level_a) * scale
     noise = math.sqrt(variance * (1 / ya.size + 1 / yb.size)) * scale
 
-    # The dating: the half-windows' levels against the last one's, at the same confidence.
+    # The dating (module docstring, "Dating"): half-window levels against B's.
     halves = [float(h.mean()) for h in (*np.array_split(ya, 2), *np.array_split(yb, 2))]
     settled_from = float(len(halves) - 1)
     for k in range(len(halves) - 2, -1, -1):
