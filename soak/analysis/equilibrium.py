@@ -82,8 +82,11 @@ a fan cycle of period near 2W (the simulator's fans hunt ±1 °C over 10 min) lo
 window's mean and raises the next one's by up to 4a/π together; on a die still settling from
 an overshoot it can cancel a real 1.2 °C fall from A to B for a few minutes, so that A and B
 agree and B's halves agree while the die at A's centre is 1.5 °C from where it settles. The
-half-window levels do not cancel that way (the cycle turns inside A), and the first of them
-within the tolerance of B is dated instead: later, not earlier, than the evidence allows.
+half-window levels cancel less (the cycle turns inside A, so A's halves stand off B's level
+where A's mean does not), and the first of them within the tolerance of B is dated instead.
+A hunt that rises exactly as the die falls for a whole half period shows as a flat reading
+for ten minutes and defeats every rule that looks at ten minutes (docs/equilibrium.md gives
+the case and the figures).
 The time is the one the evidence is about, not the time the rule could confirm it
 (``Equilibrium.confirmed_s``, at its last needed pass).
 
