@@ -55,17 +55,57 @@ throughput (``eq_rel_tolerance_pct``), the contract's own precision for throughp
 
 **Dating.** The contract's reference for "settled" is the centre of the first window whose
 mean stays within the tolerance of the level the device keeps. A passing check shows that A's
-level is within the tolerance of B's. When B's own two halves also agree within the tolerance
-(the same test, on B's batches), B stands for the level the device keeps and the check is
-dated at A's centre (``t_check − 1.5·W``), the centre of the first window shown to be within
-the tolerance of it, which is what the reference measures. When B is still moving inside (an
-overshoot turning back, the top of a fan cycle, the tail of a slow rise), B does not stand for
-the kept level and only the boundary of A and B is dated (``t_check − W``); for a first-order
-approach T∞ − ΔT·e^(−t/τ), whose window means follow the same exponential, the distance
-there is |Δ| / (2·sinh(W/2τ)), under the tolerance for any τ up to W / (2·asinh ½) ≈ 1.04·W
-(5.2 min for 5-min windows; real GPUs and the simulator settle with τ of 1–4 min). Either
-way the time is the one the evidence is about, not the time the rule could confirm it
+level is within the tolerance of B's; it does not show that every part of A is, nor that B
+is the kept level. So each signal is dated on the four half-windows of the check (A's halves
+A₁ A₂, B's halves B₁ B₂), by three statements, each one a fact about the data or an assumption
+the data can refute:
+
+- *B stands for the kept level only if B itself is flat*: its halves agree within the
+  tolerance, by the same test (``|B₂ − B₁| + t·se < tolerance``). Where B still moves (an
+  overshoot turning back, the top of a fan cycle, the tail of a slow rise), nothing is dated
+  before the boundary of A and B (``t_check − W``); for a first-order approach
+  T∞ − ΔT·e^(−t/τ), whose window means differ by Δ = d_b·(τ/W)·4·sinh²(W/2τ) where d_b is the
+  distance at the boundary, d_b = Δ·W / (4τ·sinh²(W/2τ)) is under Δ, so under the
+  tolerance, for any τ up to about 1.06·W (5.3 min for 5-min windows; GPUs and the simulator
+  settle with τ of 1–4 min).
+- *Where B is flat, the date is the centre of the first half-window from which on every
+  half-window's level is within the tolerance of B's level* (A₁'s centre ``t_check − 1.75·W``
+  down to B₂'s ``t_check − 0.25·W``): the reference's own definition, on the check's data.
+- *Where the four half-window levels are also monotone* (each step the same sign: a plain
+  approach, no cycle or overshoot turning inside the 10 minutes) and the first one within the
+  tolerance is A₁ or A₂, the date is A's centre (``t_check − 1.5·W``): for a monotone convex
+  approach the value at A's centre is no farther from the kept level than A's mean, which the
+  passing check put within the tolerance of B.
+
+The device's date is the latest of its signals' dates. Why not A's centre whenever B is flat:
+a fan cycle of period near 2W (the simulator's fans hunt ±1 °C over 10 min) lowers one
+window's mean and raises the next one's by up to 4a/π together; on a die still settling from
+an overshoot it can cancel a real 1.2 °C fall from A to B for a few minutes, so that A and B
+agree and B's halves agree while the die at A's centre is 1.5 °C from where it settles. The
+half-window levels cancel less (the cycle turns inside A, so A's halves stand off B's level
+where A's mean does not), and the first of them within the tolerance of B is dated instead.
+A hunt that rises exactly as the die falls for a whole half period shows as a flat reading
+for ten minutes and defeats every rule that looks at ten minutes (docs/equilibrium.md gives
+the case and the figures).
+The time is the one the evidence is about, not the time the rule could confirm it
 (``Equilibrium.confirmed_s``, at its last needed pass).
+
+**Cycles longer than the windows can average.** A device held at its thermal limit by the
+governor has a flat temperature and a clock (and throughput) that follows every change of
+cooling: the fans' hunt becomes a clock cycle of several % around a level that no longer
+moves. Two 5-min windows see half cycles and their levels differ by up to 4a/π; the 1 %
+tolerance is passed only at the instants the difference crosses zero, one check in each half
+cycle, never ``eq_checks`` within a window's time, so the device is never confirmed. That is a
+fault of the window length, not of the tolerance (1 % stays the contract's precision for
+throughput): batch means need batches longer than the data's correlation, and the standard
+remedy when they are not is longer batches. So a check that fails on the 5-min windows is made
+again on two ``LONG_SCALE`` × W = 10-min windows, (t − 4W, t − 2W] and (t − 2W, t], once the
+load is that long; their batches are still 30 s, and their noise is measured about each 5-min
+part's own line, as on the short scale (a cycle's slow swing is a trend there, not noise). It
+passes where the longer windows span whole cycles, and counts like any pass; it is dated the
+same way at its own scale (no earlier than t − 2W where its newer window moves). For a drift
+it is stricter than the short scale (a steady drift moves a 10-min level twice as far), so it
+adds nothing for a device still warming.
 
 Checks happen on a fixed schedule from the device's load start (``load_start + 2·window +
 k·interval``) and look only at their windows' data, so that the online detector and the
@@ -92,6 +132,7 @@ MIN_POINTS = 10  # fewer readings in a window than this: the check cannot pass
 BATCHES = 10  # batches per window (batch means; see the module docstring)
 MIN_BATCH_SHARE = 0.8  # share of a window's batches that must hold a reading
 CONFIDENCE = 0.95  # one-sided, of "moved less than the tolerance"
+LONG_SCALE = 2  # the longer windows' length, in eq_window_s (the docstring's "Cycles")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,16 +160,14 @@ class Drift:
     noise: float | None = None  # standard error of ``change``
     bound: float | None = None  # |change| + t·noise
     level: float | None = None  # B's level, in the signal's own unit
-    within_b_bound: float | None = None  # the most B moved from its start to its end
+    # Where the signal dates the check, in half-windows from A's start: 0 (A₁'s centre), 0.5
+    # (A's centre), 1 (A₂'s), 1.5 (A | B), 2, 3 (B₂'s); None where it cannot say
+    settled_from: float | None = None
     note: str = ""
 
     @property
     def passed(self) -> bool:
         return self.bound is not None and self.bound < self.tolerance
-
-    @property
-    def flat_within_b(self) -> bool:
-        return self.within_b_bound is not None and self.within_b_bound < self.tolerance
 
     def describe(self, window_s: float) -> str:
         if self.change is None or self.noise is None:
@@ -148,7 +187,7 @@ class CheckResult:
     passed: bool
     drifts: tuple[Drift, ...]
     basis: str
-    centre_s: float  # the time the check's evidence is about (A's end, B's start)
+    centre_s: float  # the time the check's evidence is about (module docstring, "Dating")
     window_s: float = 300.0
 
     def drift(self, signal: str) -> Drift | None:
@@ -188,17 +227,18 @@ class Fit:
         return self.t0_s + max(settle, 2 * w)
 
     def predicted_equilibrium_s(self, windows: Windows) -> float:
-        """The latest time the rule will date equilibrium at: the boundary of its first
-        passing check's windows (A's centre, half a window earlier, where B is flat)."""
+        """The time the rule will date equilibrium near: the boundary of its first passing
+        check's windows (the date falls between A's centre, half a window earlier, and B's
+        first half's centre, a quarter window later; module docstring, "Dating")."""
         return self.predicted_check_s(windows) - windows.eq_window_s
 
 
 def _batch_levels(
-    s: Series, t_check: float, window_s: float, robust: bool
+    s: Series, t_check: float, window_s: float, robust: bool, per_window: int = BATCHES
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Batch levels over (t_check − 2W, t_check]: nominal centres, levels (NaN where a batch
-    is empty) and reading counts, 2·BATCHES of each."""
-    count = 2 * BATCHES
+    is empty) and reading counts, 2·per_window of each."""
+    count = 2 * per_window
     edges = t_check - 2 * window_s + (2 * window_s / count) * np.arange(count + 1)
     span = s.window(edges[0], edges[-1])
     finite = np.isfinite(span.y)
@@ -240,51 +280,74 @@ def drift(
     *,
     absolute_c: float | None = None,
     robust: bool = True,
+    window_s: float | None = None,
 ) -> Drift:
     """The rule's test on one signal at one check (module docstring). With ``absolute_c``
     the tolerance is in the signal's unit (temperature); otherwise it is
     ``eq_rel_tolerance_pct`` of window B's level and the change is in % of that level."""
-    w = windows.eq_window_s
+    w = windows.eq_window_s if window_s is None else window_s
     relative = absolute_c is None
     tolerance = windows.eq_rel_tolerance_pct if relative else absolute_c
     unit = "%" if relative else "°C"
-    centres, levels, counts = _batch_levels(s, t_check, w, robust)
-    halves = (slice(0, BATCHES), slice(BATCHES, 2 * BATCHES))
-    need = math.ceil(MIN_BATCH_SHARE * BATCHES)
+    # Batches are eq_window_s / BATCHES long at every scale; the longer scale's windows hold
+    # ``segments`` short windows' worth, each detrended on its own (docstring, "Cycles").
+    segments = max(1, round(w / windows.eq_window_s))
+    per_window = BATCHES * segments
+    centres, levels, counts = _batch_levels(s, t_check, w, robust, per_window)
+    halves = (slice(0, per_window), slice(per_window, 2 * per_window))
+    need = math.ceil(MIN_BATCH_SHARE * per_window)
     for name, half in zip(("earlier", "last"), halves, strict=True):
         readings = int(counts[half].sum())
         filled = int(np.isfinite(levels[half]).sum())
         if readings < MIN_POINTS or filled < need:
             note = (
-                f"{readings} readings in {filled} of {BATCHES} stretches of the {name} "
+                f"{readings} readings in {filled} of {per_window} stretches of the {name} "
                 f"{w / 60:g} min (needs {MIN_POINTS} in {need})"
             )
             return Drift(signal, unit, tolerance, note=note)
-    parts = []
-    for half in halves:
-        ok = np.isfinite(levels[half])
-        parts.append((centres[half][ok], levels[half][ok]))
-    (xa, ya), (xb, yb) = parts
+    # Residuals about each short window's own line: the noise of a batch level about the
+    # local trend, with the trend (and a cycle's slow swing) left out.
+    squares, df = 0.0, 0
+    pieces = []
+    for k in range(2 * segments):
+        part = slice(k * BATCHES, (k + 1) * BATCHES)
+        ok = np.isfinite(levels[part])
+        x, y = centres[part][ok], levels[part][ok]
+        pieces.append(y)
+        if y.size >= 3:
+            _, _, resid = _line(x, y)
+            squares += float(resid @ resid)
+            df += y.size - 2
+    if df < 2:
+        return Drift(signal, unit, tolerance, note="too few batches to measure its noise")
+    ya, yb = np.concatenate(pieces[:segments]), np.concatenate(pieces[segments:])
     level_a, level_b = float(ya.mean()), float(yb.mean())
     if relative and level_b == 0:
         return Drift(signal, unit, tolerance, note="its level is 0, so no relative change")
     scale = 100.0 / abs(level_b) if relative else 1.0
-    _, _, resid_a = _line(xa, ya)
-    _, _, resid_b = _line(xb, yb)
-    df = ya.size + yb.size - 4
-    variance = float(resid_a @ resid_a + resid_b @ resid_b) / df
+    variance = squares / df
     t_q = _t_quantile(df)
     change = (level_b - level_a) * scale
     noise = math.sqrt(variance * (1 / ya.size + 1 / yb.size)) * scale
-    # B's own movement, its second half against its first: B stands for the settled level
-    # only when this, too, is under the tolerance (the dating in the module docstring).
-    half = yb.size // 2
-    b_change = yb[half:].mean() - yb[:half].mean()
-    b_se = math.sqrt(variance * (1 / half + 1 / (yb.size - half)))
-    b_bound = (abs(b_change) + t_q * b_se) * scale
-    return Drift(
-        signal, unit, tolerance, change, noise, abs(change) + t_q * noise, level_b, b_bound
-    )
+
+    # The dating (module docstring, "Dating"): half-window levels against B's.
+    halves = [float(h.mean()) for h in (*np.array_split(ya, 2), *np.array_split(yb, 2))]
+    settled_from = float(len(halves) - 1)
+    for k in range(len(halves) - 2, -1, -1):
+        if abs(halves[k] - level_b) * scale >= tolerance:
+            break
+        settled_from = float(k)
+    steps = np.diff(halves)
+    b_half = yb.size // 2
+    b_se = math.sqrt(variance * (1 / b_half + 1 / (yb.size - b_half)))
+    b_flat = (abs(steps[-1]) + t_q * b_se) * scale < tolerance
+    monotone = bool(np.all(steps <= 0) or np.all(steps >= 0))
+    if not b_flat:  # B still moves: its level is not the kept one; no earlier than A | B
+        settled_from = max(settled_from, 1.5)
+    elif settled_from <= 1 and monotone:
+        settled_from = 0.5  # a monotone approach: A's centre (docstring, "Dating")
+    bound = abs(change) + t_q * noise
+    return Drift(signal, unit, tolerance, change, noise, bound, level_b, settled_from)
 
 
 def choose_basis(temp: Series, power: Series, previous: str | None = None) -> str:
@@ -308,23 +371,29 @@ def check_window(
     rates: Mapping[str, Series],
     windows: Windows,
     basis: str,
+    window_s: float | None = None,
 ) -> CheckResult:
-    """Apply the equilibrium rule to the two windows that end at ``t_check``."""
-    w = windows.eq_window_s
+    """Apply the equilibrium rule to the two windows that end at ``t_check``, each
+    ``window_s`` long (``eq_window_s`` unless given: the longer scale is the module
+    docstring's "Cycles")."""
+    w = windows.eq_window_s if window_s is None else window_s
     drifts = []
     if basis == "temperature":
-        drifts.append(
-            drift("temperature", temp, t_check, windows, absolute_c=windows.eq_temp_tolerance_c)
-        )
+        tol = windows.eq_temp_tolerance_c
+        drifts.append(drift("temperature", temp, t_check, windows, absolute_c=tol, window_s=w))
     elif basis == "power":
-        drifts.append(drift("power", power, t_check, windows))
+        drifts.append(drift("power", power, t_check, windows, window_s=w))
     if np.isfinite(clock.window(t_check - 2 * w, t_check).y).any():
-        drifts.append(drift("SM clock", clock, t_check, windows))
-    drifts += [drift(f"{part} throughput", s, t_check, windows) for part, s in rates.items()]
+        drifts.append(drift("SM clock", clock, t_check, windows, window_s=w))
+    drifts += [
+        drift(f"{part} throughput", s, t_check, windows, window_s=w) for part, s in rates.items()
+    ]
     passed = bool(drifts) and (basis != "throughput" or bool(rates))
     passed = passed and all(d.passed for d in drifts)
-    # A's centre where B stands for the settled level, else where A and B meet (docstring).
-    centre = t_check - 1.5 * w if all(d.flat_within_b for d in drifts) else t_check - w
+    # The centre of the first half-window from which on every signal stays within its
+    # tolerance of its last half-window's level (docstring, "Dating").
+    first = max((d.settled_from for d in drifts if d.settled_from is not None), default=3)
+    centre = t_check - 2 * w + first * w / 2 + w / 4
     return CheckResult(t_check, passed, tuple(drifts), basis, centre, w)
 
 
@@ -349,8 +418,9 @@ class EquilibriumRule:
     """The rule's state from one check to the next: the basis and the streak of passing
     checks. The online detector and the offline pass both feed it, check by check."""
 
-    def __init__(self, windows: Windows) -> None:
+    def __init__(self, windows: Windows, load_start_s: float | None = None) -> None:
         self.windows = windows
+        self.load_start_s = load_start_s  # the longer scale needs 4 windows of load
         self.basis: str | None = None
         self.streak: list[CheckResult] = []
         self.last: CheckResult | None = None
@@ -375,6 +445,15 @@ class EquilibriumRule:
         if basis != self.basis:  # a better sensor came: its checks start their own streak
             self.basis, self.streak = basis, []
         result = check_window(t_check, temp, power, clock, rates, self.windows, basis)
+        long_w = LONG_SCALE * self.windows.eq_window_s
+        if (
+            not result.passed
+            and self.load_start_s is not None
+            and t_check - 2 * long_w >= self.load_start_s
+        ):
+            longer = check_window(t_check, temp, power, clock, rates, self.windows, basis, long_w)
+            if longer.passed:
+                result = longer
         self.last = result
         # The passing checks of the last window's time: a failing check between them does
         # not reset the count (a fan cycle passes at some phases only), age does.
@@ -430,7 +509,7 @@ def detect(
     windows: Windows,
 ) -> Equilibrium:
     """The offline pass: the same checks the online detector makes, over stored series."""
-    rule = EquilibriumRule(windows)
+    rule = EquilibriumRule(windows, load_start_s)
     for t_check in check_times(load_start_s, end_s, windows):
         rule.check(float(t_check), temp, power, clock, rates)
         if rule.reached:
@@ -492,7 +571,9 @@ class OnlineDetector:
         # A check runs lag_s after its time, so that work finished before it but delivered
         # a little later by a worker is in, as it is in the offline pass.
         self._lag_s = lag_s
-        self._keep_s = 2 * windows.eq_window_s + 2 * windows.eq_check_interval_s + lag_s
+        self._keep_s = (
+            2 * LONG_SCALE * windows.eq_window_s + 2 * windows.eq_check_interval_s + lag_s
+        )
         self._tele: deque[tuple[float, float, float, float]] = deque()
         self._rates: dict[str, deque[tuple[float, float]]] = {}
         self._history = _CoarseHistory()
@@ -530,6 +611,7 @@ class OnlineDetector:
 
     def start(self, load_start_s: float) -> None:
         self.load_start_s = load_start_s
+        self.rule.load_start_s = load_start_s
         self._next_check = first_check_s(load_start_s, self.windows)
 
     def add_telemetry(
