@@ -56,7 +56,7 @@ demo: install
 	  $(VERDICT_OK)
 
 test: install
-	$(BIN)/pytest -q -rs
+	$(BIN)/pytest -q -rfEs
 
 # The fast tier: unit and property tests, no soak longer than a few simulated minutes, no
 # real processes or services (tests marked slow are left out). Under a minute on 2 cores.
