@@ -248,4 +248,5 @@ class RunConfig:
     sim_sensors: str = "real"  # the sim's sensors: "real" (default) or "ideal" (tests)
     workload_options: dict[str, Any] = field(default_factory=dict)
     heartbeat_timeout_s: float = 120.0
+    ranks: int = 1  # ddp on the CPU backend: rank processes sharing the CPU
     command: str = ""
