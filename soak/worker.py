@@ -623,7 +623,7 @@ class WorkerPool:
         outcome, details = worker.ending
         if outcome is WorkerOutcome.OK and worker.index in self._failed:
             outcome = WorkerOutcome.VERIFICATION_FAILED  # failed the cross-device check
-        if outcome not in (WorkerOutcome.OK, WorkerOutcome.PEER_LOST):
+        if outcome is not WorkerOutcome.OK:  # PEER_LOST too: its load has ended
             self._failed.add(worker.index)
         details = {"outcome": outcome.value, **details, **_exit_details(worker.process)}
         details.setdefault("detail", _detail(details))  # the report's reason names it
