@@ -23,6 +23,7 @@ from soak.fields import REASONS
 from soak.model import RATE_UNITS, EventKind
 from soak.report import figures
 from soak.report.junit import case_names
+from soak.report.sync import ddp_context
 from soak.units import NOT_AVAILABLE, num, pct, si
 
 MAX_EVENTS = 2000  # event rows shown; the store keeps every one
@@ -526,6 +527,7 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
         "sync_loss": pct(loss, 2),
         "slowest": slowest,
         "server_checks": _checks(analysis.server_checks, parts),
+        "ddp": ddp_context(analysis.sync),
         "server_figures": server,
         "devices": [_device(d, analysis, tele[d.index], work[d.index]) for d in analysis.devices],
         "host_rows": host_rows,

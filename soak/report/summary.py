@@ -10,7 +10,8 @@ Schema versions (a later version may add keys; removing or renaming one bumps th
      "inventory", "steady_noise", and per window "power_mean_w", "energy_basis",
      "energy_per_work" (tests/fixtures/summary/ keeps files from before and after); per
      device "diagnosis_evidence", per equilibrium "confirmed_s", per server "by_part", per
-     window "util_pct", "p10", "p90" and "throughput_cv".
+     window "util_pct", "p10", "p90" and "throughput_cv". Then "server.ddp" (the ddp
+     workload's synchronous step rate, pace setter, rank timing and busbw; null otherwise).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from soak.errors import ConfigError
 from soak.fields import SUMMARY_METRICS
 from soak.model import RATE_UNITS
 from soak.report.measures import Noise
+from soak.report.sync import ddp_summary
 
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({1})
@@ -188,6 +190,7 @@ def build_summary(
                 {"part": part, "sync_loss": loss, "slowest_device": device}
                 for part, (loss, device) in analysis.sync_losses().items()
             ],
+            "ddp": ddp_summary(analysis.sync),
         },
         "checks": [
             {"device": c.device, "check": c.check, "status": str(c.status), "message": c.message}
