@@ -90,8 +90,10 @@ class SyncFacts:
                 else f", the others' {low:.1f} %"
             )
         share = self.pace_share[setter] * 100
+        verb = "grew" if growth[setter] >= 0 else "fell"
         return (
-            f"{head}; device {setter}'s compute time grew {growth[setter] * 100:.1f} %{spread}: "
+            f"{head}; device {setter}'s compute time {verb} {abs(growth[setter]) * 100:.1f} %"
+            f"{spread}: "
             f"device {setter} sets the pace {share:.0f} % of steps"
         )
 
