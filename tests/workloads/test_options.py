@@ -28,5 +28,5 @@ def test_bad_option_names_its_field(kwargs: dict[str, object], field: str) -> No
 def test_defaults_are_valid_and_every_workload_is_registered() -> None:
     options = WorkloadOptions()
     assert options.dtype is None
-    assert set(WORKLOADS) == {"gemm", "membw", "train", "mix"}
+    assert set(WORKLOADS) == {"gemm", "membw", "train", "mix", "ddp"}
     assert all(WORKLOADS[name](options).name == name for name in WORKLOADS)
