@@ -14,14 +14,11 @@ import numpy as np
 
 from soak.analysis.checks import CheckResult, Status
 from soak.analysis.windows import Window
+from soak.config import Checks
 from soak.model import Event, EventKind
 
 BUSBW_FORMULA = "busbw = bytes / time x 2(n-1)/n (nccl-tests' all-reduce bus bandwidth)"
 ONE_RANK = "one rank: no all-reduce to time (nothing to reduce across)"
-STRAGGLER_SHARE = 0.5  # a rank that sets the pace in more than this share of steady steps
-STRAGGLER_WARN = 0.05  # ... and computes this much longer than the median rank: WARN
-STRAGGLER_FAIL = 0.10  # ... or this much: FAIL
-MIN_SYNC_RETENTION = 0.95  # steady / cold server step rate below this: FAIL
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +168,7 @@ def sync_facts(
 # ----------------------------------------------------------------------------- checks
 
 
-def check_straggler(facts: SyncFacts) -> list[CheckResult]:
+def check_straggler(facts: SyncFacts, limits: Checks) -> list[CheckResult]:
     """One rank sets the pace in most steady steps and computes longer than the median
     rank by more than the margin: WARN, FAIL past the larger one."""
     setter = facts.pace_setter
@@ -183,25 +180,25 @@ def check_straggler(facts: SyncFacts) -> list[CheckResult]:
     excess = computes[setter] / median - 1.0 if median > 0 else 0.0
     message = (
         f"device {setter} sets the pace in {share * 100:.0f} % of steady steps; its compute "
-        f"time is {excess * 100:.1f} % above the median rank's (warn {STRAGGLER_WARN * 100:g} %, "
-        f"fail {STRAGGLER_FAIL * 100:g} %)"
+        f"time is {excess * 100:.1f} % above the median rank's (warn "
+        f"{limits.ddp_straggler_warn * 100:g} %, fail {limits.ddp_straggler_fail * 100:g} %)"
     )
-    if share <= STRAGGLER_SHARE or excess <= STRAGGLER_WARN:
+    if share <= limits.ddp_straggler_share or excess <= limits.ddp_straggler_warn:
         return [CheckResult("straggler", Status.PASS, message, setter)]
-    status = Status.FAIL if excess > STRAGGLER_FAIL else Status.WARN
+    status = Status.FAIL if excess > limits.ddp_straggler_fail else Status.WARN
     return [CheckResult("straggler", status, message, setter)]
 
 
-def check_sync_retention(facts: SyncFacts) -> list[CheckResult]:
+def check_sync_retention(facts: SyncFacts, limits: Checks) -> list[CheckResult]:
     """The server's steady step rate against its cold one."""
     if facts.loss is None:
         return [CheckResult("sync_retention", Status.WARN, "server step rate: not measured")]
     retention = 1.0 - facts.loss
     message = (
         f"{facts.explanation()} (retention {retention * 100:.1f} %, floor "
-        f"{MIN_SYNC_RETENTION * 100:g} %)"
+        f"{limits.min_sync_retention * 100:g} %)"
     )
-    status = Status.PASS if retention >= MIN_SYNC_RETENTION else Status.FAIL
+    status = Status.PASS if retention >= limits.min_sync_retention else Status.FAIL
     return [CheckResult("sync_retention", status, message)]
 
 
@@ -217,9 +214,30 @@ def replica_checks(events: Sequence[Event]) -> list[CheckResult]:
     return [CheckResult("replicas", Status.FAIL, d, device) for device, d in sorted(first.items())]
 
 
-def sync_checks(facts: SyncFacts | None, events: Sequence[Event]) -> list[CheckResult]:
+def check_busbw(facts: SyncFacts, limits: Checks) -> list[CheckResult]:
+    """The steady all-reduce bus bandwidth against the profile's floor (none by default)."""
+    if facts.ranks < 2:
+        return [CheckResult("busbw", Status.PASS, f"all-reduce skipped: {ONE_RANK}")]
+    floor = limits.min_busbw_Bps
+    steady = facts.busbw_steady
+    if not floor:
+        return []
+    if steady is None:
+        message = f"steady all-reduce bus bandwidth not measured; floor {floor / 1e9:.3g} GB/s"
+        return [CheckResult("busbw", Status.FAIL, message)]
+    message = (
+        f"steady all-reduce bus bandwidth {steady / 1e9:.3g} GB/s is {steady / floor * 100:.1f} "
+        f"% of the floor {floor / 1e9:.3g} GB/s"
+    )
+    return [CheckResult("busbw", Status.PASS if steady >= floor else Status.FAIL, message)]
+
+
+def sync_checks(
+    facts: SyncFacts | None, events: Sequence[Event], limits: Checks
+) -> list[CheckResult]:
     """Every synchronous-training check of a run."""
     out = replica_checks(events)
     if facts is not None:
-        out += check_straggler(facts) + check_sync_retention(facts)
+        out += check_straggler(facts, limits) + check_sync_retention(facts, limits)
+        out += check_busbw(facts, limits)
     return out

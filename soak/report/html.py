@@ -70,6 +70,11 @@ CHECK_MEANINGS = {
     "outlier_min_rel": "within-server rule: rel in median − max(k·MAD, rel·median)",
     "max_jitter_cv": "steady throughput coefficient of variation above this warns",
     "require_equilibrium": "fail (not warn) when equilibrium is not reached",
+    "ddp_straggler_share": "ddp: share of steady steps a rank must set the pace in to be judged",
+    "ddp_straggler_warn": "ddp: its compute time above the median rank's that warns",
+    "ddp_straggler_fail": "ddp: its compute time above the median rank's that fails",
+    "min_sync_retention": "ddp: steady / cold server step rate at least",
+    "min_busbw_Bps": "ddp: all-reduce bus bandwidth floor (B/s; 0: none)",
 }
 
 NOTABLE_EVENTS = frozenset(

@@ -11,15 +11,18 @@ from soak.analysis.checks import Status
 from soak.analysis.sync import (
     BUSBW_FORMULA,
     ONE_RANK,
+    check_busbw,
     check_straggler,
     check_sync_retention,
     replica_checks,
     sync_facts,
 )
 from soak.analysis.windows import Window
+from soak.config import Checks
 from soak.model import Event, EventKind
 from workloads.ddp import bus_bandwidth, odd_ranks
 
+LIMITS = Checks()
 COLD = Window(0.0, 10.0)
 STEADY = Window(20.0, 30.0)
 
@@ -67,25 +70,25 @@ def test_a_rank_that_slows_when_hot_is_named_and_explains_the_loss():
         "steady step rate 6.8 % below cold; device 3's compute time grew 7.4 %, the others' "
         "0.8–1.2 %: device 3 sets the pace 100 % of steps"
     )
-    [straggler] = check_straggler(facts)
+    [straggler] = check_straggler(facts, LIMITS)
     assert straggler.status is Status.WARN and straggler.device == 3
     assert straggler.message == (
         "device 3 sets the pace in 100 % of steady steps; its compute time is 6.2 % above the "
         "median rank's (warn 5 %, fail 10 %)"
     )
-    [retention] = check_sync_retention(facts)
+    [retention] = check_sync_retention(facts, LIMITS)
     assert retention.status is Status.FAIL and retention.device is None
     assert "(retention 93.2 %, floor 95 %)" in retention.message
 
 
 def test_a_straggler_past_the_larger_margin_fails_and_an_even_server_passes():
     server, rows = _series({0: (1.0, 1.0), 1: (1.0, 1.0), 2: (1.0, 1.0), 3: (1.0, 1.2)})
-    [check] = check_straggler(sync_facts(server, rows, COLD, STEADY))
+    [check] = check_straggler(sync_facts(server, rows, COLD, STEADY), LIMITS)
     assert check.status is Status.FAIL
     server, rows = _series({0: (1.0, 1.0), 1: (1.0, 1.001), 2: (1.0, 1.0), 3: (1.0, 1.0)})
     facts = sync_facts(server, rows, COLD, STEADY)
-    assert [c.status for c in check_straggler(facts)] == [Status.PASS]
-    assert [c.status for c in check_sync_retention(facts)] == [Status.PASS]
+    assert [c.status for c in check_straggler(facts, LIMITS)] == [Status.PASS]
+    assert [c.status for c in check_sync_retention(facts, LIMITS)] == [Status.PASS]
 
 
 def test_busbw_follows_the_nccl_tests_formula_and_one_rank_skips_it():
@@ -98,7 +101,7 @@ def test_busbw_follows_the_nccl_tests_formula_and_one_rank_skips_it():
     server, rows = _series({0: (1.0, 1.0)}, ranks=1)
     facts = sync_facts(server, rows, COLD, STEADY)
     assert facts.busbw_cold is None and facts.busbw_note == ONE_RANK
-    assert check_straggler(facts) == []
+    assert check_straggler(facts, LIMITS) == []
 
 
 def test_a_run_without_sync_steps_has_no_sync_facts():
@@ -120,3 +123,16 @@ def test_a_replica_difference_fails_that_device_once_with_its_first_step():
     ]
     [check] = replica_checks(events)
     assert (check.device, check.status, check.message) == (2, Status.FAIL, detail.format(30))
+
+
+def test_busbw_below_the_profile_floor_fails_and_no_floor_judges_nothing():
+    server, rows = _series({0: (1.0, 1.0), 1: (1.0, 1.0), 2: (1.0, 1.0), 3: (1.0, 1.0)})
+    facts = sync_facts(server, rows, COLD, STEADY)  # busbw 1.57 GB/s
+    assert check_busbw(facts, LIMITS) == []
+    [check] = check_busbw(facts, Checks(min_busbw_Bps=2e9))
+    assert check.status is Status.FAIL
+    assert check.message == (
+        "steady all-reduce bus bandwidth 1.57 GB/s is 78.6 % of the floor 2 GB/s"
+    )
+    [check] = check_busbw(facts, Checks(min_busbw_Bps=1e9))
+    assert check.status is Status.PASS
