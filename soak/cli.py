@@ -603,10 +603,6 @@ def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
                 f"--heartbeat-timeout: {args.heartbeat_timeout:g} s must exceed the "
                 f"workload's step_s of {step_s:g} s"
             )
-    if args.workload == "ddp" and args.backend == "sim":
-        raise ConfigError(
-            "--workload: ddp is not simulated (yet); --backend cpu --ranks N runs it on the CPU"
-        )
     if args.ranks != 1 and (args.workload != "ddp" or args.backend != "cpu"):
         raise ConfigError("--ranks: only with --workload ddp --backend cpu")
     if args.sim_fault and args.backend != "sim":

@@ -202,7 +202,7 @@ class ServerStep:
 
     t_start_s: float
     t_end_s: float
-    samples: int
+    samples: float  # a simulated tick holds a fractional number of steps
     step_s: float
     straggler: int
     ranks: int

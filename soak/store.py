@@ -71,7 +71,7 @@ CREATE TABLE sync_steps (
     step_s REAL NOT NULL, allreduce_b INTEGER, allreduce_s REAL);
 CREATE INDEX sync_steps_device_t ON sync_steps (device, t_end_s);
 CREATE TABLE server_steps (
-    t_start_s REAL NOT NULL, t_end_s REAL NOT NULL, samples INTEGER NOT NULL,
+    t_start_s REAL NOT NULL, t_end_s REAL NOT NULL, samples REAL NOT NULL,
     step_s REAL NOT NULL, straggler INTEGER NOT NULL, ranks INTEGER NOT NULL);
 """
 _SYNC_COLUMNS = ("t_start_s", "t_end_s", "iterations", "compute_s", "wait_s", "step_s")

@@ -1,5 +1,9 @@
 """ddp: the ``train`` model under ``DistributedDataParallel``, one process per device.
 
+Its work samples count each rank's tokens at its own compute pace (tokens x step time /
+compute time), so per-device throughput shows each device's own speed; the synchronous
+rate of the server comes with every step in ``StepResult.sync``.
+
 The ranks are joined by ``torch.distributed`` (NCCL on NVIDIA, RCCL on ROCm, gloo on CPU)
 through a TCP rendezvous the coordinator sets up in the environment (``DDP_ENV``): soak
 picks the address and a free port, the user sets nothing. Every collective has a timeout
@@ -234,7 +238,11 @@ class DdpWorkload:
             self.stop_event.set()  # every rank leaves after this same step
         checks = self._check_replicas() if self._replica_step() else ()
         t1 = time.monotonic()
+        # This rank's tokens at its own compute pace (the step's time without the wait for
+        # slower ranks): the per-device tables judge each device's own speed; the lock-step
+        # rate of the whole server is in ``sync`` (the server row).
         tokens = float(self.iterations * self.shape.tokens_per_step)
+        tokens *= (t_compute - t0) / compute if compute > 0 else 1.0
         computes = tuple(row[0] for row in everyone)
         sync = SyncTiming(
             rank=self.rank,

@@ -45,6 +45,8 @@ class SyncFacts:
     busbw_steady: float | None
     allreduce_b: int | None
     busbw_note: str  # the formula, or why there is none
+    cold_window: Window | None = None  # the server's windows the figures are over
+    steady_window: Window | None = None
 
     @property
     def loss(self) -> float | None:
@@ -81,11 +83,10 @@ class SyncFacts:
         spread = ""
         if others:
             low, high = min(others) * 100, max(others) * 100
-            spread = (
-                f", the others' {low:.1f}–{high:.1f} %"
-                if low != high
-                else f", the others' {low:.1f} %"
-            )
+            signed = low < 0
+            fmt = (lambda v: f"{v:+.1f}") if signed else (lambda v: f"{v:.1f}")
+            span = fmt(low) if f"{low:.1f}" == f"{high:.1f}" else f"{fmt(low)}–{fmt(high)}"
+            spread = f", the others' {span} %"
         share = self.pace_share[setter] * 100
         verb = "grew" if growth[setter] >= 0 else "fell"
         return (
@@ -162,6 +163,8 @@ def sync_facts(
         busbw_steady=_busbw(ranks, steady, n),
         allreduce_b=int(sizes[0]) if sizes.size else None,
         busbw_note=BUSBW_FORMULA if n > 1 else ONE_RANK,
+        cold_window=cold,
+        steady_window=steady,
     )
 
 

@@ -34,7 +34,6 @@ BAD_FLAGS = {
     "heartbeat within a step": (["--backend", "cpu", "--heartbeat-timeout", "0.5"], "step_s"),
     "ranks without ddp": (["--backend", "cpu", "--ranks", "2"], "--ranks"),
     "zero ranks": (["--ranks", "0"], "--ranks"),
-    "ddp on the simulator": (["--backend", "sim", "--workload", "ddp"], "--workload"),
 }
 
 
