@@ -54,16 +54,21 @@ class SyncSim:
     ) -> tuple[np.ndarray, list[SyncStep], ServerStep]:
         """The tokens every device did in (t0, t1], its SyncStep and the server's.
         ``work``: tokens each device could do at its own pace (noisy); ``clean``: the same
-        without noise, for the truth."""
+        without noise. The straggler is the device slowest at its clocks."""
         dt = t1 - t0
         n = len(self.devices)
         busbw = self.link_busbw(die_c)
-        compute, allreduce = self._step(work / dt, busbw)
+        clean_compute, allreduce = self._step(clean / dt, busbw)
+        clean_step = float(clean_compute.max()) + allreduce
+        self.truth.append((t0, t1, TOKENS_PER_RANK / SEQ * n / clean_step))
+        # The work noise of a tick is an average over its steps: it moves the whole
+        # lock-step server (the mean of the devices' noise), not the max of each step, which
+        # would bias the step time by the largest of n noisy draws.
+        sel = self.devices
+        ratio = work[sel] / np.maximum(clean[sel], 1e-12)
+        compute = clean_compute / max(float(ratio.mean()), 1e-3)
         step = float(compute.max()) + allreduce
         steps = dt / step
-        clean_compute, clean_allreduce = self._step(clean / dt, busbw)
-        clean_step = float(clean_compute.max()) + clean_allreduce
-        self.truth.append((t0, t1, TOKENS_PER_RANK / SEQ * n / clean_step))
         # Each device's tokens at its own compute pace: what the per-device tables judge
         # (its own speed); the lock-step rate is the server's row.
         tokens = np.zeros_like(work)
