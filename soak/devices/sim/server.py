@@ -122,7 +122,8 @@ class SimServer:
             )
 
     def _apply_static_faults(self) -> None:
-        """Faults that hold for the whole run: airflow, power cap, inlet, slow, leaky, sdc."""
+        """Faults that hold for the whole run: airflow, power cap, inlet, slow, leaky, sdc,
+        link (ddp's all-reduce bandwidth)."""
         p = self.physics
         airflow = np.ones(self.gpus)
         for f in self.faults:
