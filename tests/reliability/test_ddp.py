@@ -110,3 +110,17 @@ def test_a_rank_whose_replica_drifts_is_named_by_the_checksum(tmp_path, profile)
             r for r in summary["reasons"] if r["device"] == device and "replicas" in r["message"]
         ]
     assert not workers(os.getpid())
+
+
+def test_one_rank_skips_the_all_reduce_and_the_report_says_why(tmp_path, profile):
+    result = run(_config(tmp_path, profile, ranks=1, duration_s=4.0), clock=WallClock())
+    _, report = build_outputs(result.run_dir)
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    ddp = summary["server"]["ddp"]
+    assert ddp["ranks"] == 1 and ddp["steps"] >= 3
+    assert ddp["busbw_cold_Bps"] is None and ddp["allreduce_b"] is None
+    assert ddp["busbw_note"] == "one rank: no all-reduce to time (nothing to reduce across)"
+    html = report.read_text()
+    assert "all-reduce bus bandwidth: skipped (one rank: no all-reduce to time" in html
+    assert "synchronous step rate" in html
+    assert not workers(os.getpid())
