@@ -167,15 +167,16 @@ def _run(
     """Set up, loop, close: the outcome, its details and the exit code."""
     try:
         workload = _build(spec)
-        bind_stop = getattr(workload, "bind_stop", None)  # synchronous workloads stop together
-        if bind_stop is not None:
-            bind_stop(stop)
+        # A synchronous workload (ddp) sees the stop request and hands back the event the
+        # loop ends on: set once every rank has agreed, so that all leave after one step.
+        bind_stop = getattr(workload, "bind_stop", None)
+        loop_stop = bind_stop(stop) if bind_stop is not None else stop
         workload.setup(spec.torch_device, spec.seed)
         channel.send(("ready", channel.now(), workload.describe()))
     except BaseException as exc:  # every ending is reported, whatever raised
         return _failure(exc, "setup")
     try:
-        failures = _loop(workload, spec, channel, stop)
+        failures = _loop(workload, spec, channel, loop_stop)
         workload.close()
     except BaseException as exc:  # every ending is reported, whatever raised
         return _failure(exc, "run")

@@ -113,13 +113,19 @@ class DdpWorkload:
         self.steps = 0  # soak steps
         self.iterations_done = 0  # optimizer steps
         self.stop_event: threading.Event | None = None
+        self.agreed_stop = threading.Event()
         self.group_ready = False
 
     # -- setup
 
-    def bind_stop(self, event: threading.Event) -> None:
-        """The worker's stop event: set by any rank's stop, seen by all at the same step."""
-        self.stop_event = event
+    def bind_stop(self, requested: threading.Event) -> threading.Event:
+        """Take the worker's stop request; return the event its loop should end on, set
+        after the first step whose all-gather carried any rank's request, so that every
+        rank leaves after that same step (a rank that left alone would leave the others
+        waiting in their next collective)."""
+        self.stop_event = requested
+        self.agreed_stop = threading.Event()
+        return self.agreed_stop
 
     def setup(self, device: str, seed: int) -> None:
         missing = [k for k in DDP_ENV if k not in os.environ]
@@ -234,8 +240,8 @@ class DdpWorkload:
         stop = self.stop_event is not None and self.stop_event.is_set()
         mine = torch.tensor([compute, wait, float(stop)], dtype=torch.float64)
         everyone = self._gather(mine)
-        if any(row[2] for row in everyone) and self.stop_event is not None:
-            self.stop_event.set()  # every rank leaves after this same step
+        if any(row[2] for row in everyone):
+            self.agreed_stop.set()  # every rank leaves after this same step
         checks = self._check_replicas() if self._replica_step() else ()
         t1 = time.monotonic()
         # This rank's tokens at its own compute pace (the step's time without the wait for
