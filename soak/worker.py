@@ -269,7 +269,8 @@ def _failure(exc: BaseException, phase: str) -> tuple[WorkerOutcome, dict[str, A
 
 
 def classify_exception(exc: BaseException) -> WorkerOutcome | None:
-    """OUT_OF_MEMORY or DEVICE_LOST where the exception says so, else None. By name and
+    """OUT_OF_MEMORY, DEVICE_LOST or PEER_LOST (ddp's ``PeerLost``: a collective failed
+    because another rank died or hung) where the exception says so, else None. By name and
     message, so that the worker need not import torch to tell."""
     text = str(exc).lower()
     if type(exc).__name__ == "PeerLost":  # workloads.ddp: another rank died or hung
