@@ -29,12 +29,12 @@ import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel
 
 from workloads.base import PartWork, StepResult, SyncTiming, Verification, WorkloadOptions
@@ -82,23 +82,26 @@ def odd_ranks(sums: list[tuple[float, ...]]) -> tuple[frozenset[int], bool]:
     return frozenset(range(len(sums))), False
 
 
-class _BucketClock:
-    """A DDP comm hook that notes when the last gradient bucket of a backward was ready,
-    then all-reduces it as DDP's default hook does."""
+class _GradClock:
+    """Notes when the last local gradient of a backward was computed: a post-accumulate
+    hook on the parameters used first in forward (the embeddings), whose gradients come
+    last. DDP's all-reduce of the last bucket starts then; the time from there until
+    backward returns is the wait for the other ranks and the link. (A Python comm hook
+    would see the same moment, but costs a Python callback per bucket on every step.)"""
 
-    def __init__(self, device: torch.device, group: Any) -> None:
+    def __init__(self, device: torch.device, params: Sequence[torch.Tensor]) -> None:
         self.device = device
-        self.group = group
         self.ready_s = 0.0
         self.ready_event: torch.cuda.Event | None = None
+        for p in params:
+            p.register_post_accumulate_grad_hook(self._mark)
 
-    def hook(self, _state, bucket):  # unannotated: DDP rejects a string annotation
+    def _mark(self, _param: torch.Tensor) -> None:
         if self.device.type == "cuda":
             self.ready_event = torch.cuda.Event(enable_timing=True)
             self.ready_event.record()
         else:
             self.ready_s = time.perf_counter()
-        return default_hooks.allreduce_hook(self.group, bucket)
 
 
 class DdpWorkload:
@@ -155,8 +158,7 @@ class DdpWorkload:
         self.params = sum(p.numel() for p in inner.parameters())
         ids = [self.device.index] if self.device.type == "cuda" else None
         self.model = DistributedDataParallel(inner, device_ids=ids)
-        self.clock = _BucketClock(self.device, None)
-        self.model.register_comm_hook(None, self.clock.hook)
+        self.clock = _GradClock(self.device, [inner.tok.weight, inner.pos.weight])
         fused = self.device.type == "cuda"
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=LR, betas=(0.9, 0.95), weight_decay=0.1, fused=fused
