@@ -111,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
         [
             "soak run --hours 2                       # every GPU of this server, 2 hours",
             "soak run --backend sim --minutes 30 --sim-fault airflow:gpu=3:factor=2.2",
+            "soak run --backend cpu --workload ddp --ranks 2 --minutes 2",
         ],
     )
     run.add_argument(
@@ -203,6 +204,14 @@ def _parser() -> argparse.ArgumentParser:
         default=120.0,
         metavar="S",
         help="seconds a worker may stay silent before its device fails as hung (default 120)",
+    )
+    run.add_argument(
+        "--ranks",
+        type=_positive("--ranks", int),
+        default=1,
+        metavar="N",
+        help="--workload ddp on the CPU backend: N rank processes (gloo) sharing the CPU, "
+        "shown as N devices (default 1)",
     )
     run.add_argument(
         "--metrics-port",
@@ -607,6 +616,8 @@ def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
                 f"--heartbeat-timeout: {args.heartbeat_timeout:g} s must exceed the "
                 f"workload's step_s of {step_s:g} s"
             )
+    if args.ranks != 1 and (args.workload != "ddp" or args.backend != "cpu"):
+        raise ConfigError("--ranks: only with --workload ddp --backend cpu")
     if args.sim_fault and args.backend != "sim":
         raise ConfigError("--sim-fault: only with --backend sim")
     seed = args.seed
@@ -629,6 +640,7 @@ def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         sim_faults=tuple(args.sim_fault),
         workload_options=options,
         heartbeat_timeout_s=args.heartbeat_timeout,
+        ranks=args.ranks,
         command=shlex.join(["soak", *argv]),
     )
 

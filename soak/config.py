@@ -50,6 +50,13 @@ class Checks:
     require_equilibrium: bool = False  # fail (not warn) when equilibrium is not reached
     min_power_limit_fraction: float = 0.99  # warn when the enforced limit is below default
     hot_spot_margin_c: float = 6.0  # warn above the server's median temperature by more
+    # ddp (synchronous training): a rank that is the straggler in more than this share of
+    # steady steps, computing more than warn (fail) above the median rank, warns (fails)
+    ddp_straggler_share: float = 0.5
+    ddp_straggler_warn: float = 0.05
+    ddp_straggler_fail: float = 0.10
+    min_sync_retention: float = 0.95  # ddp: steady / cold server step rate
+    min_busbw_Bps: float = 0.0  # ddp: all-reduce bus bandwidth floor, bytes/s; 0: none
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,4 +253,5 @@ class RunConfig:
     sim_sensors: str = "real"  # the sim's sensors: "real" (default) or "ideal" (tests)
     workload_options: dict[str, Any] = field(default_factory=dict)
     heartbeat_timeout_s: float = 120.0
+    ranks: int = 1  # ddp on the CPU backend: rank processes sharing the CPU
     command: str = ""

@@ -109,6 +109,7 @@ class WorkerOutcome(enum.StrEnum):
     OUT_OF_MEMORY = "out of memory"
     SETUP_FAILED = "setup failed"
     COORDINATOR_LOST = "coordinator lost"
+    PEER_LOST = "peer lost"  # ddp: a collective failed because another rank died or hung
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +209,41 @@ class WorkSample:
     @property
     def rate(self) -> float:
         return self.work / (self.t_end_s - self.t_start_s)
+
+
+@dataclass(frozen=True, slots=True)
+class SyncStep:
+    """One synchronous (ddp) step of one device's rank: compute and collective wait summed
+    over the step's iterations, and the timed all-reduce where this step had one."""
+
+    device: int
+    t_start_s: float
+    t_end_s: float
+    iterations: int
+    compute_s: float
+    wait_s: float
+    step_s: float
+    allreduce_b: int | None = None
+    allreduce_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStep:
+    """One synchronous step of the whole server, recorded once (from the first rank): the
+    samples every rank together trained on, the step's time, and the device whose rank had
+    the longest compute (the straggler, which set the pace)."""
+
+    t_start_s: float
+    t_end_s: float
+    samples: float  # a simulated tick holds a fractional number of steps
+    step_s: float
+    straggler: int
+    ranks: int
+
+    @property
+    def rate(self) -> float:
+        """Samples per second of the whole server."""
+        return self.samples / self.step_s
 
 
 @dataclass(frozen=True, slots=True)

@@ -144,6 +144,7 @@ def open_configured_backend(config: RunConfig) -> Backend:
         sim_faults=config.sim_faults,
         sim_sensors=config.sim_sensors,
         seed=config.seed or 0,
+        cpu_ranks=config.ranks,
     )
     return open_backend(config.backend, options)
 
@@ -269,7 +270,9 @@ class Runner:
             if e.kind is EventKind.DEVICE_LOST and e.device is not None:
                 self.lost.add(e.device)
         with self.stopper:  # a tick lands whole, even on a second Ctrl-C
-            self.store.append(telemetry, update.samples, events)
+            self.store.append(
+                telemetry, update.samples, events, update.sync_steps, update.server_steps
+            )
         self.publish(self.progress(t, events))
 
     def progress(self, t: float, events: Sequence[Event] = ()) -> Progress:
@@ -466,7 +469,12 @@ class Runner:
                 events=[Event(self.now_s(), EventKind.WARNING, f"load stop failed: {exc}")]
             )
         if store_ok:
-            self.store.append(samples=update.samples, events=update.events)
+            self.store.append(
+                samples=update.samples,
+                events=update.events,
+                sync_steps=update.sync_steps,
+                server_steps=update.server_steps,
+            )
         return update
 
     def _abort(self, exc: BaseException) -> None:
@@ -475,7 +483,12 @@ class Runner:
         try:
             if self.load is not None:
                 update = self.load.kill(self.now_s())
-                self.store.append(samples=update.samples, events=update.events)
+                self.store.append(
+                    samples=update.samples,
+                    events=update.events,
+                    sync_steps=update.sync_steps,
+                    server_steps=update.server_steps,
+                )
             if isinstance(exc, KeyboardInterrupt):
                 self._record_stop(StopReason.INTERRUPTED, "stopped at once", self.now_s())
             else:

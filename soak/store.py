@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import json
+import math
 import operator
 import os
 import shutil
@@ -33,12 +34,17 @@ from soak.model import (
     DeviceInfo,
     Event,
     EventKind,
+    ServerStep,
+    SyncStep,
     Telemetry,
     WorkSample,
 )
 
-# Version of the table layout below. 1: first layout.
-STORE_VERSION = 1
+# Version of the table layout below. 1: first layout. 2: adds sync_steps and server_steps
+# (the ddp workload's per-rank timing and the server's synchronous steps); a version-1 store
+# reads as one without them.
+STORE_VERSION = 2
+READABLE_VERSIONS = ("1", "2")
 STORE_NAME = "soak.sqlite"
 
 
@@ -60,7 +66,18 @@ CREATE INDEX work_device_t ON work (device, t_end_s);
 CREATE TABLE events (
     t_s REAL NOT NULL, device INTEGER, kind TEXT NOT NULL, message TEXT NOT NULL,
     details TEXT NOT NULL);
+CREATE TABLE sync_steps (
+    device INTEGER NOT NULL, t_start_s REAL NOT NULL, t_end_s REAL NOT NULL,
+    iterations INTEGER NOT NULL, compute_s REAL NOT NULL, wait_s REAL NOT NULL,
+    step_s REAL NOT NULL, allreduce_b INTEGER, allreduce_s REAL);
+CREATE INDEX sync_steps_device_t ON sync_steps (device, t_end_s);
+CREATE TABLE server_steps (
+    t_start_s REAL NOT NULL, t_end_s REAL NOT NULL, samples REAL NOT NULL,
+    step_s REAL NOT NULL, straggler INTEGER NOT NULL, ranks INTEGER NOT NULL);
 """
+_SYNC_COLUMNS = ("t_start_s", "t_end_s", "iterations", "compute_s", "wait_s", "step_s")
+_SYNC_COLUMNS += ("allreduce_b", "allreduce_s")
+_SERVER_COLUMNS = ("t_start_s", "t_end_s", "samples", "step_s", "straggler", "ranks")
 
 _INSERT_TELEMETRY = (
     f"INSERT INTO telemetry ({', '.join(TELEMETRY_FIELDS)}) "
@@ -68,6 +85,8 @@ _INSERT_TELEMETRY = (
 )
 _INSERT_WORK = "INSERT INTO work VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 _INSERT_EVENT = "INSERT INTO events VALUES (?, ?, ?, ?, ?)"
+_INSERT_SYNC = "INSERT INTO sync_steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_SERVER = "INSERT INTO server_steps VALUES (?, ?, ?, ?, ?, ?)"
 
 
 def _json_default(value: Any) -> Any:
@@ -189,6 +208,8 @@ class RunStore:
         telemetry: Iterable[Telemetry] = (),
         samples: Iterable[WorkSample] = (),
         events: Iterable[Event] = (),
+        sync_steps: Iterable[SyncStep] = (),
+        server_steps: Iterable[ServerStep] = (),
     ) -> None:
         """Append one tick's data; a tick lands whole or not at all. Committed at once, or
         with the next tick past ``max_commit_delay_s`` of wall time.
@@ -207,6 +228,8 @@ class RunStore:
             cur.executemany(_INSERT_TELEMETRY, map(_telemetry_row, telemetry))
             cur.executemany(_INSERT_WORK, map(_work_row, samples))
             cur.executemany(_INSERT_EVENT, map(_event_row, events))
+            cur.executemany(_INSERT_SYNC, map(dataclasses.astuple, sync_steps))
+            cur.executemany(_INSERT_SERVER, map(dataclasses.astuple, server_steps))
             cur.execute("RELEASE tick")
         except sqlite3.Error as exc:
             self._undo_tick()
@@ -284,7 +307,7 @@ class RunStore:
                 conn.close()
             raise StoreDamaged(f"{path}: not a soak run store ({exc})") from exc
         found = None if row is None else row[0]
-        if found != str(STORE_VERSION):
+        if found not in READABLE_VERSIONS:
             conn.close()
             raise StoreError(
                 f"{path}: store version {found!r} is not one this soak reads ({STORE_VERSION})"
@@ -354,6 +377,38 @@ class RunStore:
                 array = np.array(part_rows, dtype=float)
                 out[part] = {name: array[:, i] for i, name in enumerate(columns)}
         return out
+
+    def sync_steps(self, device: int) -> dict[str, np.ndarray]:
+        """One device's synchronous (ddp) steps by column, in time order; empty arrays in a
+        run without them (or a version-1 store)."""
+        where = "WHERE device=? ORDER BY t_end_s"
+        return self._columns("sync_steps", _SYNC_COLUMNS, where, (device,))
+
+    def server_steps(self) -> dict[str, np.ndarray]:
+        """The server's synchronous steps by column, in time order (empty where none)."""
+        return self._columns("server_steps", _SERVER_COLUMNS, "ORDER BY t_end_s", ())
+
+    def _columns(
+        self,
+        table: str,
+        columns: tuple[str, ...],
+        where: str,
+        args: tuple[Any, ...],
+    ) -> dict[str, np.ndarray]:
+        empty = {name: np.empty(0) for name in columns}
+        with _reading(self.path):
+            known = self._conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)
+            ).fetchone()
+            if known is None:
+                return empty
+            rows = self._conn.execute(f"SELECT {', '.join(columns)} FROM {table} {where}", args)
+            rows = rows.fetchall()
+        if not rows:
+            return empty
+        # A missing optional value (no all-reduce that step) reads as NaN.
+        array = np.array([[math.nan if v is None else v for v in r] for r in rows], dtype=float)
+        return {name: array[:, i] for i, name in enumerate(columns)}
 
     def units(self) -> dict[str, str]:
         """The unit of each workload part's work."""

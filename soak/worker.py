@@ -26,6 +26,7 @@ import multiprocessing as mp
 import os
 import pickle
 import signal
+import socket
 import sys
 import threading
 import time
@@ -38,7 +39,15 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from soak.devices.base import LoadUpdate
-from soak.model import DeviceInfo, Event, EventKind, WorkerOutcome, WorkSample
+from soak.model import (
+    DeviceInfo,
+    Event,
+    EventKind,
+    ServerStep,
+    SyncStep,
+    WorkerOutcome,
+    WorkSample,
+)
 from workloads import WORKLOADS, StepResult, Verification, Workload, WorkloadFactory
 from workloads.base import WorkloadOptions
 
@@ -48,6 +57,7 @@ EXIT_SETUP_FAILED = 3
 EXIT_OUT_OF_MEMORY = 4
 EXIT_DEVICE_LOST = 5
 EXIT_COORDINATOR_LOST = 75  # the worker saw its coordinator go and left quietly
+EXIT_PEER_LOST = 6  # ddp: a collective failed because another rank died or hung
 
 FLUSH_S = 0.25  # a worker sends samples at most this often (batched when steps are short)
 WATCH_S = 0.5  # how often a worker looks for its parent and for commands
@@ -186,12 +196,16 @@ def _run(
     """Set up, loop, close: the outcome, its details and the exit code."""
     try:
         workload = _build(spec)
+        # A synchronous workload (ddp) sees the stop request and hands back the event the
+        # loop ends on: set once every rank has agreed, so that all leave after one step.
+        bind_stop = getattr(workload, "bind_stop", None)
+        loop_stop = bind_stop(stop) if bind_stop is not None else stop
         workload.setup(spec.torch_device, spec.seed)
         channel.send(("ready", channel.now(), workload.describe()))
     except BaseException as exc:  # every ending is reported, whatever raised
         return _failure(exc, "setup")
     try:
-        failures = _loop(workload, spec, channel, stop)
+        failures = _loop(workload, spec, channel, loop_stop)
         workload.close()
     except BaseException as exc:  # every ending is reported, whatever raised
         return _failure(exc, "run")
@@ -237,6 +251,7 @@ class _SampleBatch:
     def __init__(self, channel: _Channel) -> None:
         self._channel = channel
         self._rows: list[tuple[Any, ...]] = []
+        self._sync: list[tuple[Any, ...]] = []
         self._last_send = time.monotonic()
 
     def add(self, result: StepResult, checks: Sequence[Verification]) -> None:
@@ -250,11 +265,16 @@ class _SampleBatch:
             errors = [c.max_rel_error for c in mine if c.max_rel_error is not None]
             error = max(errors) if errors else None
             self._rows.append((t_start, t_end, part.part, part.work, part.unit, verified, error))
+        if result.sync is not None:
+            self._sync.append((t_start, t_end, asdict(result.sync)))
 
     def flush(self, *, force: bool) -> None:
         now = time.monotonic()
         if not force and now - self._last_send < FLUSH_S:
             return
+        if self._sync:
+            self._channel.send(("sync", self._sync))
+            self._sync = []
         self._channel.send(("samples", self._rows) if self._rows else ("hb", now))
         self._rows = []
         self._last_send = now
@@ -272,15 +292,20 @@ def _failure(exc: BaseException, phase: str) -> tuple[WorkerOutcome, dict[str, A
         return kind, details, EXIT_OUT_OF_MEMORY
     if kind is WorkerOutcome.DEVICE_LOST:
         return kind, details, EXIT_DEVICE_LOST
+    if kind is WorkerOutcome.PEER_LOST:
+        return kind, details, EXIT_PEER_LOST
     if phase == "setup":
         return WorkerOutcome.SETUP_FAILED, details, EXIT_SETUP_FAILED
     return WorkerOutcome.CRASHED, details, EXIT_CRASHED
 
 
 def classify_exception(exc: BaseException) -> WorkerOutcome | None:
-    """OUT_OF_MEMORY or DEVICE_LOST where the exception says so, else None. By name and
+    """OUT_OF_MEMORY, DEVICE_LOST or PEER_LOST (ddp's ``PeerLost``: a collective failed
+    because another rank died or hung) where the exception says so, else None. By name and
     message, so that the worker need not import torch to tell."""
     text = str(exc).lower()
+    if type(exc).__name__ == "PeerLost":  # workloads.ddp: another rank died or hung
+        return WorkerOutcome.PEER_LOST
     if (
         isinstance(exc, MemoryError)
         or type(exc).__name__ == "OutOfMemoryError"
@@ -363,8 +388,11 @@ class WorkerPool:
         self._stop_timeout_s = stop_timeout_s
         self._factory = factory
         self._workers: dict[int, _Worker] = {}
+        self._sync_steps: list[SyncStep] = []
+        self._server_steps: list[ServerStep] = []
         self._failed: set[int] = set()
         self._checked_groups: set[str] = set()
+        self._group_env = self._rendezvous() if workload == "ddp" else {}
 
     # -- the Load protocol
 
@@ -388,7 +416,7 @@ class WorkerPool:
                 self._kill(worker, self._hang(worker))
                 events.append(self._outcome_event(worker, t_s))
         events.extend(self._cross_check(t_s))
-        return LoadUpdate(samples, events)
+        return self._update(samples, events)
 
     def stop(self, t_s: float) -> LoadUpdate:
         """Ask every worker to stop, wait up to ``stop_timeout_s``, kill what is left."""
@@ -415,7 +443,7 @@ class WorkerPool:
         events.extend(self._cross_check(t_s, final=True))
         events.extend(self._outcome_event(worker, t_s) for worker in ended)
         atexit.unregister(self._kill_all)
-        return LoadUpdate(samples, events)
+        return self._update(samples, events)
 
     def kill(self, t_s: float, wait_s: float = 2.0) -> LoadUpdate:
         """Stop at once (a second Ctrl-C): SIGKILL every worker still running, wait at most
@@ -442,7 +470,7 @@ class WorkerPool:
             details = {"phase": "stop", **_exit_details(worker.process)}
             events.append(Event(t_s, EventKind.WARNING, message, worker.index, details))
         atexit.unregister(self._kill_all)
-        return LoadUpdate(samples, events)
+        return self._update(samples, events)
 
     def failed_devices(self) -> frozenset[int]:
         return frozenset(self._failed)
@@ -453,13 +481,60 @@ class WorkerPool:
         """Process id of each device's worker."""
         return {i: w.process.pid for i, w in self._workers.items()}
 
+    # -- synchronous workloads (ddp)
+
+    def _rendezvous(self) -> dict[int, dict[str, str]]:
+        """Each device's rank environment: rank by position, one free port on 127.0.0.1,
+        and a collective timeout of half the heartbeat timeout, so that the ranks waiting
+        on a hung peer give up (PEER_LOST) before the pool would call them hung too."""
+        port = str(free_port())
+        timeout = str(self._heartbeat_timeout_s / 2)
+        return {
+            device.index: {
+                "SOAK_DDP_RANK": str(rank),
+                "SOAK_DDP_WORLD": str(len(self._devices)),
+                "SOAK_DDP_ADDR": "127.0.0.1",
+                "SOAK_DDP_PORT": port,
+                "SOAK_DDP_TIMEOUT_S": timeout,
+                "SOAK_DDP_BACKEND": _dist_backend(device),
+            }
+            for rank, device in enumerate(self._devices)
+        }
+
+    def _update(self, samples: list[WorkSample], events: list[Event]) -> LoadUpdate:
+        update = LoadUpdate(samples, events, self._sync_steps, self._server_steps)
+        self._sync_steps, self._server_steps = [], []
+        return update
+
+    def _handle_sync(self, worker: _Worker, rows: list[tuple[Any, ...]]) -> None:
+        for t_start, t_end, timing in rows:
+            self._sync_steps.append(
+                SyncStep(
+                    worker.index,
+                    t_start,
+                    t_end,
+                    timing["iterations"],
+                    timing["compute_s"],
+                    timing["wait_s"],
+                    timing["step_s"],
+                    timing["allreduce_b"],
+                    timing["allreduce_s"],
+                )
+            )
+            if timing["rank"] == 0:
+                straggler = self._devices[timing["straggler"]].index
+                server = ServerStep(
+                    t_start, t_end, timing["samples"], timing["step_s"], straggler, timing["ranks"]
+                )
+                self._server_steps.append(server)
+
     # -- spawning
 
     def _spawn(self, ctx: Any, device: DeviceInfo, t0: float) -> _Worker:
         assert device.torch_device is not None
         spec = WorkerSpec(
             torch_device=device.torch_device,
-            env=dict(device.worker_env),
+            env={**device.worker_env, **self._group_env.get(device.index, {})},
             workload=self._workload,
             options=self._options,
             seed=self._seed + device.index,
@@ -515,6 +590,8 @@ class WorkerPool:
         elif kind == "verify":
             self._failed.add(worker.index)
             events.append(_verify_event(worker, message[1], message[2]))
+        elif kind == "sync":
+            self._handle_sync(worker, message[1])
         elif kind == "outcome":
             worker.final = (WorkerOutcome(message[2]), message[3])
 
@@ -579,7 +656,7 @@ class WorkerPool:
         outcome, details = worker.ending
         if outcome is WorkerOutcome.OK and worker.index in self._failed:
             outcome = WorkerOutcome.VERIFICATION_FAILED  # failed the cross-device check
-        if outcome is not WorkerOutcome.OK:
+        if outcome is not WorkerOutcome.OK:  # PEER_LOST too: its load has ended
             self._failed.add(worker.index)
         details = {"outcome": outcome.value, **details, **_exit_details(worker.process)}
         details.setdefault("detail", _detail(details))  # the report's reason names it
@@ -628,6 +705,19 @@ class WorkerPool:
             details = {**base, "checksum": sums[index], "majority": majority}
             events.append(Event(t_s, EventKind.VERIFICATION_FAILED, message, index, details))
         return events
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the ranks' rendezvous)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _dist_backend(device: DeviceInfo) -> str:
+    """The collective library for a device: NCCL on NVIDIA, RCCL (torch's "nccl" on ROCm)
+    on AMD, gloo on a CPU."""
+    return "gloo" if (device.torch_device or "cpu").startswith("cpu") else "nccl"
 
 
 def odd_checksums(sums: Mapping[int, str]) -> tuple[frozenset[int], str | None]:

@@ -2,6 +2,7 @@
 reader sees committed ticks while the writer is still open."""
 
 import math
+import sqlite3
 
 import numpy as np
 import pytest
@@ -87,3 +88,32 @@ def test_a_failed_tick_is_undone_alone_and_grouped_ticks_before_it_still_land(tm
     reader = RunStore.open(tmp_path)
     assert reader.telemetry(0)["t_s"].tolist() == [0.0, 1.0, 2.0]  # not tick 3's half
     assert reader.work(0) == {}
+
+
+def test_ddp_steps_round_trip_and_a_version_1_store_reads_without_them(tmp_path):
+    from soak.model import ServerStep, SyncStep
+
+    store = RunStore.create(tmp_path / STORE_NAME)
+    store.append(
+        sync_steps=[SyncStep(1, 2.0, 3.0, 4, 0.9, 0.1, 1.0, None, None)],
+        server_steps=[ServerStep(2.0, 3.0, 64, 1.0, 1, 2)],
+    )
+    store.close()
+    read = RunStore.open(tmp_path)
+    rows = read.sync_steps(1)
+    assert rows["compute_s"].tolist() == [0.9] and math.isnan(rows["allreduce_s"][0])
+    assert read.sync_steps(0)["compute_s"].size == 0
+    assert read.server_steps()["straggler"].tolist() == [1.0]
+    read.close_read()
+
+    old = tmp_path / "old"
+    old.mkdir()
+    store = RunStore.create(old / STORE_NAME)
+    store.close()
+    with sqlite3.connect(old / STORE_NAME) as conn:  # as soak before version 2 wrote it
+        conn.execute("UPDATE meta SET value='1' WHERE key='store_version'")
+        conn.execute("DROP TABLE sync_steps")
+        conn.execute("DROP TABLE server_steps")
+    read = RunStore.open(old)
+    assert read.server_steps()["samples"].size == 0 and read.sync_steps(0)["step_s"].size == 0
+    read.close_read()

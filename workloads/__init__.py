@@ -45,11 +45,18 @@ def _mix(options: WorkloadOptions) -> Workload:
     return MixWorkload(options)
 
 
+def _ddp(options: WorkloadOptions) -> Workload:
+    from workloads.ddp import DdpWorkload
+
+    return DdpWorkload(options)
+
+
 WORKLOADS: dict[str, WorkloadFactory] = {
     "gemm": _gemm,
     "membw": _membw,
     "train": _train,
     "mix": _mix,
+    "ddp": _ddp,
 }
 
 __all__ = [

@@ -50,6 +50,10 @@ class WorkloadOptions:
     train_vocab: int | None = None  # vocabulary size of the synthetic token stream
     train_loader_workers: int | None = None  # DataLoader worker processes feeding the model
     cpu_threads: int | None = None  # torch intra-op threads on a CPU device; None: torch default
+    dist_backend: str | None = None  # ddp: gloo, nccl (RCCL on ROCm); None: by device
+    ddp_allreduce_mib: float | None = None  # ddp: timed all-reduce buffer; None: 256 GPU, 4 CPU
+    ddp_allreduce_every: int = 1  # ddp: time the buffer's all-reduce every this many steps
+    ddp_perturb_rank: int | None = None  # test only: this rank's parameters drift (ddp checksum)
 
     @classmethod
     def typed(cls, pairs: Iterable[tuple[str, str]]) -> dict[str, object]:
@@ -96,6 +100,8 @@ _POSITIVE_INTS = {
     "train_vocab": 4,
     "train_loader_workers": 0,
     "cpu_threads": 1,
+    "ddp_allreduce_every": 1,
+    "ddp_perturb_rank": 0,
 }
 
 
@@ -132,6 +138,24 @@ class Verification:
 
 
 @dataclass(frozen=True, slots=True)
+class SyncTiming:
+    """One synchronous (ddp) step seen from one rank: its compute and collective wait,
+    summed over the step's iterations, and what every rank shared at its end."""
+
+    rank: int
+    ranks: int
+    iterations: int
+    samples: int  # sequences the whole group trained on in this step
+    compute_s: float  # forward, backward until the last gradient bucket, optimizer
+    wait_s: float  # in the gradient all-reduce after the last bucket was ready
+    step_s: float  # the iterations, start to finish (compute + wait)
+    straggler: int  # the rank with the longest compute_s this step
+    rank_compute_s: tuple[float, ...]  # every rank's compute_s, by rank
+    allreduce_b: int | None = None  # bytes of the timed all-reduce; None: not timed this step
+    allreduce_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class StepResult:
     """One timed step: ``time.monotonic()`` at its start and at its end (device work
     finished), the work per part, and any check that ran inside the step."""
@@ -140,6 +164,7 @@ class StepResult:
     t_end: float
     parts: tuple[PartWork, ...]
     verifications: tuple[Verification, ...] = ()
+    sync: SyncTiming | None = None  # synchronous workloads (ddp) only
 
 
 class Workload(Protocol):

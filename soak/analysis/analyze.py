@@ -19,6 +19,7 @@ from soak.analysis.checks import (
 from soak.analysis.diagnosis import diagnose, peers_of
 from soak.analysis.equilibrium import Equilibrium, Series, detect
 from soak.analysis.noise import Noise, noise
+from soak.analysis.sync import SyncFacts, sync_checks, sync_facts
 from soak.analysis.windows import (
     Window,
     WindowStats,
@@ -111,6 +112,7 @@ class Analysis:
     events: list[Event] = field(default_factory=list)
     capabilities: dict[int, dict[str, str]] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)
+    sync: SyncFacts | None = None  # --workload ddp: the server's synchronous steps
 
     @property
     def checks(self) -> list[CheckResult]:
@@ -352,6 +354,8 @@ class RunData:
     units: dict[str, str]  # part -> unit of work
     events: list[Event]
     capabilities: dict[int, dict[str, str]] = field(default_factory=dict)
+    sync_steps: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)  # per device
+    server_steps: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def from_store(cls, store: RunStore) -> RunData:
@@ -364,6 +368,8 @@ class RunData:
             units=store.units(),
             events=store.events(),
             capabilities=store.capabilities(),
+            sync_steps={d.index: store.sync_steps(d.index) for d in infos},
+            server_steps=store.server_steps(),
         )
 
 
@@ -396,7 +402,9 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         )
         all_facts.append(facts)
         spans[info.index] = (start, end)
+    sync = _sync_facts(data, all_facts, spans, profile)
     checks = run_checks(all_facts, profile) + cross_device_checks(events)
+    checks += sync_checks(sync, events, profile.checks)
     server_checks = [c for c in checks if c.device is None]
     peers = peers_of(all_facts)
     for info, facts in zip(infos, all_facts, strict=True):
@@ -447,6 +455,32 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         events,
         data.capabilities,
         units,
+        sync,
+    )
+
+
+def _sync_facts(
+    data: RunData,
+    facts: Sequence[DeviceFacts],
+    spans: dict[int, tuple[float | None, float | None]],
+    profile: Profile,
+) -> SyncFacts | None:
+    """The server's synchronous steps over the server's windows: cold from the first load
+    start, steady after the last device's equilibrium (every device must have reached it),
+    else the end of the run."""
+    starts = [s for s, _ in spans.values() if s is not None]
+    ends = [e for _, e in spans.values() if e is not None]
+    if not data.server_steps or not starts or not ends:
+        return None
+    start, end = min(starts), max(ends)
+    times = [f.equilibrium.time_s if f.equilibrium else None for f in facts]
+    eq = max(times) if times and all(t is not None for t in times) else None
+    windows = profile.windows
+    return sync_facts(
+        data.server_steps,
+        data.sync_steps,
+        cold_window(start, windows),
+        steady_window(eq, start, end, windows),
     )
 
 

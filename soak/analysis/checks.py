@@ -490,6 +490,9 @@ def check_outcome(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     if f.outcome is WorkerOutcome.OK:
         return [CheckResult("worker", Status.PASS, "load ran to the end", f.index)]
     detail = f": {f.outcome_detail}" if f.outcome_detail else ""
+    if f.outcome is WorkerOutcome.PEER_LOST:  # ddp: another rank ended; its device fails
+        message = f"load ended early: another rank was lost{detail}"
+        return [CheckResult("worker", Status.WARN, message, f.index)]
     return [CheckResult("worker", Status.FAIL, f"load ended: {f.outcome.value}{detail}", f.index)]
 
 

@@ -25,6 +25,7 @@ class BackendOptions:
     sim_faults: tuple[str, ...] = ()
     sim_sensors: str = "real"  # "real" or "ideal" (soak.devices.sim.params.SENSORS)
     seed: int = 0
+    cpu_ranks: int = 1  # the CPU backend shows this many devices (ddp ranks) on one CPU
 
 
 def open_backend(name: str, options: BackendOptions | None = None) -> Backend:
@@ -72,7 +73,7 @@ def open_backend(name: str, options: BackendOptions | None = None) -> Backend:
         return AmdBackend(devices=options.devices)
     from soak.devices.cpu import CpuBackend
 
-    return CpuBackend(devices=options.devices)
+    return CpuBackend(devices=options.devices, ranks=options.cpu_ranks)
 
 
 def select(found: Sequence[int], wanted: Sequence[int] | None, backend: str) -> list[int]:

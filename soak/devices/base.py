@@ -12,13 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from soak.model import Capability, DeviceInfo, Event, Telemetry, WorkSample
+from soak.model import Capability, DeviceInfo, Event, ServerStep, SyncStep, Telemetry, WorkSample
 
 
 @dataclass(frozen=True, slots=True)
 class LoadUpdate:
     samples: list[WorkSample] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    sync_steps: list[SyncStep] = field(default_factory=list)  # ddp: per device and step
+    server_steps: list[ServerStep] = field(default_factory=list)  # ddp: once per step
 
 
 class Load(Protocol):
@@ -77,4 +79,4 @@ class Backend(Protocol):
 
 
 BACKEND_NAMES = ("auto", "nvml", "amd", "cpu", "sim")
-WORKLOAD_NAMES = ("gemm", "membw", "train", "mix")
+WORKLOAD_NAMES = ("gemm", "membw", "train", "mix", "ddp")

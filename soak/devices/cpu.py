@@ -9,6 +9,7 @@ tests. A metric with no source here is ``None`` with its capability saying why, 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import statistics
@@ -20,7 +21,7 @@ from typing import Any, Protocol
 
 from soak.devices import select
 from soak.devices.common import LogOnce, temp_ok
-from soak.errors import BackendUnavailable
+from soak.errors import BackendUnavailable, ConfigError
 from soak.model import TELEMETRY_METRICS, Capability, DeviceInfo, Event, Telemetry
 
 log = logging.getLogger(__name__)
@@ -625,7 +626,11 @@ def _inventory(text: str) -> CpuInventory:
 
 
 class CpuBackend:
-    """The host CPU as device 0, for the same real workloads run by torch on "cpu"."""
+    """The host CPU as device 0, for the same real workloads run by torch on "cpu".
+
+    With ``ranks`` > 1 (``soak run --workload ddp --ranks N``) the CPU shows as N devices,
+    one per ddp rank, each a worker with its share of the cores; they share one package,
+    so each reads the same telemetry (``extra["shares_telemetry_with"]`` says so)."""
 
     name = "cpu"
 
@@ -635,10 +640,14 @@ class CpuBackend:
         *,
         root: str | Path = "/",
         time_fn: Callable[[], float] = time.monotonic,
+        ranks: int = 1,
     ) -> None:
         """Probe every source once. ``time_fn`` times the power deltas (not the run's
         clock, which may be virtual); tests inject it."""
-        select([0], devices, self.name)  # one device, 0: anything else is a ConfigError
+        if ranks < 1:
+            raise ConfigError(f"--ranks: {ranks} is below 1")
+        self._indices = select(list(range(ranks)), devices, self.name)
+        self._ranks = ranks
         self._root = Path(root)
         self._time_fn = time_fn
         self._log_once = LogOnce(log, "cpu")
@@ -683,10 +692,22 @@ class CpuBackend:
         )
 
     def devices(self) -> list[DeviceInfo]:
-        return [self._info]
+        if self._ranks == 1:
+            return [self._info]
+        threads = max(1, (self._inventory.threads or 1) // self._ranks)
+        env = {"OMP_NUM_THREADS": str(threads)}
+        return [
+            dataclasses.replace(
+                self._info,
+                index=i,
+                worker_env=env,
+                extra={**self._info.extra, "rank": i, "shares_telemetry_with": "the CPU"},
+            )
+            for i in self._indices
+        ]
 
     def capabilities(self) -> dict[int, dict[str, Capability]]:
-        return {0: dict(self._caps)}
+        return {i: dict(self._caps) for i in self._indices}
 
     def sample(self, t_s: float) -> list[Telemetry]:
         """One snapshot: every found source read once, at one ``time_fn`` instant."""
@@ -694,7 +715,7 @@ class CpuBackend:
         values: dict[str, Value] = {}
         for src, reader in self._active:
             values.update(self._read_source(src, reader, now))
-        return [Telemetry(device=0, t_s=t_s, **values)]
+        return [Telemetry(device=i, t_s=t_s, **values) for i in self._indices]
 
     def _read_source(self, src: MetricSource, reader: Reader, now: float) -> dict[str, Value]:
         """One source's values; None for its metrics this tick if a read fails, logged once

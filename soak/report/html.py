@@ -31,6 +31,7 @@ from soak.fields import REASONS
 from soak.model import RATE_UNITS, EventKind
 from soak.report import figures
 from soak.report.junit import case_names, run_cases
+from soak.report.sync import ddp_context
 from soak.units import NOT_AVAILABLE, num, pct, si
 
 MAX_EVENTS = 2000  # event rows shown; the store keeps every one
@@ -92,6 +93,11 @@ CHECK_MEANINGS = {
     "outlier_min_rel": "within-server rule: rel in median − max(k·MAD, rel·median)",
     "max_jitter_cv": "steady throughput coefficient of variation above this warns",
     "require_equilibrium": "fail (not warn) when equilibrium is not reached",
+    "ddp_straggler_share": "ddp: share of steady steps a rank must set the pace in to be judged",
+    "ddp_straggler_warn": "ddp: its compute time above the median rank's that warns",
+    "ddp_straggler_fail": "ddp: its compute time above the median rank's that fails",
+    "min_sync_retention": "ddp: steady / cold server step rate at least",
+    "min_busbw_Bps": "ddp: all-reduce bus bandwidth floor (B/s; 0: none)",
 }
 
 NOTABLE_EVENTS = frozenset(
@@ -645,6 +651,7 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
         "sync_loss": pct(loss, 2),
         "slowest": slowest,
         "server_checks": _checks(analysis.server_checks, parts),
+        "ddp": ddp_context(analysis.sync),
         "server_figures": server,
         "devices": [_device(d, analysis, tele[d.index], work[d.index]) for d in analysis.devices],
         "host_rows": host_rows,

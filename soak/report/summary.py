@@ -13,7 +13,8 @@ Schema versions (a later version may add keys; removing or renaming one bumps th
      window "util_pct", "p10", "p90" and "throughput_cv".
      Then, still version 1: check status "not_checked" (a check that could not run for want
      of a signal; in "checks", never in "reasons"), top-level "not_checked" (those checks),
-     per device "diagnosis_next_step".
+     per device "diagnosis_next_step"; "server.ddp" (the ddp workload's synchronous step
+     rate, pace setter, rank timing and busbw; null otherwise).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from soak.analysis.windows import WindowStats
 from soak.errors import ConfigError
 from soak.fields import SUMMARY_METRICS
 from soak.model import RATE_UNITS
+from soak.report.sync import ddp_summary
 
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({1})
@@ -191,6 +193,7 @@ def build_summary(analysis: Analysis) -> dict[str, Any]:
                 {"part": part, "sync_loss": loss, "slowest_device": device}
                 for part, (loss, device) in analysis.sync_losses().items()
             ],
+            "ddp": ddp_summary(analysis.sync),
         },
         "checks": [
             {"device": c.device, "check": c.check, "status": str(c.status), "message": c.message}

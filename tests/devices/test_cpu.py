@@ -416,3 +416,22 @@ def test_this_host_proc_readings() -> None:
     (t,) = backend.sample(0.1)
     assert t.util_pct is None or 0.0 <= t.util_pct <= 100.0  # None if no jiffy passed
     assert t.mem_util_pct is not None and 0.0 < t.mem_util_pct < 100.0
+
+
+def test_ranks_show_the_cpu_as_one_device_per_rank_sharing_its_telemetry(
+    tmp_path: Path, clock: Clock
+) -> None:
+    rich_host(tmp_path)
+    backend = CpuBackend(root=tmp_path, time_fn=clock, ranks=3)
+    devices = backend.devices()
+    assert [d.index for d in devices] == [0, 1, 2]
+    assert {d.name for d in devices} == {devices[0].name}  # peers of one kind
+    assert [d.extra["rank"] for d in devices] == [0, 1, 2]
+    assert all(d.torch_device == "cpu" and "OMP_NUM_THREADS" in d.worker_env for d in devices)
+    assert set(backend.capabilities()) == {0, 1, 2}
+    clock.t = 5.0
+    readings = backend.sample(5.0)
+    assert [t.device for t in readings] == [0, 1, 2]
+    assert len({(t.temp_c, t.sm_clock_mhz) for t in readings}) == 1
+    with pytest.raises(ConfigError, match="--devices: cpu has no device 3"):
+        CpuBackend(devices=[3], root=tmp_path, time_fn=clock, ranks=3)

@@ -32,6 +32,8 @@ BAD_FLAGS = {
     "newline in a fault": (["--sim-fault", "airflow:gpu=1\nfactor=2"], "--sim-fault"),
     "carriage return in a name": (["--workload", "gemm\r"], "--workload"),
     "heartbeat within a step": (["--backend", "cpu", "--heartbeat-timeout", "0.5"], "step_s"),
+    "ranks without ddp": (["--backend", "cpu", "--ranks", "2"], "--ranks"),
+    "zero ranks": (["--ranks", "0"], "--ranks"),
 }
 
 

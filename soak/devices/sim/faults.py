@@ -99,6 +99,10 @@ FAULT_KINDS: dict[str, _Kind] = {
         "throughput x factor at the same clocks (a weak part)",
         {"gpu": _GPU, "factor": _Rule(low=0, low_open=True, high=1)},
     ),
+    "link": _Kind(
+        "the device's collective link bandwidth x factor (ddp's all-reduce)",
+        {"gpu": _GPU, "factor": _Rule(low=0, low_open=True, high=1)},
+    ),
     "leaky": _Kind(
         "leakage power x factor (a leaky die)",
         {"gpu": _GPU, "factor": _Rule(low=0, low_open=True, high=10)},

@@ -11,6 +11,7 @@ import numpy as np
 from soak.devices.base import LoadUpdate
 from soak.devices.sim.params import Chassis, Workload
 from soak.devices.sim.physics import EPS
+from soak.devices.sim.sync import SyncSim
 from soak.model import Event, EventKind, WorkerOutcome, WorkSample
 
 
@@ -21,6 +22,7 @@ class LoadedServer(Protocol):
     selected: Sequence[int]  # devices under test
     lost_at: dict[int, float]  # device -> time it was lost
     chassis: Chassis
+    link_factor: np.ndarray  # per device: ddp's all-reduce link bandwidth factor
 
     @property
     def sdc_rate(self) -> np.ndarray: ...
@@ -34,6 +36,8 @@ class LoadedServer(Protocol):
     def take_work(self) -> np.ndarray: ...
 
     def random(self, stream: str, rows: int) -> np.ndarray: ...
+
+    def thermal_truth(self) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 class SimLoad:
@@ -54,6 +58,7 @@ class SimLoad:
         self._verify_failed: set[int] = set()
         self._ended: set[int] = set()
         self._stopped = False
+        self.sync = SyncSim(server.selected, server.link_factor) if workload.name == "ddp" else None
 
     def start(self, t0: float) -> None:
         """Switch the load on; ``t0`` (the run's zero) is not needed: sim time is run time."""
@@ -90,7 +95,7 @@ class SimLoad:
             failed = device in self._verify_failed
             outcome = WorkerOutcome.VERIFICATION_FAILED if failed else WorkerOutcome.OK
             events.append(self._outcome(t_s, device, outcome))
-        return LoadUpdate(update.samples, events)
+        return LoadUpdate(update.samples, events, update.sync_steps, update.server_steps)
 
     def kill(self, t_s: float) -> LoadUpdate:
         """The simulated devices have no process to wait for: at once is the same as a stop."""
@@ -120,8 +125,15 @@ class SimLoad:
         if t_s <= t0 + EPS:
             return LoadUpdate()
         checks = self._checks(t_s)
-        amounts = (work * np.maximum(1.0 + self._jitter(t_s - t0), 0.0)).tolist()
+        noisy = work * np.maximum(1.0 + self._jitter(t_s - t0), 0.0)
         update = LoadUpdate()
+        if self.sync is not None:  # lock-step: every device does the slowest's work
+            die_c = self.server.thermal_truth()[0]
+            tokens, rows, step = self.sync.tick(t0, t_s, noisy[0], work[0], die_c)
+            noisy = tokens[None, :]
+            update.sync_steps.extend(rows)
+            update.server_steps.append(step)
+        amounts = noisy.tolist()
         for device in server.selected:
             if device in self._ended:
                 continue

@@ -82,6 +82,7 @@ class SimServer:
         draws, self._banks = seed_streams(seed, gpus, self.chassis)
         self._draws = draws
         self.physics = Physics(self.sku, gpus, draws, self.chassis)
+        self.link_factor = np.ones(gpus)  # ddp's all-reduce link bandwidth (link fault)
         self._apply_static_faults()
         self.physics.settle_idle(0.0)
         self.now_s = 0.0
@@ -121,7 +122,8 @@ class SimServer:
             )
 
     def _apply_static_faults(self) -> None:
-        """Faults that hold for the whole run: airflow, power cap, inlet, slow, leaky, sdc."""
+        """Faults that hold for the whole run: airflow, power cap, inlet, slow, leaky, sdc,
+        link (ddp's all-reduce bandwidth)."""
         p = self.physics
         airflow = np.ones(self.gpus)
         for f in self.faults:
@@ -136,6 +138,8 @@ class SimServer:
                 p.perf[g] *= f.factor
             elif f.kind == "leaky":
                 p.leak_mult[g] *= f.factor
+            elif f.kind == "link":
+                self.link_factor[g] *= f.factor
             elif f.kind == "sdc":
                 p.sdc_rate[g] = 1 - (1 - p.sdc_rate[g]) * (1 - f.rate)
         p.set_airflow(airflow)

@@ -1,0 +1,246 @@
+"""Synchronous training (``--workload ddp``): the server's step rate cold and steady, the
+rank that set the pace, the all-reduce bus bandwidth, and the checks over them.
+
+Pure functions over the stored ``server_steps`` and per-device ``sync_steps`` series
+(``RunStore``); a run without them has no ``SyncFacts`` and no sync checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from soak.analysis.checks import CheckResult, Status
+from soak.analysis.windows import Window
+from soak.config import Checks
+from soak.model import Event, EventKind
+
+BUSBW_FORMULA = "busbw = bytes / time x 2(n-1)/n (nccl-tests' all-reduce bus bandwidth)"
+ONE_RANK = "one rank: no all-reduce to time (nothing to reduce across)"
+
+
+@dataclass(frozen=True, slots=True)
+class RankTiming:
+    """One device's rank over a window: mean compute and collective wait per step."""
+
+    device: int
+    compute_s: float | None
+    wait_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SyncFacts:
+    """The server's synchronous training, cold and steady."""
+
+    ranks: int
+    steps: int
+    cold_rate: float | None  # samples/s of the whole server
+    steady_rate: float | None
+    cold: tuple[RankTiming, ...]
+    steady: tuple[RankTiming, ...]
+    pace_share: dict[int, float]  # device -> share of steady steps it was the straggler
+    busbw_cold: float | None  # bytes/s
+    busbw_steady: float | None
+    allreduce_b: int | None
+    busbw_note: str  # the formula, or why there is none
+    cold_window: Window | None = None  # the server's windows the figures are over
+    steady_window: Window | None = None
+
+    @property
+    def loss(self) -> float | None:
+        """1 - steady / cold step rate."""
+        if not self.cold_rate or self.steady_rate is None:
+            return None
+        return 1.0 - self.steady_rate / self.cold_rate
+
+    @property
+    def pace_setter(self) -> int | None:
+        """The device that was the straggler in most steady steps."""
+        return max(self.pace_share, key=self.pace_share.__getitem__) if self.pace_share else None
+
+    def compute_growth(self) -> dict[int, float]:
+        """Per device, steady / cold mean compute time - 1."""
+        cold = {r.device: r.compute_s for r in self.cold}
+        out = {}
+        for r in self.steady:
+            before = cold.get(r.device)
+            if before and r.compute_s is not None:
+                out[r.device] = r.compute_s / before - 1.0
+        return out
+
+    def explanation(self) -> str:
+        """One line: the loss and what the slowest rank explains of it."""
+        if self.loss is None:
+            return "server step rate: not available"
+        side = "below" if self.loss >= 0 else "above"
+        head = f"steady step rate {abs(self.loss) * 100:.1f} % {side} cold"
+        setter, growth = self.pace_setter, self.compute_growth()
+        if setter is None or setter not in growth:
+            return head
+        others = [g for d, g in growth.items() if d != setter]
+        spread = ""
+        if others:
+            low, high = min(others) * 100, max(others) * 100
+            signed = low < 0
+            fmt = (lambda v: f"{v:+.1f}") if signed else (lambda v: f"{v:.1f}")
+            span = fmt(low) if f"{low:.1f}" == f"{high:.1f}" else f"{fmt(low)}–{fmt(high)}"
+            spread = f", the others' {span} %"
+        share = self.pace_share[setter] * 100
+        verb = "grew" if growth[setter] >= 0 else "fell"
+        return (
+            f"{head}; device {setter}'s compute time {verb} {abs(growth[setter]) * 100:.1f} %"
+            f"{spread}: "
+            f"device {setter} sets the pace {share:.0f} % of steps"
+        )
+
+
+def _in(t_end: np.ndarray, window: Window) -> np.ndarray:
+    return (t_end >= window.start_s) & (t_end <= window.end_s)
+
+
+def _mean(values: np.ndarray) -> float | None:
+    finite = values[np.isfinite(values)]
+    return float(finite.mean()) if finite.size else None
+
+
+def _rate(server: Mapping[str, np.ndarray], mask: np.ndarray) -> float | None:
+    """Samples per second over the window's steps: total samples / total step time."""
+    time_s = float(server["step_s"][mask].sum())
+    return float(server["samples"][mask].sum()) / time_s if time_s > 0 else None
+
+
+def _busbw(ranks: Mapping[int, Mapping[str, np.ndarray]], window: Window, n: int) -> float | None:
+    """Median over the window's timed all-reduces of the first rank's busbw."""
+    if n < 2 or not ranks:
+        return None
+    first = ranks[min(ranks)]
+    mask = _in(first["t_end_s"], window) & np.isfinite(first["allreduce_s"])
+    mask &= first["allreduce_s"] > 0
+    if not mask.any():
+        return None
+    algbw = first["allreduce_b"][mask] / first["allreduce_s"][mask]
+    return float(np.median(algbw) * 2.0 * (n - 1) / n)
+
+
+def sync_facts(
+    server: Mapping[str, np.ndarray],
+    ranks: Mapping[int, Mapping[str, np.ndarray]],
+    cold: Window,
+    steady: Window,
+) -> SyncFacts | None:
+    """The facts of a run's synchronous steps, or None where it has none."""
+    if not len(server.get("t_end_s", ())):
+        return None
+    n = int(server["ranks"][0])
+    cold_mask = _in(server["t_end_s"], cold)
+    steady_mask = _in(server["t_end_s"], steady)
+
+    def timing(window: Window) -> tuple[RankTiming, ...]:
+        out = []
+        for device, rows in sorted(ranks.items()):
+            mask = _in(rows["t_end_s"], window)
+            out.append(
+                RankTiming(device, _mean(rows["compute_s"][mask]), _mean(rows["wait_s"][mask]))
+            )
+        return tuple(out)
+
+    stragglers = server["straggler"][steady_mask].astype(int)
+    share = {int(d): float(np.mean(stragglers == d)) for d in np.unique(stragglers)}
+    allreduce = [rows["allreduce_b"] for rows in ranks.values()]
+    sizes = np.concatenate(allreduce) if allreduce else np.empty(0)
+    sizes = sizes[np.isfinite(sizes)]
+    return SyncFacts(
+        ranks=n,
+        steps=len(server["t_end_s"]),
+        cold_rate=_rate(server, cold_mask),
+        steady_rate=_rate(server, steady_mask),
+        cold=timing(cold),
+        steady=timing(steady),
+        pace_share=share,
+        busbw_cold=_busbw(ranks, cold, n),
+        busbw_steady=_busbw(ranks, steady, n),
+        allreduce_b=int(sizes[0]) if sizes.size else None,
+        busbw_note=BUSBW_FORMULA if n > 1 else ONE_RANK,
+        cold_window=cold,
+        steady_window=steady,
+    )
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def check_straggler(facts: SyncFacts, limits: Checks) -> list[CheckResult]:
+    """One rank sets the pace in most steady steps and computes longer than the median
+    rank by more than the margin: WARN, FAIL past the larger one."""
+    setter = facts.pace_setter
+    computes = {r.device: r.compute_s for r in facts.steady if r.compute_s is not None}
+    if facts.ranks < 2 or setter is None or len(computes) < 2 or setter not in computes:
+        return []
+    share = facts.pace_share[setter]
+    median = float(np.median(list(computes.values())))
+    excess = computes[setter] / median - 1.0 if median > 0 else 0.0
+    message = (
+        f"device {setter} sets the pace in {share * 100:.0f} % of steady steps; its compute "
+        f"time is {excess * 100:.1f} % above the median rank's (warn "
+        f"{limits.ddp_straggler_warn * 100:g} %, fail {limits.ddp_straggler_fail * 100:g} %)"
+    )
+    if share <= limits.ddp_straggler_share or excess <= limits.ddp_straggler_warn:
+        return [CheckResult("straggler", Status.PASS, message, setter)]
+    status = Status.FAIL if excess > limits.ddp_straggler_fail else Status.WARN
+    return [CheckResult("straggler", status, message, setter)]
+
+
+def check_sync_retention(facts: SyncFacts, limits: Checks) -> list[CheckResult]:
+    """The server's steady step rate against its cold one."""
+    if facts.loss is None:
+        return [CheckResult("sync_retention", Status.WARN, "server step rate: not measured")]
+    retention = 1.0 - facts.loss
+    message = (
+        f"{facts.explanation()} (retention {retention * 100:.1f} %, floor "
+        f"{limits.min_sync_retention * 100:g} %)"
+    )
+    status = Status.PASS if retention >= limits.min_sync_retention else Status.FAIL
+    return [CheckResult("sync_retention", status, message)]
+
+
+def replica_checks(events: Sequence[Event]) -> list[CheckResult]:
+    """A rank whose parameters differed from the majority's after a step: FAIL, with the
+    first such step."""
+    first: dict[int, str] = {}
+    for e in events:
+        detail = str(e.details.get("detail", ""))
+        failed = e.kind is EventKind.VERIFICATION_FAILED and e.device is not None
+        if failed and detail.startswith("replicas differ") and e.device not in first:
+            first[e.device] = detail
+    return [CheckResult("replicas", Status.FAIL, d, device) for device, d in sorted(first.items())]
+
+
+def check_busbw(facts: SyncFacts, limits: Checks) -> list[CheckResult]:
+    """The steady all-reduce bus bandwidth against the profile's floor (none by default)."""
+    if facts.ranks < 2:
+        return [CheckResult("busbw", Status.PASS, f"all-reduce skipped: {ONE_RANK}")]
+    floor = limits.min_busbw_Bps
+    steady = facts.busbw_steady
+    if not floor:
+        return []
+    if steady is None:
+        message = f"steady all-reduce bus bandwidth not measured; floor {floor / 1e9:.3g} GB/s"
+        return [CheckResult("busbw", Status.FAIL, message)]
+    message = (
+        f"steady all-reduce bus bandwidth {steady / 1e9:.3g} GB/s is {steady / floor * 100:.1f} "
+        f"% of the floor {floor / 1e9:.3g} GB/s"
+    )
+    return [CheckResult("busbw", Status.PASS if steady >= floor else Status.FAIL, message)]
+
+
+def sync_checks(
+    facts: SyncFacts | None, events: Sequence[Event], limits: Checks
+) -> list[CheckResult]:
+    """Every synchronous-training check of a run."""
+    out = replica_checks(events)
+    if facts is not None:
+        out += check_straggler(facts, limits) + check_sync_retention(facts, limits)
+        out += check_busbw(facts, limits)
+    return out

@@ -1,0 +1,138 @@
+"""The synchronous-training analysis on hand-made step series: the server's step rate cold
+and steady, the rank that sets the pace, busbw, and the straggler, retention and replica
+checks with the exact messages the operator reads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from soak.analysis.checks import Status
+from soak.analysis.sync import (
+    BUSBW_FORMULA,
+    ONE_RANK,
+    check_busbw,
+    check_straggler,
+    check_sync_retention,
+    replica_checks,
+    sync_facts,
+)
+from soak.analysis.windows import Window
+from soak.config import Checks
+from soak.model import Event, EventKind
+from workloads.ddp import bus_bandwidth, odd_ranks
+
+LIMITS = Checks()
+COLD = Window(0.0, 10.0)
+STEADY = Window(20.0, 30.0)
+
+
+def _series(compute: dict[int, tuple[float, float]], samples: int = 32, ranks: int = 4):
+    """One step a second for 30 s; each device's compute is ``cold`` before t=15, ``hot``
+    after; the step takes the slowest rank's compute plus 0.01 s of all-reduce."""
+    t_end = np.arange(1.0, 31.0)
+    per_rank = {d: np.where(t_end < 15, cold, hot) for d, (cold, hot) in compute.items()}
+    step = np.max(np.vstack(list(per_rank.values())), axis=0) + 0.01
+    straggler = np.argmax(np.vstack([per_rank[d] for d in sorted(per_rank)]), axis=0)
+    server = {
+        "t_start_s": t_end - step,
+        "t_end_s": t_end,
+        "samples": np.full(t_end.shape, float(samples)),
+        "step_s": step,
+        "straggler": np.array(sorted(per_rank))[straggler].astype(float),
+        "ranks": np.full(t_end.shape, float(ranks)),
+    }
+    timed = np.full(t_end.shape, 0.004)
+    rows = {
+        d: {
+            "t_start_s": t_end - step,
+            "t_end_s": t_end,
+            "iterations": np.ones_like(t_end),
+            "compute_s": c,
+            "wait_s": step - c,
+            "step_s": step,
+            "allreduce_b": np.full(t_end.shape, 4.0 * 2**20),
+            "allreduce_s": timed,
+        }
+        for d, c in per_rank.items()
+    }
+    return server, rows
+
+
+def test_a_rank_that_slows_when_hot_is_named_and_explains_the_loss():
+    server, rows = _series({0: (1.0, 1.01), 1: (1.0, 1.012), 2: (1.0, 1.008), 3: (1.0, 1.074)})
+    facts = sync_facts(server, rows, COLD, STEADY)
+    assert facts is not None
+    assert facts.cold_rate == pytest.approx(32 / 1.01)
+    assert facts.steady_rate == pytest.approx(32 / 1.084)
+    assert facts.pace_setter == 3 and facts.pace_share[3] == 1.0
+    assert facts.explanation() == (
+        "steady step rate 6.8 % below cold; device 3's compute time grew 7.4 %, the others' "
+        "0.8–1.2 %: device 3 sets the pace 100 % of steps"
+    )
+    [straggler] = check_straggler(facts, LIMITS)
+    assert straggler.status is Status.WARN and straggler.device == 3
+    assert straggler.message == (
+        "device 3 sets the pace in 100 % of steady steps; its compute time is 6.2 % above the "
+        "median rank's (warn 5 %, fail 10 %)"
+    )
+    [retention] = check_sync_retention(facts, LIMITS)
+    assert retention.status is Status.FAIL and retention.device is None
+    assert "(retention 93.2 %, floor 95 %)" in retention.message
+
+
+def test_a_straggler_past_the_larger_margin_fails_and_an_even_server_passes():
+    server, rows = _series({0: (1.0, 1.0), 1: (1.0, 1.0), 2: (1.0, 1.0), 3: (1.0, 1.2)})
+    [check] = check_straggler(sync_facts(server, rows, COLD, STEADY), LIMITS)
+    assert check.status is Status.FAIL
+    server, rows = _series({0: (1.0, 1.0), 1: (1.0, 1.001), 2: (1.0, 1.0), 3: (1.0, 1.0)})
+    facts = sync_facts(server, rows, COLD, STEADY)
+    assert [c.status for c in check_straggler(facts, LIMITS)] == [Status.PASS]
+    assert [c.status for c in check_sync_retention(facts, LIMITS)] == [Status.PASS]
+
+
+def test_busbw_follows_the_nccl_tests_formula_and_one_rank_skips_it():
+    server, rows = _series({0: (1.0, 1.0), 1: (1.0, 1.0), 2: (1.0, 1.0), 3: (1.0, 1.0)})
+    facts = sync_facts(server, rows, COLD, STEADY)
+    expected = 4 * 2**20 / 0.004 * 2 * 3 / 4
+    assert facts.busbw_cold == pytest.approx(expected)
+    assert bus_bandwidth(4 * 2**20, 0.004, 4) == pytest.approx(expected)
+    assert facts.busbw_note == BUSBW_FORMULA
+    server, rows = _series({0: (1.0, 1.0)}, ranks=1)
+    facts = sync_facts(server, rows, COLD, STEADY)
+    assert facts.busbw_cold is None and facts.busbw_note == ONE_RANK
+    assert check_straggler(facts, LIMITS) == []
+
+
+def test_a_run_without_sync_steps_has_no_sync_facts():
+    assert sync_facts({"t_end_s": np.empty(0)}, {}, COLD, STEADY) is None
+
+
+def test_the_rank_that_disagrees_with_the_majority_is_the_one_blamed():
+    assert odd_ranks([(1.0, 2.0)] * 3) == (frozenset(), True)
+    assert odd_ranks([(1.0, 2.0), (1.0, 2.0), (1.5, 2.0)]) == (frozenset({2}), True)
+    assert odd_ranks([(1.0, 2.0), (1.5, 2.0)]) == (frozenset({0, 1}), False)
+
+
+def test_a_replica_difference_fails_that_device_once_with_its_first_step():
+    detail = "replicas differ after step {}: rank 2 differs from the majority"
+    events = [
+        Event(5.0, EventKind.VERIFICATION_FAILED, "x", 2, {"detail": detail.format(30)}),
+        Event(9.0, EventKind.VERIFICATION_FAILED, "x", 2, {"detail": detail.format(60)}),
+        Event(9.0, EventKind.VERIFICATION_FAILED, "x", 1, {"detail": "2 non-finite"}),
+    ]
+    [check] = replica_checks(events)
+    assert (check.device, check.status, check.message) == (2, Status.FAIL, detail.format(30))
+
+
+def test_busbw_below_the_profile_floor_fails_and_no_floor_judges_nothing():
+    server, rows = _series({0: (1.0, 1.0), 1: (1.0, 1.0), 2: (1.0, 1.0), 3: (1.0, 1.0)})
+    facts = sync_facts(server, rows, COLD, STEADY)  # busbw 1.57 GB/s
+    assert check_busbw(facts, LIMITS) == []
+    [check] = check_busbw(facts, Checks(min_busbw_Bps=2e9))
+    assert check.status is Status.FAIL
+    assert check.message == (
+        "steady all-reduce bus bandwidth 1.57 GB/s is 78.6 % of the floor 2 GB/s"
+    )
+    [check] = check_busbw(facts, Checks(min_busbw_Bps=1e9))
+    assert check.status is Status.PASS

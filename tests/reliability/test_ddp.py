@@ -1,0 +1,131 @@
+"""The ddp workload on the CPU backend with real gloo ranks: a rank killed (SIGKILL) or
+stopped (SIGSTOP) ends the run with a report naming it, within the heartbeat timeout plus
+30 s, keeping every sample and leaving no process; a rank whose replica drifts is named by
+the checksum check."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from soak.clock import WallClock
+from soak.report import build_outputs
+from soak.runner import Runner, run
+from soak.store import RunStore
+from tests.reliability.helpers import Hook, outcome_events, run_config, workers
+
+pytestmark = pytest.mark.slow
+
+HEARTBEAT_S = 10.0  # the ranks' collective timeout is half of it
+# A model as small as it goes: one iteration takes milliseconds on one thread.
+TINY = {
+    "train_batch": 2,
+    "train_seq": 16,
+    "train_width": 32,
+    "train_layers": 1,
+    "train_heads": 2,
+    "train_vocab": 64,
+    "step_s": 0.1,
+    "ddp_allreduce_mib": 0.25,
+    "cpu_threads": 1,
+}
+
+
+def _config(tmp_path, profile, ranks: int, duration_s: float, **options):
+    return run_config(
+        tmp_path,
+        profile,
+        workload="ddp",
+        ranks=ranks,
+        duration_s=duration_s,
+        heartbeat_timeout_s=HEARTBEAT_S,
+        workload_options={**TINY, **options},
+    )
+
+
+class Strike:
+    """Signals rank 1's worker once every rank works; notes when."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.at: float | None = None
+
+    def __call__(self, runner: Runner, t_s: float) -> None:
+        self.at = time.monotonic()
+        os.kill(runner.load.worker_pids()[1], self.signum)
+
+
+@pytest.mark.parametrize(
+    ("signum", "outcome"), [(signal.SIGKILL, "crashed"), (signal.SIGSTOP, "hung")]
+)
+def test_a_lost_rank_ends_the_run_naming_it_and_keeps_every_step(
+    tmp_path, profile, signum, outcome
+):
+    strike = Strike(signum)
+    config = _config(tmp_path, profile, ranks=2, duration_s=600.0)
+    result = run(config, clock=WallClock(), on_tick=Hook(strike, after_s=1.0))
+    ended = time.monotonic()
+    assert strike.at is not None
+    assert ended - strike.at < HEARTBEAT_S + 30  # not the 600 s asked for
+    assert not workers(os.getpid())  # no rank left behind
+
+    store = RunStore.open(result.run_dir)
+    outcomes = outcome_events(store)
+    assert outcomes[1]["outcome"] == outcome
+    assert outcomes[0]["outcome"] == "peer lost"
+    for device in (0, 1):  # the steps done before the strike are kept, per rank
+        assert len(store.sync_steps(device)["step_s"]) >= 3
+        assert len(store.work(device)["ddp"]["work"]) >= 3
+    assert len(store.server_steps()["samples"]) >= 3
+    store.close_read()
+
+    build_outputs(result.run_dir)
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    assert summary["verdict"] == "FAIL"
+    verdicts = {d["index"]: d["verdict"] for d in summary["devices"]}
+    assert verdicts[1] == "FAIL"
+    reasons = {(r["device"], r["check"]): r for r in summary["reasons"]}
+    assert outcome in reasons[1, "worker"]["message"]
+    assert reasons[0, "worker"]["status"] == "warn"
+    assert "another rank was lost" in reasons[0, "worker"]["message"]
+
+
+def test_a_rank_whose_replica_drifts_is_named_by_the_checksum(tmp_path, profile):
+    config = _config(
+        tmp_path, profile, ranks=3, duration_s=8.0, ddp_perturb_rank=2, verify_interval_s=0.3
+    )
+    result = run(config, clock=WallClock())
+    store = RunStore.open(result.run_dir)
+    outcomes = {d: o["outcome"] for d, o in outcome_events(store).items()}
+    store.close_read()
+    # every rank left after the same step at stop: none waits on a peer that has gone
+    assert outcomes == {0: "ok", 1: "ok", 2: "verification failed"}
+    build_outputs(result.run_dir)
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    verdicts = {d["index"]: d["verdict"] for d in summary["devices"]}
+    assert verdicts[2] == "FAIL"
+    messages = [r["message"] for r in summary["reasons"] if r["device"] == 2]
+    assert any("replicas differ after step" in m and "rank 2" in m for m in messages), messages
+    for device in (0, 1):
+        assert not [
+            r for r in summary["reasons"] if r["device"] == device and "replicas" in r["message"]
+        ]
+    assert not workers(os.getpid())
+
+
+def test_one_rank_skips_the_all_reduce_and_the_report_says_why(tmp_path, profile):
+    result = run(_config(tmp_path, profile, ranks=1, duration_s=4.0), clock=WallClock())
+    _, report = build_outputs(result.run_dir)
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    ddp = summary["server"]["ddp"]
+    assert ddp["ranks"] == 1 and ddp["steps"] >= 3
+    assert ddp["busbw_cold_Bps"] is None and ddp["allreduce_b"] is None
+    assert ddp["busbw_note"] == "one rank: no all-reduce to time (nothing to reduce across)"
+    html = report.read_text()
+    assert "all-reduce bus bandwidth: skipped (one rank: no all-reduce to time" in html
+    assert "synchronous step rate" in html
+    assert not workers(os.getpid())
