@@ -168,7 +168,8 @@ def _bad_outcome(event) -> bool:
 
 
 def _event_text(device: int | None, message: str) -> str:
-    return message if device is None else f"device {device}: {message}"
+    prefix = f"device {device}: "
+    return message if device is None or message.startswith(prefix) else prefix + message
 
 
 def device_line(tracker: Tracker, d: DeviceProgress) -> str:

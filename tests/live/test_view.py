@@ -87,3 +87,13 @@ def test_live_view_draws_every_device_and_a_progress_bar_then_its_last_state() -
 
 def test_make_view_picks_plain_lines_for_a_pipe() -> None:
     assert isinstance(make_view(io.StringIO()), PlainView)
+
+
+def test_a_message_that_names_its_device_is_not_prefixed_twice() -> None:
+    from soak.model import Event, EventKind
+
+    view, stream = plain(every_s=1e9)
+    named = Event(30.0, EventKind.WARNING, "device 0: mix running gemm dtype=bf16", 0)
+    view.update(snapshot(30.0, events=[named]))
+    assert "device 0: device 0:" not in stream.getvalue()
+    assert "t=0.5min device 0: mix running gemm dtype=bf16" in stream.getvalue()
