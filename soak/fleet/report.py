@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import os
 from collections.abc import Mapping
 from html import escape
@@ -32,6 +31,7 @@ from soak.fleet.analyze import (
 )
 from soak.fleet.collect import Collection, Device
 from soak.report.html import render, write_html
+from soak.report.summary import clean_json
 from soak.units import NOT_AVAILABLE, si
 
 SCHEMA_VERSION = 1
@@ -40,16 +40,6 @@ STATUS_COLOURS = {"fail": "#cf222e", "warn": "#bf8700", "pass": "#1a7f37", "miss
 
 def _rel(path: Path | None, folder: Path) -> str | None:
     return None if path is None else os.path.relpath(path, folder)
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return value
 
 
 def _device_ref(device: Device) -> dict[str, Any]:
@@ -167,7 +157,7 @@ def build_fleet_json(
         "superseded": [_rel(p, out_dir) for p in c.superseded],
         "devices": devices,
     }
-    return _clean(data)
+    return clean_json(data)
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:

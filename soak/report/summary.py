@@ -39,14 +39,14 @@ SUPPORTED_VERSIONS = frozenset({1})
 WINDOW_KEYS = SUMMARY_METRICS  # schema v1: cold, steady and ratio of each
 
 
-def _clean(value: Any) -> Any:
+def clean_json(value: Any) -> Any:
     """NaN and inf are not JSON: a value that could not be measured is null."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: clean_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
+        return [clean_json(v) for v in value]
     return value
 
 
@@ -204,7 +204,7 @@ def build_summary(analysis: Analysis) -> dict[str, Any]:
             for c in analysis.not_checked
         ],
     }
-    return _clean(summary)
+    return clean_json(summary)
 
 
 def write_summary(path: Path, summary: dict[str, Any]) -> None:
