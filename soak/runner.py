@@ -32,7 +32,7 @@ from soak.config import RunConfig
 from soak.devices import BackendOptions, open_backend
 from soak.devices.base import Backend, Load, LoadUpdate
 from soak.errors import ConfigError, StoreError
-from soak.model import DeviceInfo, Event, EventKind, StopReason, Telemetry
+from soak.model import Capability, DeviceInfo, Event, EventKind, StopReason, Telemetry
 from soak.progress import DeviceProgress, Phase, Progress, Rate, Watcher
 from soak.store import STORE_NAME, RunStore, make_run_dir
 
@@ -206,6 +206,12 @@ class Runner:
         self.watchers = list(watchers)
         self.on_tick = on_tick
         self.host = run_host()
+        self.capabilities = backend.capabilities()  # probed once, at the backend's start
+        self.reads_xids = {
+            i
+            for i, table in self.capabilities.items()
+            if table.get("xid_events") == Capability.SUPPORTED
+        }
         self.devices = backend.devices()
         # On a virtual clock, commit ticks in groups of a tenth of a second of wall time.
         delay = 0.1 if isinstance(clock, VirtualClock) else 0.0
@@ -253,7 +259,7 @@ class Runner:
         }
         self.store.set_meta(run=run, host=host_info(), profile=config.profile.as_dict())
         self.store.add_devices(self.devices)
-        self.store.add_capabilities(self.backend.capabilities())
+        self.store.add_capabilities(self.capabilities)
         message = (
             f"{len(self.devices)} device(s) on {self.backend.name}, workload {config.workload}"
         )
@@ -295,6 +301,7 @@ class Runner:
                 else None,
                 lost=info.index in self.lost,
                 failed=info.index in failed,
+                reads_xids=info.index in self.reads_xids,
             )
             for info in self.devices
         )

@@ -217,7 +217,8 @@ def _device_metrics(p: Progress, tally: dict[int, _DeviceTally]) -> Iterator[Met
         if t.reason_s is not None:
             for reason in REASONS:
                 seconds.add_metric([*labels, _reason_label(reason)], t.reason_s[int(reason)])
-        xid.add_metric(labels, t.xid)
+        if d.reads_xids:  # a device that cannot report XIDs has no count, not 0
+            xid.add_metric(labels, t.xid)
         eq.add_metric(labels, 1.0 if d.reached else 0.0)
         if d.eta_s is not None:
             eta.add_metric(labels, d.eta_s)

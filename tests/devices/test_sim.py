@@ -582,7 +582,7 @@ def test_device_inventory_is_simulated_and_deterministic() -> None:
 def test_fan_and_retired_pages_are_not_supported_on_sxm_and_read_none() -> None:
     server = SimServer(gpus=2)
     caps = server.capabilities()
-    assert set(caps) == {0, 1} and set(caps[0]) == set(TELEMETRY_METRICS)
+    assert set(caps) == {0, 1} and set(caps[0]) == {*TELEMETRY_METRICS, "xid_events"}
     unsupported = {m for m, c in caps[0].items() if c != Capability.SUPPORTED}
     assert unsupported == {"fan_pct", "retired_pages"}
     assert caps[0]["fan_pct"] == Capability.NOT_SUPPORTED

@@ -67,7 +67,7 @@ def test_clock_event_time_and_xids_are_counted_and_protection_marks_the_device(e
     exporter.update(snapshot(100.0, (device(0, 100.0),)))
     for t in (101.0, 102.0, 103.0):
         exporter.update(snapshot(t, (device(0, t, reasons=brake),)))
-    exporter.update(snapshot(104.0, (device(0, 104.0),), events=[xid(104.0, 0)]))
+    exporter.update(snapshot(104.0, (device(0, 104.0, reads_xids=True),), events=[xid(104.0, 0)]))
     s = scrape(exporter.url)
     assert value(s, "soak_device_clock_event_seconds_total", reason="hw_power_brake") == 3.0
     assert value(s, "soak_device_clock_event_seconds_total", reason="sw_power_cap") == 4.0
@@ -106,3 +106,10 @@ def test_a_port_in_use_is_a_one_line_configuration_error() -> None:
 
 def test_nothing_is_served_before_the_first_tick(exporter) -> None:
     assert scrape(exporter.url) == {}
+
+
+def test_a_device_that_cannot_report_xids_has_no_xid_count_not_zero(exporter) -> None:
+    exporter.update(snapshot(100.0, (device(0, 100.0, reads_xids=True), device(1, 100.0))))
+    s = scrape(exporter.url)
+    assert value(s, "soak_device_xid_events_total", device="0") == 0.0
+    assert value(s, "soak_device_xid_events_total", device="1") is None

@@ -190,6 +190,7 @@ class SimServer:
             m: Capability.SUPPORTED if m in self._readable else Capability.NOT_SUPPORTED
             for m in TELEMETRY_METRICS
         }
+        readable["xid_events"] = Capability.SUPPORTED  # the sim raises XIDs (xid: faults)
         return {i: dict(readable) for i in self.selected}
 
     def sample(self, t_s: float) -> list[Telemetry]:
