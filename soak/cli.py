@@ -13,7 +13,7 @@ import math
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from soak import __version__
@@ -488,6 +488,7 @@ def _fleet_parser(sub) -> None:
         [
             "soak fleet sbatch --nodes 32 --gpus-per-node 8 -- --hours 2 --out /shared/acc",
             "soak fleet sbatch --nodelist gpu[001-004] --partition burnin --submit -- --hours 1",
+            "soak fleet sbatch --nodes 4 --gpus-per-node 8 --across-nodes -- --workload ddp",
         ],
     )
     sbatch.add_argument("--nodes", type=_positive("--nodes", int), help="nodes to soak (count)")
@@ -512,6 +513,12 @@ def _fleet_parser(sub) -> None:
         "--history", type=Path, help="the report's GPU history (default OUT/fleet-history.sqlite)"
     )
     sbatch.add_argument("--submit", action="store_true", help="submit with sbatch (default: no)")
+    sbatch.add_argument(
+        "--across-nodes",
+        action="store_true",
+        help="with --workload ddp: one torch.distributed group over every node, rendezvous "
+        "from Slurm's environment (default: a group per node)",
+    )
     sbatch.add_argument("run_args", nargs="*", metavar="-- RUN_OPTION", help="soak run options")
 
     report = _sub(
@@ -645,6 +652,28 @@ def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     )
 
 
+def _check_node_group(workload: str, backend: str, env: Mapping[str, str]) -> None:
+    """A multi-node ddp group in the environment (set by `soak fleet sbatch --across-nodes`):
+    well-formed, and only for the ddp workload on a backend that runs real ranks."""
+    from soak.fleet.group import from_env
+
+    group = from_env(env)
+    if group is None:
+        return
+    if workload != "ddp":
+        raise ConfigError(
+            f"ddp across nodes (SOAK_DDP_NODES set): --workload is {workload}, not ddp"
+        )
+    if backend == "sim":
+        raise ConfigError(SIM_ACROSS_NODES)
+
+
+SIM_ACROSS_NODES = (
+    "--across-nodes: not with --backend sim (the simulated ddp runs in one process and cannot "
+    "span nodes)"
+)
+
+
 def _workload_options(pairs: Sequence[tuple[str, str]]) -> dict[str, object]:
     """--option KEY=VALUE pairs, typed by the workload options themselves; a bad one is a
     one-line ConfigError naming its key."""
@@ -662,6 +691,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from soak.runner import run
 
     config = _run_config(args, argv)
+    _check_node_group(config.workload, config.backend, os.environ)
     windows = config.profile.windows
     cold_end = windows.cold_start_s + windows.cold_length_s
     watchers: list = [make_view(sys.stderr, windows.cold_start_s, cold_end)]
@@ -817,6 +847,10 @@ def _fleet_sbatch(args: argparse.Namespace) -> int:
     # Every node runs these: check them here, where a mistake costs nothing.
     run = _parser().parse_args(["run", *run_args])
     config = _run_config(run, ["run", *run_args])
+    if args.across_nodes and config.workload != "ddp":
+        raise ConfigError(f"--across-nodes: only with --workload ddp (not {config.workload})")
+    if args.across_nodes and config.backend == "sim":
+        raise ConfigError(SIM_ACROSS_NODES)
     out = config.out.resolve()
     report_args = ("--history", str(args.history.resolve())) if args.history else ()
     spec = sbatch.BatchSpec(
@@ -833,6 +867,7 @@ def _fleet_sbatch(args: argparse.Namespace) -> int:
         margin_s=args.margin_minutes * 60,
         job_name=args.job_name,
         report_args=report_args,
+        across_nodes=args.across_nodes,
     )
     sbatch.check_spec(spec)
     path = sbatch.write_script(args.script or out / sbatch.SCRIPT_NAME, sbatch.render_script(spec))

@@ -153,9 +153,12 @@ def make_load(config: RunConfig, backend: Backend, devices: list[DeviceInfo]) ->
     simulated = backend.simulated_load(config.workload)
     if simulated is not None:
         return simulated
+    from soak.fleet.group import from_env
     from soak.worker import WorkerPool
     from workloads.base import WorkloadOptions
 
+    # --across-nodes: the node group the batch script exported (soak.fleet.group).
+    group = from_env(os.environ) if config.workload == "ddp" else None
     try:
         options = WorkloadOptions(**config.workload_options)
         return WorkerPool(
@@ -164,6 +167,8 @@ def make_load(config: RunConfig, backend: Backend, devices: list[DeviceInfo]) ->
             options,
             heartbeat_timeout_s=config.heartbeat_timeout_s,
             seed=config.seed or 0,
+            group=group,
+            host=run_host(),
         )
     except (TypeError, ValueError) as exc:  # the command line checks these first
         raise ConfigError(f"workload options: {exc}") from exc
@@ -438,6 +443,9 @@ class Runner:
         if stopper.reason:
             return stopper.reason
         self.load = make_load(self.config, self.backend, self.devices)
+        group = getattr(self.load, "ddp_group", None)  # a multi-node ddp group's rank map
+        if group is not None:
+            self.store.set_meta(ddp_group=group)
         self.phase = Phase.LOAD
         self.load_started_s = self.now_s()
         self.store.set_meta(load_start_s=self.load_started_s)

@@ -39,6 +39,8 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from soak.devices.base import LoadUpdate
+from soak.fleet.group import Exchange, NodeGroup, RankMap, global_rank
+from soak.fleet.group import record as group_record
 from soak.model import (
     DeviceInfo,
     Event,
@@ -369,6 +371,8 @@ class WorkerPool:
         seed: int = 0,
         stop_timeout_s: float = 10.0,
         factory: WorkloadFactory | None = None,
+        group: NodeGroup | None = None,
+        host: str | None = None,
     ) -> None:
         if factory is None and workload not in WORKLOADS:
             raise ValueError(f"workload: {workload!r} is not one of {', '.join(WORKLOADS)}")
@@ -392,6 +396,18 @@ class WorkerPool:
         self._server_steps: list[ServerStep] = []
         self._failed: set[int] = set()
         self._checked_groups: set[str] = set()
+        # --across-nodes: every node's ranks join one group (soak.fleet.group); its record
+        # (every global rank's host and device) goes into the run record as ``ddp_group``.
+        self._group = group
+        self._exchange: Exchange | None = None
+        self._ranks: RankMap | None = None
+        self.ddp_group: dict[str, Any] | None = None
+        if group is not None:
+            if workload != "ddp":
+                raise ValueError(f"a node group is only for the ddp workload, not {workload!r}")
+            self._exchange = Exchange(group, setup_timeout_s / 2)
+            self._ranks = self._exchange.share(host or socket.gethostname(), self._indices())
+            self.ddp_group = group_record(group, self._ranks)
         self._group_env = self._rendezvous() if workload == "ddp" else {}
 
     # -- the Load protocol
@@ -483,22 +499,30 @@ class WorkerPool:
 
     # -- synchronous workloads (ddp)
 
+    def _indices(self) -> list[int]:
+        return [device.index for device in self._devices]
+
     def _rendezvous(self) -> dict[int, dict[str, str]]:
         """Each device's rank environment: rank by position, one free port on 127.0.0.1,
         and a collective timeout of half the heartbeat timeout, so that the ranks waiting
-        on a hung peer give up (PEER_LOST) before the pool would call them hung too."""
-        port = str(free_port())
+        on a hung peer give up (PEER_LOST) before the pool would call them hung too.
+        In a node group: rank = node x local devices + position, world = nodes x local
+        devices, on the master's address and the group's torch port."""
         timeout = str(self._heartbeat_timeout_s / 2)
+        addr, port, node, world = "127.0.0.1", str(free_port()), 0, len(self._devices)
+        if self._group is not None and self._ranks is not None:
+            addr, port = self._group.master_addr, str(self._group.torch_port)
+            node, world = self._group.node, self._ranks.world
         return {
             device.index: {
-                "SOAK_DDP_RANK": str(rank),
-                "SOAK_DDP_WORLD": str(len(self._devices)),
-                "SOAK_DDP_ADDR": "127.0.0.1",
+                "SOAK_DDP_RANK": str(global_rank(node, position, len(self._devices))),
+                "SOAK_DDP_WORLD": str(world),
+                "SOAK_DDP_ADDR": addr,
                 "SOAK_DDP_PORT": port,
                 "SOAK_DDP_TIMEOUT_S": timeout,
                 "SOAK_DDP_BACKEND": _dist_backend(device),
             }
-            for rank, device in enumerate(self._devices)
+            for position, device in enumerate(self._devices)
         }
 
     def _update(self, samples: list[WorkSample], events: list[Event]) -> LoadUpdate:
@@ -522,7 +546,11 @@ class WorkerPool:
                 )
             )
             if timing["rank"] == 0:
-                straggler = self._devices[timing["straggler"]].index
+                # In a node group the straggler is a global rank (the run record's
+                # ddp_group maps it to a host and device); on one node, a device index.
+                straggler = timing["straggler"]
+                if self._group is None:
+                    straggler = self._devices[straggler].index
                 server = ServerStep(
                     t_start, t_end, timing["samples"], timing["step_s"], straggler, timing["ranks"]
                 )

@@ -23,6 +23,15 @@ from pathlib import Path
 from soak import __version__
 from soak.errors import ConfigError, SoakError
 from soak.fleet.collect import NODE_LIST_FILE
+from soak.fleet.group import (
+    ADDR_ENV,
+    MASTER_PORT_BASE,
+    MASTER_PORT_SPAN,
+    NAME_ENV,
+    NODE_ENV,
+    NODES_ENV,
+    PORT_ENV,
+)
 
 SCRIPT_NAME = "soak-fleet.sbatch"
 
@@ -43,6 +52,7 @@ class BatchSpec:
     job_name: str = "soak-fleet"
     report_args: tuple[str, ...] = ()
     python: str = sys.executable
+    across_nodes: bool = False  # ddp: one torch.distributed group over every node
 
 
 def slurm_time(seconds: float) -> str:
@@ -98,9 +108,10 @@ def render_script(spec: BatchSpec) -> str:
             'mkdir -p "$OUT"',
             "# The nodes this job was given: the report lists any that leave no summary.",
             f'scontrol show hostnames "$SLURM_JOB_NODELIST" > "$OUT/{NODE_LIST_FILE}"',
+            *(_group_lines() if spec.across_nodes else ()),
             "# One soak per node, each into $OUT/<node>/<UTC stamp>/ (the node: $SLURMD_NODENAME).",
             "# A failed node does not stop the others: the report judges them all.",
-            f"srun --ntasks-per-node=1 --kill-on-bad-exit=0 {soak} run {run}",
+            f"srun --ntasks-per-node=1 --kill-on-bad-exit=0 {_node_prefix(spec)}{soak} run {run}",
             "soaks=$?",
             f"{soak} {report}",
             "report=$?",
@@ -109,6 +120,32 @@ def render_script(spec: BatchSpec) -> str:
             "",
         ]
     )
+
+
+def _group_lines() -> list[str]:
+    """--across-nodes: the ddp group's rendezvous, from Slurm's own environment
+    (soak.fleet.group reads these variables on each node)."""
+    return [
+        "# ddp across nodes: every node's ranks join one torch.distributed group. Master: the",
+        "# job's first node, at its NodeAddr (which may differ from its name); port: derived",
+        f"# from the job id, in {MASTER_PORT_BASE}-{MASTER_PORT_BASE + MASTER_PORT_SPAN - 1} "
+        "(torch.distributed takes the next one).",
+        'master=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+        'addr=$(scontrol show node "$master" | grep -o "NodeAddr=[^ ]*" | head -n 1 | cut -d= -f2)',
+        f'export {ADDR_ENV}="${{addr:-$master}}"',
+        f"export {PORT_ENV}=$(( {MASTER_PORT_BASE} + SLURM_JOB_ID % {MASTER_PORT_SPAN} ))",
+        f'export {NODES_ENV}="$SLURM_NNODES"',
+        f'export {NAME_ENV}="slurm-$SLURM_JOB_ID"',
+        f'echo "soak fleet: ddp group of $SLURM_NNODES nodes, master $master at '
+        f'${ADDR_ENV}:${PORT_ENV}"',
+    ]
+
+
+def _node_prefix(spec: BatchSpec) -> str:
+    """--across-nodes: each task sets its node index (one task per node) before soak runs."""
+    if not spec.across_nodes:
+        return ""
+    return f"bash -c '{NODE_ENV}=$SLURM_NODEID exec \"$@\"' soak-node "
 
 
 def write_script(path: Path, text: str) -> Path:

@@ -14,7 +14,8 @@ Schema versions (a later version may add keys; removing or renaming one bumps th
      Then, still version 1: check status "not_checked" (a check that could not run for want
      of a signal; in "checks", never in "reasons"), top-level "not_checked" (those checks),
      per device "diagnosis_next_step"; "server.ddp" (the ddp workload's synchronous step
-     rate, pace setter, rank timing and busbw; null otherwise).
+     rate, pace setter, rank timing and busbw; null otherwise); "run.ddp_group" (a
+     multi-node ddp group's rank map, soak.fleet.group; null otherwise).
 """
 
 from __future__ import annotations
@@ -182,6 +183,7 @@ def build_summary(analysis: Analysis) -> dict[str, Any]:
             "tags": run.get("tags", {}),
             "profile": analysis.profile.name,
             "store_damage": meta.get("salvage"),
+            "ddp_group": meta.get("ddp_group"),
         },
         "host": meta.get("host", {}),
         "devices": [_device(d, analysis.units, d.noise) for d in analysis.devices],
