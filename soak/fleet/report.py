@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from soak.fleet.analyze import (
     placement,
 )
 from soak.fleet.collect import Collection, Device
+from soak.fleet.sync import Group, find_groups, group_json
 from soak.report.html import render, write_html
 from soak.report.summary import clean_json
 from soak.units import NOT_AVAILABLE, si
@@ -85,7 +86,10 @@ def _spread(s: Spread) -> dict[str, Any]:
 
 
 def build_fleet_json(
-    result: FleetResult, out_dir: Path, where: Mapping[str, tuple[str, str]]
+    result: FleetResult,
+    out_dir: Path,
+    where: Mapping[str, tuple[str, str]],
+    groups: Sequence[Group] = (),
 ) -> dict[str, Any]:
     c = result.collection
     nodes = []
@@ -156,6 +160,7 @@ def build_fleet_json(
         "unreadable": [{"path": p, "error": e} for p, e in c.unreadable],
         "superseded": [_rel(p, out_dir) for p in c.superseded],
         "devices": devices,
+        "ddp_groups": [group_json(g) for g in groups],
     }
     return clean_json(data)
 
@@ -265,8 +270,45 @@ def _natural(text: str) -> tuple[Any, ...]:
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
 
 
+def _group_view(group: Group) -> dict[str, Any]:
+    """A multi-node ddp group's lines in fleet.html."""
+    g = group_json(group)
+    loss = g["step_rate_loss"]
+    size = si(g["allreduce_b"], "B") if g["allreduce_b"] else NOT_AVAILABLE
+    return {
+        "name": g["name"] or g["master"],
+        "status": g["status"],
+        "hosts": ", ".join(g["hosts"]),
+        "world": g["world"],
+        "server_node": g["server_node"],
+        "rate": f"cold {si(g['cold_step_rate'], 'samples/s')}, steady "
+        f"{si(g['steady_step_rate'], 'samples/s')}"
+        + ("" if loss is None else f" ({loss * 100:.1f} % loss)"),
+        "busbw": f"a {size} buffer over {g['world']} ranks: cold {si(g['busbw_cold_Bps'], 'B/s')}, "
+        f"steady {si(g['busbw_steady_Bps'], 'B/s')}",
+        "pace": g["pace"],
+        "failed": g["failed"],
+        "ranks": [
+            {
+                "rank": r["rank"],
+                "where": f"{r['node']} device {r['device']}",
+                "share": NOT_AVAILABLE if r["share"] is None else f"{r['share'] * 100:.0f} %",
+                "compute": NOT_AVAILABLE
+                if r["compute_excess"] is None
+                else f"{r['compute_excess'] * 100:+.1f} %",
+                "outcome": r["outcome"] or ("no summary" if not r["reported"] else NOT_AVAILABLE),
+            }
+            for r in g["ranks"]
+        ],
+    }
+
+
 def write_fleet_html(
-    path: Path, result: FleetResult, data: Mapping[str, Any], where: Mapping[str, tuple[str, str]]
+    path: Path,
+    result: FleetResult,
+    data: Mapping[str, Any],
+    where: Mapping[str, tuple[str, str]],
+    groups: Sequence[Group] = (),
 ) -> None:
     flagged = {(id(o.device), o.metric, o.part) for o in result.outliers}
     plots = []
@@ -316,6 +358,7 @@ def write_fleet_html(
         "heat": heat_map(result, where),
         "colours": STATUS_COLOURS,
         "metrics": METRICS,
+        "groups": [_group_view(g) for g in groups],
     }
     write_html(path, render("fleet.html.j2", values))
 
@@ -332,8 +375,9 @@ def make_report(
     result = analyze(collection, settings)
     where = placement(result, layout)
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = build_fleet_json(result, out_dir, where)
+    groups = find_groups(collection)
+    data = build_fleet_json(result, out_dir, where, groups)
     write_json(out_dir / "fleet.json", data)
     html = out_dir / "fleet.html"
-    write_fleet_html(html, result, data, where)
+    write_fleet_html(html, result, data, where, groups)
     return result, html
