@@ -497,6 +497,16 @@ class WorkerPool:
         """Process id of each device's worker."""
         return {i: w.process.pid for i, w in self._workers.items()}
 
+    def rank_envs(self) -> dict[int, dict[str, str]]:
+        """Each device's rank environment (ddp; empty for other workloads)."""
+        return {i: dict(env) for i, env in self._group_env.items()}
+
+    def close_exchange(self) -> None:
+        """Let go of a node group's exchange (node 0's serves it)."""
+        if self._exchange is not None:
+            self._exchange.close()
+            self._exchange = None
+
     # -- synchronous workloads (ddp)
 
     def _indices(self) -> list[int]:
