@@ -40,6 +40,7 @@ from soak.fleet.report import make_report
 from soak.model import DeviceInfo
 from soak.store import RunStore
 from soak.worker import WorkerPool, free_port
+from tests.fleet import slurm_cluster
 from workloads.base import WorkloadOptions
 
 REPO = Path(__file__).resolve().parents[2]
@@ -488,3 +489,40 @@ def _steps(folder: Path) -> int:
             return int(db.execute("SELECT count(*) FROM sync_steps").fetchone()[0])
     except sqlite3.Error:
         return 0
+
+
+@pytest.mark.slow
+def test_real_slurm_runs_one_ddp_group_across_its_two_nodes(tmp_path, monkeypatch, capsys):
+    """The --across-nodes script on a real Slurm (two node daemons on this machine, both at
+    NodeAddr 127.0.0.1): the group's rendezvous comes from the job's own environment and the
+    fleet report at the end of the job names the pace setter by node and device."""
+    missing = slurm_cluster.missing_programs()
+    if missing:
+        pytest.skip(f"Slurm cannot start here: {', '.join(missing)} not installed")
+    if os.geteuid() != 0:
+        pytest.skip("Slurm cannot start here: its daemons run as root in this test")
+    with slurm_cluster.running_cluster(tmp_path / "slurm") as cluster:
+        monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
+        monkeypatch.setenv("PYTHONPATH", str(REPO))
+        for key in ("SOAK_DDP_NODE", "SOAK_DDP_NODES", "SOAK_DDP_MASTER_ADDR"):
+            monkeypatch.delenv(key, raising=False)
+        out = tmp_path / "acceptance"
+        fleet = ["fleet", "sbatch", "--nodes", "2", "--across-nodes", "--submit"]
+        rc = main([*fleet, "--", *NODE_RUN, "--out", str(out)])
+        printed = capsys.readouterr().out.splitlines()
+        assert rc == 0 and printed[-1] == str(out / "soak-fleet.sbatch")
+        job = printed[0].removeprefix("submitted: job ")
+        state = cluster.wait_job(job, timeout_s=300)
+        log = "".join(p.read_text() for p in out.glob("slurm-*.out"))
+        assert state == "COMPLETED", f"{state}: {log} {cluster.logs()}"
+    port = master_port(int(job))
+    assert f"ddp group of 2 nodes, master n1 at 127.0.0.1:{port}" in log
+    data = json.loads((out / "fleet.json").read_text())
+    jsonschema.validate(data, SCHEMA)
+    [group] = data["ddp_groups"]
+    assert group["name"] == f"slurm-{job}" and group["master"] == f"127.0.0.1:{port}"
+    assert group["hosts"] == ["n1", "n2"] and group["status"] == "pass"
+    assert group["steady_step_rate"] > 0 and group["busbw_steady_Bps"] > 0
+    setter = group["pace_setter"]
+    assert (setter["node"], setter["device"]) == {0: ("n1", 0), 1: ("n2", 0)}[setter["rank"]]
+    assert "soak fleet: node soaks exited 0, the fleet report 0" in log
