@@ -881,6 +881,7 @@ def _fleet_report(args: argparse.Namespace) -> int:
     from soak.fleet import collect, history
     from soak.fleet.analyze import Settings, read_layout
     from soak.fleet.report import make_report
+    from soak.fleet.sync import find_groups
 
     layout = read_layout(args.layout) if args.layout else None
     expect = collect.read_node_list(args.expect) if args.expect else None
@@ -911,6 +912,10 @@ def _fleet_report(args: argparse.Namespace) -> int:
         print(f"  MISSING  {host}: expected, but left no summary.json")
     for path, why in data.unreadable:
         print(f"  UNREADABLE  {path}: {why}")
+    for group in find_groups(data):
+        print(f"  DDP  {group.name or group.master}: {group.pace_message()}")
+        for line in group.failure_messages():
+            print(f"  DDP  {group.name or group.master}: rank lost: {line}")
     print(html)
     return VERDICT_EXIT[result.verdict]
 

@@ -434,10 +434,15 @@ def test_two_soak_runs_as_two_nodes_form_one_group_and_the_fleet_names_its_pace(
 
 
 @pytest.mark.slow
-def test_a_rank_killed_on_another_node_ends_every_node_and_the_fleet_names_it(tmp_path):
-    """n2's rank is killed (SIGKILL) mid-run: n1's rank ends `peer lost` within the collective
-    timeout instead of waiting for the 10 minutes asked, both nodes write their report, and
-    the fleet report names n2's device and rank."""
+@pytest.mark.parametrize(
+    ("signum", "outcome"), [(signal.SIGKILL, "crashed"), (signal.SIGSTOP, "hung")]
+)
+def test_a_rank_lost_on_another_node_ends_every_node_and_the_fleet_names_it(
+    tmp_path, signum, outcome
+):
+    """n2's rank is killed (SIGKILL) or stopped (SIGSTOP) mid-run: n1's rank ends `peer lost`
+    within the collective timeout instead of waiting for the 10 minutes asked, both nodes
+    write their report, and the fleet report names n2's device and rank."""
     out = tmp_path / "acc"
     port = free_port()
     args = [*NODE_RUN[: NODE_RUN.index("--minutes")], "--minutes", "10"]
@@ -453,16 +458,17 @@ def test_a_rank_killed_on_another_node_ends_every_node_and_the_fleet_names_it(tm
         for node, host in ((0, "n1"), (1, "n2"))
     }
     worker = _wait_for_worker(procs["n2"].pid, out / "n2", timeout_s=120)
-    os.kill(worker, signal.SIGKILL)
+    os.kill(worker, signum)
     logs = {host: p.communicate(timeout=120)[0] for host, p in procs.items()}
     assert all(p.returncode is not None for p in procs.values()), logs
+    assert not Path(f"/proc/{worker}").exists()  # the lost rank is gone too
     (out / collect.NODE_LIST_FILE).write_text("n1\nn2\n")
     data = _report(out)
     [group] = data["ddp_groups"]
     assert group["status"] == "fail"
-    assert group["failed"] == ["n2 device 0 (rank 1): crashed"]
+    assert group["failed"] == [f"n2 device 0 (rank 1): {outcome}"]
     outcomes = {r["node"]: r["outcome"] for r in group["ranks"]}
-    assert outcomes == {"n1": "peer lost", "n2": "crashed"}
+    assert outcomes == {"n1": "peer lost", "n2": outcome}
 
 
 def _wait_for_worker(parent: int, store_dir: Path, timeout_s: float) -> int:
@@ -526,3 +532,16 @@ def test_real_slurm_runs_one_ddp_group_across_its_two_nodes(tmp_path, monkeypatc
     setter = group["pace_setter"]
     assert (setter["node"], setter["device"]) == {0: ("n1", 0), 1: ("n2", 0)}[setter["rank"]]
     assert "soak fleet: node soaks exited 0, the fleet report 0" in log
+
+
+def test_fleet_report_prints_the_pace_setter_and_a_lost_rank(tmp_path, capsys):
+    def crashed(data):
+        data["devices"][0]["outcome"] = "crashed"
+        return data
+
+    folder = _fleet(tmp_path, crashed)
+    main(["fleet", "report", str(folder), "--no-history"])
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1] == str(folder / "fleet.html")
+    assert printed[-3].startswith("  DDP  test: n2 device 0 (rank 1) sets the cluster's pace")
+    assert printed[-2] == "  DDP  test: rank lost: n2 device 0 (rank 1): crashed"
