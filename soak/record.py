@@ -33,10 +33,10 @@ class _Reader:
 
     def _take(self, key: str, kinds: tuple[type, ...], kind_name: str) -> Any:
         value = self.left.pop(key, None)
-        # bool is an int to Python, never a number or a count to soak
-        if value is None or (isinstance(value, kinds) and not isinstance(value, bool)):
-            return value
-        if bool in kinds and isinstance(value, bool):
+        if value is None:
+            return None
+        # true is an int to Python, never a number or a count to soak
+        if isinstance(value, kinds) and isinstance(value, bool) == (bool in kinds):
             return value
         raise ValueError(f"{self.what} {key!r} is {value!r:.40}, not {kind_name}")
 
