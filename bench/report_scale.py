@@ -35,9 +35,11 @@ from soak.model import (
     DeviceInfo,
     Event,
     EventKind,
+    StopReason,
     Telemetry,
     WorkSample,
 )
+from soak.record import RunRecord, StopRecord
 from soak.store import STORE_NAME, RunStore
 
 LIMIT_S, LIMIT_MIB, LIMIT_HTML_MB = 30.0, 2048.0, 10.0
@@ -105,16 +107,15 @@ def synthesise(run_dir: Path, hours: float, gpus: int) -> None:
     store = RunStore.create(run_dir / STORE_NAME)
     profile = Profile()
     store.set_meta(
-        run={
-            "backend": "sim",
-            "workload": "mix",
-            "started_utc": "2026-11-30T00:00:00Z",
-            "seed": 1,
-            "command": f"python bench/report_scale.py --hours {hours:g} --gpus {gpus}",
-            "host": "bench",
-            "tags": {},
-            "interval_s": 1.0,
-        },
+        run=RunRecord(
+            backend="sim",
+            workload="mix",
+            started_utc="2026-11-30T00:00:00Z",
+            seed=1,
+            command=f"python bench/report_scale.py --hours {hours:g} --gpus {gpus}",
+            host="bench",
+            interval_s=1.0,
+        ).to_json(),
         host={"hostname": "bench", "cpu": "synthetic", "os": "synthetic"},
         profile=profile.as_dict(),
         load_start_s=float(BASELINE_S),
@@ -175,9 +176,8 @@ def synthesise(run_dir: Path, hours: float, gpus: int) -> None:
         for i in range(gpus)
     ]
     store.append(events=stop_events)
-    store.set_meta(
-        stop={"reason": "duration", "load_stop_s": float(n), "duration_s": float(n - BASELINE_S)}
-    )
+    stop = StopRecord(StopReason.DURATION, load_stop_s=float(n), duration_s=float(n - BASELINE_S))
+    store.set_meta(stop=stop.to_json())
     store.close()
 
 

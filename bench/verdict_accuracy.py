@@ -50,7 +50,8 @@ from soak.analysis.checks import retention_split
 from soak.config import Profile, load_profile
 from soak.devices.sim import SimServer
 from soak.devices.sim.params import CHASSIS, SENSORS, Chassis
-from soak.model import TELEMETRY_FIELDS, Event, Telemetry, WorkSample
+from soak.model import TELEMETRY_FIELDS, Event, StopReason, Telemetry, WorkSample
+from soak.record import RunRecord, SimRecord, StopRecord
 
 BASELINE_S = 10.0
 TRUTH_EVERY_S = 10.0
@@ -151,9 +152,11 @@ def simulate(
     update = load.stop(t)
     rec.add([], update.samples, update.events)
     meta = {
-        "run": {"backend": "sim", "workload": workload, "seed": seed, "sim": {"sku": sku}},
+        "run": RunRecord(
+            backend="sim", workload=workload, seed=seed, sim=SimRecord(sku=sku)
+        ).to_json(),
         "load_start_s": BASELINE_S,
-        "stop": {"reason": "duration", "load_stop_s": t, "duration_s": t - BASELINE_S},
+        "stop": StopRecord(StopReason.DURATION, load_stop_s=t, duration_s=t - BASELINE_S).to_json(),
     }
     infos = server.devices()
     data = RunData(

@@ -34,6 +34,7 @@ from soak.devices.base import Backend, Load, LoadUpdate
 from soak.errors import ConfigError, StoreError
 from soak.model import Capability, DeviceInfo, Event, EventKind, StopReason, Telemetry
 from soak.progress import DeviceProgress, Phase, Progress, Rate, Watcher
+from soak.record import RunRecord, SimRecord, StopRecord
 from soak.store import STORE_NAME, RunStore, make_run_dir
 
 log = logging.getLogger(__name__)
@@ -238,31 +239,28 @@ class Runner:
 
     def record_start(self) -> None:
         config = self.config
-        run = {
-            "backend": self.backend.name,
-            "workload": config.workload,
-            "started_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "seed": config.seed,
-            "command": config.command,
-            "host": self.host,
-            "tags": config.tags,
-            "duration_asked_s": config.duration_s,
-            "until_steady": config.until_steady,
-            "interval_s": config.interval_s,
-            # The run's zero on CLOCK_MONOTONIC (seconds since boot, as dmesg stamps XIDs),
-            # so that run times map to kernel log lines; None on a virtual clock.
-            "t0_monotonic_s": None if isinstance(self.clock, VirtualClock) else self.t0,
-            "sim": {
-                "gpus": config.sim_gpus,
-                "sku": config.sim_sku,
-                "faults": list(config.sim_faults),
-                "sensors": config.sim_sensors,
-            }
-            if self.backend.name == "sim"
-            else None,
-            "workload_options": config.workload_options,
-        }
-        self.store.set_meta(run=run, host=host_info(), profile=config.profile.as_dict())
+        sim = SimRecord(
+            gpus=config.sim_gpus,
+            sku=config.sim_sku,
+            faults=tuple(config.sim_faults),
+            sensors=config.sim_sensors,
+        )
+        run = RunRecord(
+            backend=self.backend.name,
+            workload=config.workload,
+            started_utc=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            seed=config.seed,
+            command=config.command,
+            host=self.host,
+            tags=config.tags,
+            duration_asked_s=config.duration_s,
+            until_steady=config.until_steady,
+            interval_s=config.interval_s,
+            t0_monotonic_s=None if isinstance(self.clock, VirtualClock) else self.t0,
+            sim=sim if self.backend.name == "sim" else None,
+            workload_options=config.workload_options,
+        )
+        self.store.set_meta(run=run.to_json(), host=host_info(), profile=config.profile.as_dict())
         self.store.add_devices(self.devices)
         self.store.add_capabilities(self.capabilities)
         message = (
@@ -515,14 +513,8 @@ class Runner:
         duration = None if self.load_started_s is None else t_stop - self.load_started_s
         message = f"stopped: {reason}" + (f" ({detail})" if detail else "")
         self.store.append(events=[Event(self.now_s(), EventKind.STOP, message)])
-        self.store.set_meta(
-            stop={
-                "reason": reason,
-                "load_stop_s": t_stop,
-                "duration_s": duration,
-                "detail": detail,
-            }
-        )
+        record = StopRecord(reason, load_stop_s=t_stop, duration_s=duration, detail=detail)
+        self.store.set_meta(stop=record.to_json())
 
     def _close(self) -> None:
         try:

@@ -39,6 +39,7 @@ from soak.model import (
     Telemetry,
     WorkSample,
 )
+from soak.record import RUN_KEY, STOP_KEY, RunRecord, StopRecord
 
 # Version of the table layout below. 1: first layout. 2: adds sync_steps and server_steps
 # (the ddp workload's per-rank timing and the server's synchronous steps); a version-1 store
@@ -119,14 +120,14 @@ class StoreDamaged(StoreError):
     left may be salvaged (``salvage``)."""
 
 
-# Meta entries every reader relies on, and the JSON type each must have.
+# Meta entries every reader relies on, and the JSON type each must have; the run and stop
+# records are read by their own types (soak/record.py).
 _META_TYPES: dict[str, type | tuple[type, ...]] = {
-    "run": dict,
     "host": dict,
     "profile": dict,
-    "stop": dict,
     "load_start_s": (int, float, type(None)),
 }
+_META_RECORDS = {RUN_KEY: RunRecord, STOP_KEY: StopRecord}
 
 
 def _translate(exc: sqlite3.Error, path: Path) -> StoreError:
@@ -322,6 +323,12 @@ class RunStore:
             if key in meta and not isinstance(meta[key], kind):
                 found = type(meta[key]).__name__
                 raise StoreDamaged(f"{self.path}: damaged run store (meta {key!r} is a {found})")
+        for key, record in _META_RECORDS.items():
+            if key in meta:
+                try:
+                    record.from_json(meta[key])
+                except ValueError as exc:
+                    raise StoreDamaged(f"{self.path}: damaged run store ({exc})") from exc
         return meta
 
     def devices(self) -> list[DeviceInfo]:
@@ -636,7 +643,7 @@ def _salvage_copy(path: Path, copy: Path) -> tuple[RunStore, Salvage]:
     except (StoreError, sqlite3.Error) as exc:
         dst.close()
         raise StoreError(f"{path}: damaged run store, its metadata unreadable ({exc})") from exc
-    if meta.get("store_version") != STORE_VERSION or not isinstance(meta.get("run"), dict):
+    if meta.get("store_version") != STORE_VERSION or RUN_KEY not in meta:
         dst.close()
         raise StoreError(f"{path}: damaged run store, the run's own metadata is lost")
     missing = tuple(t for t in _TABLES if not whole[t])

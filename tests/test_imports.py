@@ -113,6 +113,12 @@ def test_layers_import_only_what_lies_below_them(importer: str, forbidden: tuple
     assert not bad, "; ".join(bad)
 
 
+def test_the_run_records_sit_with_the_model() -> None:
+    """soak/record.py is read by the store, the analysis and the report and written by the
+    runner and the importers: it imports nothing of soak's but the model."""
+    assert graph()["soak.record"] == {"soak.model"}
+
+
 def test_only_the_vendor_modules_import_the_vendor_apis() -> None:
     owners = {"pynvml": "soak.devices.nvml", "amdsmi": "soak.devices.amd"}
     for name, path in all_modules().items():

@@ -39,7 +39,8 @@ def test_until_steady_stops_early_with_the_same_verdict(sim_config):
     _, full_analysis, _ = _run(sim_config(duration_s=7200.0))
     short, short_analysis, _ = _run(sim_config(duration_s=7200.0, until_steady=True))
     assert short.stop_reason == "steady"
-    assert short_analysis.meta["stop"]["duration_s"] < 2400
+    stop = short_analysis.stop
+    assert stop is not None and stop.duration_s is not None and stop.duration_s < 2400
     assert short_analysis.verdict == full_analysis.verdict == "PASS"
     for a, b in zip(full_analysis.devices, short_analysis.devices, strict=True):
         assert a.facts.equilibrium.time_s == b.facts.equilibrium.time_s

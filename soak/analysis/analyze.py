@@ -39,6 +39,7 @@ from soak.model import (
     Verdict,
     WorkerOutcome,
 )
+from soak.record import RunRecord, StopRecord
 from soak.store import RunStore
 
 INCOMPLETE_STOPS = frozenset({StopReason.INTERRUPTED, StopReason.ERROR})
@@ -115,6 +116,16 @@ class Analysis:
     sync: SyncFacts | None = None  # --workload ddp: the server's synchronous steps
 
     @property
+    def run(self) -> RunRecord:
+        """What the run recorded at its start (every field None where it recorded nothing)."""
+        return RunRecord.of(self.meta)
+
+    @property
+    def stop(self) -> StopRecord | None:
+        """How the load stopped; None: no stop was recorded (the coordinator died)."""
+        return StopRecord.of(self.meta)
+
+    @property
     def checks(self) -> list[CheckResult]:
         return [c for d in self.devices for c in d.checks] + self.server_checks
 
@@ -173,7 +184,8 @@ def _load_span(
     if starts:
         return float(max(starts)), float(max(ends))
     start = meta.get("load_start_s")
-    end = meta.get("stop", {}).get("load_stop_s")
+    stop = StopRecord.of(meta)
+    end = None if stop is None else stop.load_stop_s
     if end is None and tele_t.size:
         end = float(tele_t[-1])
     return start, end
@@ -219,8 +231,7 @@ def hw_episodes(t: np.ndarray, reasons: np.ndarray) -> tuple[HwEpisode, ...] | N
 
 def imported(meta: dict) -> bool:
     """Whether the run is a trace imported from another tool (``soak import``)."""
-    run = meta.get("run") or {}
-    return run.get("backend") == "import" or bool(run.get("source"))
+    return RunRecord.of(meta).imported
 
 
 def records_throughput(meta: dict, any_work: bool = True) -> bool:
@@ -228,12 +239,10 @@ def records_throughput(meta: dict, any_work: bool = True) -> bool:
     not (``run.records_throughput`` false); an imported run (backend ``import``, or a
     ``source`` record) that does not say is taken to record none when it holds no work at
     all. A live run always does, so that a worker that did nothing still fails."""
-    run = meta.get("run") or {}
-    flag = run.get("records_throughput")
-    if flag is not None:
-        return flag is not False
-    imported = run.get("backend") == "import" or "source" in run or "source" in meta
-    return any_work or not imported
+    run = RunRecord.of(meta)
+    if run.records_throughput is not None:
+        return run.records_throughput
+    return any_work or not run.imported
 
 
 def _idle_temp(tele: dict[str, np.ndarray], start: float | None) -> float | None:
@@ -318,7 +327,7 @@ def device_facts(
         verification_failed=int(np.sum(verified == 0)) + len(mismatches),
         verification_max_error=float(failed_errors.max()) if failed_errors.size else None,
         lost=any(e.kind is EventKind.DEVICE_LOST for e in mine),
-        workload=(meta.get("run") or {}).get("workload"),
+        workload=RunRecord.of(meta).workload,
         power_limit_w=_power_limit(steady, info),
         default_power_limit_w=info.default_power_limit_w,
         hw_episodes=hw_episodes(t, tele["clock_reasons"]),
@@ -383,8 +392,7 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     meta = data.meta
     events = data.events
     units = data.units
-    stop = meta.get("stop") or {}
-    stop_reason = _stop_reason(stop.get("reason"))
+    stop_reason = _stop_reason(StopRecord.of(meta))
     # A store read back from damage may have lost any sample: never a PASS on what is left.
     incomplete = stop_reason in INCOMPLETE_STOPS or bool(meta.get("salvage"))
 
@@ -484,12 +492,9 @@ def _sync_facts(
     )
 
 
-def _stop_reason(recorded: object) -> StopReason | str:
+def _stop_reason(stop: StopRecord | None) -> StopReason | str:
     """The stop record's reason; none at all means the coordinator died before it could
     record one (an error). A reason this soak does not know is kept as it was written."""
-    if recorded is None:
+    if stop is None or stop.reason is None:
         return StopReason.ERROR
-    try:
-        return StopReason(recorded)
-    except ValueError:
-        return str(recorded)
+    return stop.reason

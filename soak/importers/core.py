@@ -24,7 +24,16 @@ from soak.config import load_profile
 from soak.errors import ConfigError
 from soak.fields import IMPORTABLE
 from soak.importers.source import ImportFailed, Source
-from soak.model import Capability, DeviceInfo, Event, EventKind, Telemetry, WorkSample
+from soak.model import (
+    Capability,
+    DeviceInfo,
+    Event,
+    EventKind,
+    StopReason,
+    Telemetry,
+    WorkSample,
+)
+from soak.record import RunRecord, StopRecord
 from soak.store import STORE_NAME, RunStore
 
 # soak's own fields a trace column may be mapped onto (``--map FIELD=COLUMN``).
@@ -358,32 +367,27 @@ def _fill_store(
     try:
         steps = [np.diff(d.t) for d in trace.devices.values() if len(d.t) > 1]
         interval = float(np.median(np.concatenate(steps))) if steps else None
-        run = {
-            "backend": "import",
-            "workload": options.workload,
-            "started_utc": started.strftime("%Y-%m-%dT%H:%M:%SZ") if started else None,
-            "seed": None,
-            "command": options.command,
-            "host": host,
-            "tags": options.tags,
-            "duration_asked_s": None,
-            "until_steady": False,
-            "interval_s": interval,
-            "t0_monotonic_s": None,
-            "sim": None,
-            "workload_options": {},
+        run = RunRecord(
+            backend="import",
+            workload=options.workload,
+            started_utc=started.strftime("%Y-%m-%dT%H:%M:%SZ") if started else None,
+            command=options.command,
+            host=host,
+            tags=options.tags,
+            until_steady=False,
+            interval_s=interval,
             # the trace's own choice, not a fault: without a throughput column the analysis
             # says "not measured" for throughput and never "hardware-fault"
-            "records_throughput": trace.work_unit is not None,
-            "source": source.as_dict()
+            records_throughput=trace.work_unit is not None,
+            source=source.as_dict()
             | {
                 "time_basis": trace.time_basis,
                 "load_segment": _segment_dict(segment),
                 "other_segments": [_segment_dict(s) for s in others],
             },
-        }
+        )
         store.set_meta(
-            run=run,
+            run=run.to_json(),
             host={"hostname": host, "soak": __version__},
             profile=load_profile(None).as_dict(),
             load_start_s=segment.start_s,
@@ -420,14 +424,13 @@ def _fill_store(
             store.append(telemetry=rows, samples=samples)
         duration = segment.end_s - segment.start_s
         store.append(events=[Event(segment.end_s, EventKind.STOP, "stopped: end of load segment")])
-        store.set_meta(
-            stop={
-                "reason": "duration",
-                "load_stop_s": segment.end_s,
-                "duration_s": duration,
-                "detail": "end of the imported load segment",
-            }
+        stop = StopRecord(
+            StopReason.DURATION,
+            load_stop_s=segment.end_s,
+            duration_s=duration,
+            detail="end of the imported load segment",
         )
+        store.set_meta(stop=stop.to_json())
     finally:
         store.close()
 

@@ -29,6 +29,7 @@ from soak.analysis.windows import WindowStats
 from soak.config import Checks, Windows
 from soak.fields import REASONS
 from soak.model import RATE_UNITS, EventKind
+from soak.record import StopRecord
 from soak.report import figures
 from soak.report.junit import case_names, run_cases
 from soak.report.sync import ddp_context
@@ -341,7 +342,7 @@ def _overview(d: DeviceResult, part: str | None, units: dict[str, str]) -> dict[
 
 def _host_rows(meta: dict, analysis: Analysis) -> list[tuple[str, str]]:
     host = meta.get("host") or {}
-    run = meta.get("run") or {}
+    run = analysis.run
 
     def distinct(attr: str) -> str:
         values = sorted({str(getattr(d.info, attr)) for d in analysis.devices} - {"None"})
@@ -351,10 +352,10 @@ def _host_rows(meta: dict, analysis: Analysis) -> list[tuple[str, str]]:
     if host.get("cpu_count"):
         cpu += f" ({host['cpu_count']} logical CPUs)"
     return [
-        ("host", text(host.get("hostname") or run.get("host"))),
+        ("host", text(host.get("hostname") or run.host)),
         ("CPU", cpu),
         ("OS", text(host.get("os"))),
-        ("backend", text(run.get("backend"))),
+        ("backend", text(run.backend)),
         ("driver", distinct("driver_version")),
         ("CUDA", distinct("cuda_version")),
         ("torch", text(host.get("torch"))),
@@ -460,45 +461,44 @@ def _setups(analysis: Analysis) -> list[tuple[str, str]]:
     ]
 
 
-def _reproduce(meta: dict, run_dir: Path) -> dict[str, Any]:
-    run = meta.get("run") or {}
-    stop = meta.get("stop") or {}
-    sim = run.get("sim") or {}
+def _reproduce(analysis: Analysis, run_dir: Path) -> dict[str, Any]:
+    run = analysis.run
+    stop = analysis.stop or StopRecord()
     return {
-        "command": text(run.get("command")),
-        "seed": text(run.get("seed")),
-        "started": text(run.get("started_utc")),
-        "stop": text(stop.get("reason")),
-        "stop_detail": stop.get("detail") or "",
-        "asked": duration(run.get("duration_asked_s")),
-        "load": duration(stop.get("duration_s")),
-        "interval": num(run.get("interval_s"), "g", " s"),
-        "until_steady": "yes" if run.get("until_steady") else "no",
-        "tags": run.get("tags") or {},
-        "workload_options": run.get("workload_options") or {},
-        "sim": sim,
+        "command": text(run.command),
+        "seed": text(run.seed),
+        "started": text(run.started_utc),
+        "stop": text(stop.reason),
+        "stop_detail": stop.detail or "",
+        "asked": duration(run.duration_asked_s),
+        "load": duration(stop.duration_s),
+        "interval": num(run.interval_s, "g", " s"),
+        "until_steady": "yes" if run.until_steady else "no",
+        "tags": dict(run.tags),
+        "workload_options": dict(run.workload_options),
+        "sim": run.sim,
         "run_dir": run_dir.name,
     }
 
 
 def _header(analysis: Analysis) -> dict[str, Any]:
     meta = analysis.meta
-    run = meta.get("run") or {}
-    stop = meta.get("stop") or {}
+    run = analysis.run
+    stop = analysis.stop or StopRecord()
     names = Counter(d.info.name for d in analysis.devices)
     return {
-        "host": text(run.get("host") or (meta.get("host") or {}).get("hostname")),
+        "host": text(run.host or (meta.get("host") or {}).get("hostname")),
         "models": ", ".join(f"{n} × {name}" for name, n in sorted(names.items())) or "no devices",
-        "workload": text(run.get("workload")),
-        "backend": text(run.get("backend")),
-        "started": text(run.get("started_utc")),
+        "workload": text(run.workload),
+        "backend": text(run.backend),
+        "started": text(run.started_utc),
         "load": _load_length(analysis, stop),
         "warmup": _warmup(analysis),
         # no stop record: the coordinator died (the analysis calls that "error")
         "stop": analysis.stop_reason,
-        "stop_detail": stop.get("detail") or "",
+        "stop_detail": stop.detail or "",
         "incomplete": analysis.stop_reason in INCOMPLETE_STOPS,
-        "imported": _imported(run.get("source")),
+        "imported": _imported(run.source),
         "damaged": _damage(meta.get("salvage")),
     }
 
@@ -554,7 +554,7 @@ def _label(analysis: Analysis, index: int) -> str:
     return info.label if info is not None else f"{device_kind(analysis)} {index}"
 
 
-def _load_length(analysis: Analysis, stop: dict[str, Any]) -> str:
+def _load_length(analysis: Analysis, stop: StopRecord) -> str:
     """How long the devices were under load: from each one's load start (after its warm-up)
     to its last work, the longest; the recorded stop without work measured."""
     spans = [
@@ -564,7 +564,7 @@ def _load_length(analysis: Analysis, stop: dict[str, Any]) -> str:
     ]
     if spans:
         return duration(max(spans))
-    return duration(stop.get("duration_s"))
+    return duration(stop.duration_s)
 
 
 def _warmup(analysis: Analysis) -> str | None:
@@ -659,7 +659,7 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
         "capabilities": _capabilities(analysis),
         "events": _events(analysis, t0),
         "profile": _profile(analysis),
-        "reproduce": _reproduce(meta, run_dir),
+        "reproduce": _reproduce(analysis, run_dir),
         "setups": _setups(analysis),
         "versions": [row for row in host_rows if row[0] not in ("host", "CPU", "OS", "backend")],
         "soak_version": __version__,

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from soak.analysis.analyze import INCOMPLETE_STOPS, Analysis
 from soak.analysis.checks import CheckResult, Status
+from soak.record import RunRecord
 
 WINDOW_WORDS = ("steady", "final", "cold")
 _BAD_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -76,12 +77,11 @@ def _case(suite: ET.Element, classname: str, name: str, status: Status | str, me
     return case
 
 
-def _suite(parent: ET.Element, name: str, run: dict, duration: float | None) -> ET.Element:
+def _suite(parent: ET.Element, name: str, run: RunRecord, duration: float | None) -> ET.Element:
     suite = ET.SubElement(parent, "testsuite", name=_text(name))
-    stamp = run.get("started_utc")
-    if stamp:
-        suite.set("timestamp", str(stamp).removesuffix("Z"))
-    suite.set("hostname", _text(run.get("host") or "unknown"))
+    if run.started_utc:
+        suite.set("timestamp", run.started_utc.removesuffix("Z"))
+    suite.set("hostname", _text(run.host or "unknown"))
     suite.set("time", f"{duration or 0:.3f}")
     return suite
 
@@ -108,7 +108,8 @@ def run_cases(analysis: Analysis) -> list[tuple[str, Status | str, str]]:
     if not analysis.devices:
         cases.append(("devices", Status.FAIL, "no devices were found or loaded"))
     if analysis.stop_reason in INCOMPLETE_STOPS:
-        detail = (analysis.meta.get("stop") or {}).get("detail") or ""
+        stop = analysis.stop
+        detail = (stop.detail if stop is not None else None) or ""
         message = f"the run did not complete (stop: {analysis.stop_reason}" + (
             f": {detail})" if detail else ")"
         )
@@ -119,9 +120,9 @@ def run_cases(analysis: Analysis) -> list[tuple[str, Status | str, str]]:
 
 
 def build_junit(analysis: Analysis) -> ET.ElementTree:
-    run = analysis.meta.get("run", {})
-    duration = (analysis.meta.get("stop") or {}).get("duration_s")
-    host = run.get("host") or "unknown"
+    run, stop = analysis.run, analysis.stop
+    duration = None if stop is None else stop.duration_s
+    host = run.host or "unknown"
     host_id = re.sub(r"[^\w-]", "_", str(host))
     parts = sorted(analysis.units)
     root = ET.Element("testsuites", name=_text(f"soak {host}"))
@@ -150,8 +151,8 @@ def build_junit(analysis: Analysis) -> ET.ElementTree:
         {
             "verdict": analysis.verdict,
             "stop_reason": analysis.stop_reason,
-            "command": run.get("command"),
-            "seed": run.get("seed"),
+            "command": run.command,
+            "seed": run.seed,
             "sync_loss": sync_loss,
             "slowest_device": slowest,
         },

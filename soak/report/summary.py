@@ -160,8 +160,7 @@ def _device(d: DeviceResult, units: dict[str, str], noise: Noise | None) -> dict
 def build_summary(analysis: Analysis) -> dict[str, Any]:
     """The summary of an analysed run, the noise of each device's steady figures included."""
     meta = analysis.meta
-    run = meta.get("run", {})
-    stop = meta.get("stop") or {}
+    run, stop = analysis.run, analysis.stop
     sync_loss, slowest = analysis.sync_loss()
     summary = {
         "schema_version": SCHEMA_VERSION,
@@ -172,15 +171,15 @@ def build_summary(analysis: Analysis) -> dict[str, Any]:
             for c in analysis.reasons
         ],
         "run": {
-            "backend": run.get("backend"),
-            "workload": run.get("workload"),
-            "started_utc": run.get("started_utc"),
-            "duration_s": stop.get("duration_s"),
+            "backend": run.backend,
+            "workload": run.workload,
+            "started_utc": run.started_utc,
+            "duration_s": None if stop is None else stop.duration_s,
             "stop_reason": analysis.stop_reason,
-            "seed": run.get("seed"),
-            "command": run.get("command"),
-            "host": run.get("host"),
-            "tags": run.get("tags", {}),
+            "seed": run.seed,
+            "command": run.command,
+            "host": run.host,
+            "tags": dict(run.tags),
             "profile": analysis.profile.name,
             "store_damage": meta.get("salvage"),
             "ddp_group": meta.get("ddp_group"),

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from soak.cli import main
+from soak.record import RunRecord, StopRecord
 from soak.store import RunStore
 from tests.importers.conftest import run_folders
 
@@ -128,11 +129,11 @@ def test_v100_csv_imports_as_a_normal_run(fixture_path, tmp_path, capsys):
     assert 12.0e12 < cold < 13.2e12  # the trace's ~12.6 TFLOP/s in the first minute
     store = RunStore.open(run_dir)
     try:
-        source = store.meta()["run"]["source"]
+        source = RunRecord.of(store.meta()).source
         caps = store.capabilities()
     finally:
         store.close_read()
-    assert source["file"] == path.name and source["format"] == "csv"
+    assert source is not None and source["file"] == path.name and source["format"] == "csv"
     assert source["size_b"] == path.stat().st_size and len(source["sha256"]) == 64
     assert caps[0]["temp_c"] == "supported" and caps[0]["power_w"] == "not supported"
     html = (run_dir / "report.html").read_text()
@@ -225,9 +226,10 @@ def test_tool_logs_import_with_their_load_segment(fmt, tmp_path, capsys):
     finally:
         store.close_read()
     assert meta["load_start_s"] == pytest.approx(20.0)
-    assert meta["stop"]["load_stop_s"] == pytest.approx(119.0, abs=0.01)
+    stop = StopRecord.of(meta)
+    assert stop is not None and stop.load_stop_s == pytest.approx(119.0, abs=0.01)
     assert caps[1]["fan_pct"] == "not supported"  # [N/A] throughout, or no such column
     assert tele["power_w"][-1] == pytest.approx(650.5 if fmt == "nvidia-smi" else 650.1)
     if fmt == "nvidia-smi":
         assert tele["clock_reasons"][0] == 1 and tele["clock_reasons"][-1] == 4
-        assert meta["run"]["started_utc"] == "2024-03-11T14:02:20Z"
+        assert RunRecord.of(meta).started_utc == "2024-03-11T14:02:20Z"

@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from soak.cli import main
+from soak.record import RunRecord, StopRecord
 from soak.store import RunStore
 from tests.reliability.helpers import CPU_GEMM, alive, descendants, integrity, query, wait_until
 
@@ -40,8 +41,10 @@ def test_sigkilled_coordinator_loses_at_most_the_last_tick_and_leaves_no_load(
     assert integrity(store) == "ok"
     reader = RunStore.open(store.parent)
     meta = reader.meta()
-    assert "stop" not in meta  # nobody recorded a stop: it was a crash
-    killed_at_s = killed - meta["run"]["t0_monotonic_s"]  # on the run's own clock
+    assert StopRecord.of(meta) is None  # nobody recorded a stop: it was a crash
+    t0 = RunRecord.of(meta).t0_monotonic_s
+    assert t0 is not None  # a wall-clock run records its zero on CLOCK_MONOTONIC
+    killed_at_s = killed - t0  # on the run's own clock
     t = reader.telemetry(0)["t_s"]
     work = reader.work(0)["gemm"]
     reader.close_read()

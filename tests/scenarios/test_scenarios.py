@@ -138,4 +138,5 @@ def test_scenario(scenario: Scenario, tmp_path):
     if scenario.stop:
         assert result.stop_reason == scenario.stop
     if scenario.until_steady:
-        assert analysis.meta["stop"]["duration_s"] < 0.6 * scenario.minutes * 60
+        assert analysis.stop is not None and analysis.stop.duration_s is not None
+        assert analysis.stop.duration_s < 0.6 * scenario.minutes * 60
