@@ -197,6 +197,7 @@ def test_a_store_written_by_the_first_release_is_judged_as_before(tmp_path):
         "tags": {"rack": "r7"},
         "profile": "default",
         "store_damage": None,
+        "ddp_group": None,
     }
     assert summary["host"]["soak"] == "0.1.0"  # the host record the old release wrote
     root = build_junit(analysis).getroot()
