@@ -82,7 +82,8 @@ def _suite(parent: ET.Element, name: str, run: RunRecord, duration: float | None
     if run.started_utc:
         suite.set("timestamp", run.started_utc.removesuffix("Z"))
     suite.set("hostname", _text(run.host or "unknown"))
-    suite.set("time", f"{duration or 0:.3f}")
+    if duration is not None:  # unrecorded: no time at all, never 0 (the attribute is optional)
+        suite.set("time", f"{duration:.3f}")
     return suite
 
 
@@ -167,7 +168,8 @@ def build_junit(analysis: Analysis) -> ET.ElementTree:
 
     for attr in ("tests", "failures", "errors", "skipped"):
         root.set(attr, str(sum(int(s.get(attr, "0")) for s in root.findall("testsuite"))))
-    root.set("time", f"{duration or 0:.3f}")
+    if duration is not None:
+        root.set("time", f"{duration:.3f}")
     ET.indent(root)
     return ET.ElementTree(root)
 

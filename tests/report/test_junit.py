@@ -72,3 +72,15 @@ def test_an_interrupted_run_is_an_error_not_a_pass(faulty_run, tmp_path):
     error = next(c for c in suites[-1].findall("testcase") if c.get("name") == "run_complete")
     assert "interrupted" in error.find("error").get("message")
     assert int(root.get("errors")) == 1
+
+
+def test_a_run_whose_duration_was_never_recorded_has_no_time_rather_than_zero(
+    faulty_run, tmp_path
+):
+    run_dir = copy_run(faulty_run, tmp_path / "run")
+    set_meta(run_dir, "stop", {"reason": "error", "detail": "coordinator lost"})
+    build_outputs(run_dir)
+    root, suites = _suites(run_dir)
+    assert root.get("time") is None
+    assert all(s.get("time") is None for s in suites)
+    assert float(_suites(faulty_run)[0].get("time")) > 0  # a recorded duration is kept
