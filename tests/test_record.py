@@ -225,3 +225,20 @@ def test_soak_report_on_a_store_of_the_first_release(tmp_path, capsys):
     text = visible_text((folder / "report.html").read_text())
     assert "simulated server\n2 × h100-sxm; faults:\nairflow:gpu=1:factor=2" in text
     assert "rack=r7" in text
+
+
+def test_a_stop_reason_this_soak_does_not_know_never_gives_a_pass(tmp_path):
+    """A newer soak may write a reason this one does not know; the run is then not known to
+    have completed, so the store that passes above is INCOMPLETE, not PASS."""
+    folder = _copy_old_store(tmp_path / "run")
+    with contextlib.closing(sqlite3.connect(folder / STORE_NAME)) as conn:
+        conn.execute("""UPDATE meta SET value='{"reason": "paused"}' WHERE key='stop'""")
+        conn.commit()
+    store = RunStore.open(folder)
+    try:
+        analysis = analyze(store, load_profile(None))
+    finally:
+        store.close_read()
+    assert analysis.stop_reason == "paused"
+    assert analysis.verdict == "INCOMPLETE"
+    assert build_summary(analysis)["verdict"] == "INCOMPLETE"

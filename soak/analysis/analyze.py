@@ -42,7 +42,9 @@ from soak.model import (
 from soak.record import RunRecord, StopRecord
 from soak.store import RunStore
 
-INCOMPLETE_STOPS = frozenset({StopReason.INTERRUPTED, StopReason.ERROR})
+# The stops after which a run is complete. Any other (interrupted, error, a reason this soak
+# does not know, written by a newer one) leaves it incomplete: never a PASS on it.
+COMPLETE_STOPS = frozenset({StopReason.DURATION, StopReason.STEADY})
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,7 +396,7 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     units = data.units
     stop_reason = _stop_reason(StopRecord.of(meta))
     # A store read back from damage may have lost any sample: never a PASS on what is left.
-    incomplete = stop_reason in INCOMPLETE_STOPS or bool(meta.get("salvage"))
+    incomplete = stop_reason not in COMPLETE_STOPS or bool(meta.get("salvage"))
 
     results: list[DeviceResult] = []
     all_facts: list[DeviceFacts] = []

@@ -17,7 +17,7 @@ import numpy as np
 
 from soak import __version__, fields
 from soak.analysis.analyze import (
-    INCOMPLETE_STOPS,
+    COMPLETE_STOPS,
     Analysis,
     DeviceResult,
     RunData,
@@ -497,7 +497,7 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         # no stop record: the coordinator died (the analysis calls that "error")
         "stop": analysis.stop_reason,
         "stop_detail": stop.detail or "",
-        "incomplete": analysis.stop_reason in INCOMPLETE_STOPS,
+        "incomplete": analysis.stop_reason not in COMPLETE_STOPS,
         "imported": _imported(run.source),
         "damaged": _damage(meta.get("salvage")),
     }

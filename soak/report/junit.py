@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
-from soak.analysis.analyze import INCOMPLETE_STOPS, Analysis
+from soak.analysis.analyze import COMPLETE_STOPS, Analysis
 from soak.analysis.checks import CheckResult, Status
 from soak.record import RunRecord
 
@@ -108,7 +108,7 @@ def run_cases(analysis: Analysis) -> list[tuple[str, Status | str, str]]:
     cases: list[tuple[str, Status | str, str]] = []
     if not analysis.devices:
         cases.append(("devices", Status.FAIL, "no devices were found or loaded"))
-    if analysis.stop_reason in INCOMPLETE_STOPS:
+    if analysis.stop_reason not in COMPLETE_STOPS:
         stop = analysis.stop
         detail = (stop.detail if stop is not None else None) or ""
         message = f"the run did not complete (stop: {analysis.stop_reason}" + (
