@@ -404,7 +404,8 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         spans[info.index] = (start, end)
     sync = _sync_facts(data, all_facts, spans, profile)
     checks = run_checks(all_facts, profile) + cross_device_checks(events)
-    checks += sync_checks(sync, events, profile.checks)
+    names = {f.index: f.name for f in all_facts}
+    checks += sync_checks(sync, events, profile, names)
     server_checks = [c for c in checks if c.device is None]
     peers = peers_of(all_facts)
     for info, facts in zip(infos, all_facts, strict=True):

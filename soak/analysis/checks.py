@@ -591,12 +591,18 @@ def check_power_limit(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     return [CheckResult("power_limit", Status.WARN, message, f.index)]
 
 
+def profile_applies(name: str, profile: Profile) -> bool:
+    """Whether a device of this name is one a SKU profile is for (any, for a profile that
+    names none); the simulator's "(simulated)" suffix is left out."""
+    if not profile.device_names:
+        return True
+    name = name.removesuffix(" (simulated)").strip().casefold()
+    return any(name == n.casefold() for n in profile.device_names)
+
+
 def check_profile_applies(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     """A SKU profile names the devices its floors are for; on another device they mislead."""
-    if not profile.device_names:
-        return []
-    name = f.name.removesuffix(" (simulated)").strip().casefold()
-    if any(name == n.casefold() for n in profile.device_names):
+    if profile_applies(f.name, profile):
         return []
     message = (
         f"profile {profile.name} is for {' / '.join(profile.device_names)}, "

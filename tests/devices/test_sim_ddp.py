@@ -18,7 +18,14 @@ from soak.store import RunStore
 pytestmark = pytest.mark.slow
 
 
-def _run(tmp_path, minutes: float, *faults: str, seed: int = 1, unread_clock_of_setter=False):
+def _run(
+    tmp_path,
+    minutes: float,
+    *faults: str,
+    seed: int = 1,
+    unread_clock_of_setter=False,
+    profile: str | None = None,
+):
     loads = []
 
     def keep(runner: Runner, _progress) -> None:
@@ -36,7 +43,7 @@ def _run(tmp_path, minutes: float, *faults: str, seed: int = 1, unread_clock_of_
     )
     result = run(config, on_tick=keep)
     store = RunStore.open(result.run_dir)
-    analysis = analyze(store, load_profile(None))
+    analysis = analyze(store, load_profile(profile))
     data = RunData.from_store(store)
     store.close_read()
     if unread_clock_of_setter:  # the same run, the pace setter's SM clock never read
@@ -104,3 +111,13 @@ def test_a_link_fault_slows_the_all_reduce_and_no_fault_blames_no_device(tmp_pat
     healthy, _ = _run(tmp_path / "none", 3)
     assert analysis.sync.busbw_cold == pytest.approx(healthy.sync.busbw_cold * 0.5, rel=0.02)
     assert not [c for c in healthy.checks if c.check == "straggler" and c.status.value != "pass"]
+
+
+def test_the_h100_busbw_floor_passes_a_healthy_link_and_warns_on_a_slow_one(tmp_path):
+    healthy, _ = _run(tmp_path / "ok", 3, profile="h100-sxm")
+    slow, _ = _run(tmp_path / "slow", 3, "link:gpu=2:factor=0.4", profile="h100-sxm")
+    [ok] = [c for c in healthy.checks if c.check == "busbw"]
+    [warn] = [c for c in slow.checks if c.check == "busbw"]
+    assert ok.status.value == "pass" and "of the h100-sxm floor 180 GB/s ([datasheet]" in ok.message
+    # slow from the start: a configuration (or the assumed floor), not heat: a warning
+    assert warn.status.value == "warn" and ": as slow cold, so a configuration" in warn.message
