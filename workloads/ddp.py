@@ -53,12 +53,6 @@ PERTURBATION = 1e-3  # added to one parameter of the perturbed rank (test-only o
 SLOWDOWN = 0.5  # the slowed rank (test-only option) idles this share of each iteration more
 
 
-def synchronous(workload: str, options: WorkloadOptions, devices: int) -> bool:
-    """Whether a load's ranks join one process group: ddp always, mix with
-    ``--option mix_sync=1`` on two devices or more."""
-    return workload == "ddp" or (workload == "mix" and options.mix_sync and devices >= 2)
-
-
 def rendezvous_set() -> bool:
     """Whether the coordinator gave this process a rank to join (``DDP_ENV``)."""
     return all(k in os.environ for k in DDP_ENV)
