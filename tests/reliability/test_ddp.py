@@ -118,6 +118,34 @@ def test_a_rank_whose_replica_drifts_is_named_by_the_checksum(tmp_path, profile)
     assert not workers(os.getpid())
 
 
+def test_a_killed_rank_of_lock_step_mix_ends_the_run_keeping_every_device_s_steps(
+    tmp_path, profile
+):
+    strike = Strike(signal.SIGKILL)
+    options = {**TINY, **MIX, "mix_sync": True}
+    config = run_config(
+        tmp_path,
+        profile,
+        workload="mix",
+        ranks=2,
+        duration_s=600.0,
+        heartbeat_timeout_s=HEARTBEAT_S,
+        workload_options=options,
+    )
+    result = run(config, clock=WallClock(), on_tick=Hook(strike, after_s=1.0))
+    assert strike.at is not None and time.monotonic() - strike.at < HEARTBEAT_S + 30
+    assert not workers(os.getpid())
+    store = RunStore.open(result.run_dir)
+    outcomes = outcome_events(store)
+    assert (outcomes[1]["outcome"], outcomes[0]["outcome"]) == ("crashed", "peer lost")
+    for device in (0, 1):
+        assert len(store.sync_steps(device)["step_s"]) >= 3
+        assert set(store.work(device)) == {"gemm", "membw", "train"}
+    store.close_read()
+    build_outputs(result.run_dir)
+    assert (result.run_dir / "report.html").exists()
+
+
 def test_one_rank_skips_the_all_reduce_and_the_report_says_why(tmp_path, profile):
     result = run(_config(tmp_path, profile, ranks=1, duration_s=4.0), clock=WallClock())
     _, report = build_outputs(result.run_dir)
