@@ -23,13 +23,14 @@ from soak.analysis.checks import (
 from soak.analysis.windows import Window, window_stats
 from soak.config import Checks, Profile
 from soak.model import Event, EventKind
-from soak.units import pct, si
+from soak.units import NOT_AVAILABLE, pct, si
 
 BUSBW_FORMULA = "busbw = bytes / time x 2(n-1)/n (nccl-tests' all-reduce bus bandwidth)"
 ONE_RANK = "one rank: no all-reduce to time (nothing to reduce across)"
 # [assumed] A steady busbw this far below the cold one is the link degrading as it heats
 # (the median of a window's all-reduces of one fixed buffer varies by a few per cent).
 BUSBW_HOT_LOSS = 0.10
+CLOCK = CLOCK_OF_UNIT["token"]  # a training step scales with the SM clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +40,6 @@ class RankTiming:
     device: int
     compute_s: float | None
     wait_s: float | None
-
-
-CLOCK = CLOCK_OF_UNIT["token"]  # a training step scales with the SM clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,7 +342,7 @@ def check_busbw(
     if steady is None:
         message = f"steady all-reduce bus bandwidth not measured; {whose}"
         return [CheckResult("busbw", Status.FAIL, message)]
-    size = si(facts.allreduce_b, "B") if facts.allreduce_b else "not available"
+    size = si(facts.allreduce_b, "B") if facts.allreduce_b else NOT_AVAILABLE
     head = (
         f"steady all-reduce bus bandwidth {si(steady, 'B/s')} over {facts.ranks} ranks "
         f"({size} buffer) is {pct(steady / floor)} of {whose}; cold {si(cold, 'B/s')}"
@@ -358,6 +356,9 @@ def check_busbw(
             "lost bandwidth as it heated"
         )
         return [CheckResult("busbw", Status.FAIL, message)]
+    if hot_loss is None:
+        message = f"{head}: no cold figure to tell heat from a configuration"
+        return [CheckResult("busbw", Status.WARN, message)]
     message = (
         f"{head}: as slow cold, so a configuration (P2P or NVLink/Infinity Fabric links down, "
         "a PCIe path: see nvidia-smi topo -m / rocm-smi --showtopo) or a floor that does not "

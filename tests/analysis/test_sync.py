@@ -194,6 +194,14 @@ def test_busbw_floor_applies_only_to_the_profiles_devices_and_enough_ranks():
     assert (check.status, check.message) == (Status.PASS, f"all-reduce skipped: {ONE_RANK}")
 
 
+def test_below_the_floor_without_a_cold_busbw_only_warns():
+    [check] = check_busbw(_busbw(np.nan, 0.004), _floor(2e9), FOUR_H100)
+    assert check.status is Status.WARN
+    assert check.message.endswith(
+        "cold not available: no cold figure to tell heat from a configuration"
+    )
+
+
 def test_a_floor_without_a_steady_busbw_fails():
     facts = _busbw(0.004, np.nan)
     [check] = check_busbw(facts, _floor(2e9), FOUR_H100)
