@@ -219,9 +219,16 @@ class MixWorkload:
             "round": dict(self.rounds),
             "rounds_per_step": (self.sync_rounds or 1) if self.concurrent else self.repeats,
             "lock_step": self.ddp is not None,
-            "parts": {name: part.describe() for name, part in self.named.items()},
+            "parts": {name: self._describe(name) for name in PARTS},
             "checksum": self.checksum(),
         }
+
+    def _describe(self, name: str) -> dict[str, Any]:
+        described = self.named[name].describe()
+        if name == "train" and self.ddp is not None:  # mix sets the count, not ddp's own
+            iterations = self.sync_rounds if self.concurrent else self.repeats
+            described = {**described, "iterations_per_step": iterations}
+        return described
 
     def close(self) -> None:
         for part in self.parts:
