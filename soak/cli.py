@@ -210,8 +210,8 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive("--ranks", int),
         default=1,
         metavar="N",
-        help="--workload ddp on the CPU backend: N rank processes (gloo) sharing the CPU, "
-        "shown as N devices (default 1)",
+        help="--workload ddp (or mix, with --option mix_sync=1 for lock-step training) on the "
+        "CPU backend: N rank processes (gloo) sharing the CPU, shown as N devices (default 1)",
     )
     run.add_argument(
         "--metrics-port",
@@ -623,8 +623,13 @@ def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
                 f"--heartbeat-timeout: {args.heartbeat_timeout:g} s must exceed the "
                 f"workload's step_s of {step_s:g} s"
             )
-    if args.ranks != 1 and (args.workload != "ddp" or args.backend != "cpu"):
-        raise ConfigError("--ranks: only with --workload ddp --backend cpu")
+    lock_step = args.workload == "ddp" or (args.workload == "mix" and options.get("mix_sync"))
+    if args.ranks != 1 and (not lock_step or args.backend != "cpu"):
+        raise ConfigError(
+            "--ranks: only with --backend cpu and --workload ddp, or mix with --option mix_sync=1"
+        )
+    if args.backend == "sim" and options.get("mix_sync"):
+        raise ConfigError("--option mix_sync: the simulator does not model lock-step mix")
     if args.sim_fault and args.backend != "sim":
         raise ConfigError("--sim-fault: only with --backend sim")
     seed = args.seed

@@ -57,6 +57,8 @@ class Checks:
     ddp_straggler_fail: float = 0.10
     min_sync_retention: float = 0.95  # ddp: steady / cold server step rate
     min_busbw_Bps: float = 0.0  # ddp: all-reduce bus bandwidth floor, bytes/s; 0: none
+    min_busbw_source: str = ""  # where min_busbw_Bps comes from ([datasheet], [assumed], ...)
+    min_busbw_ranks: int = 2  # ddp: the busbw floor holds for runs of at least this many ranks
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,10 @@ def _check_value(where: str, value: Any, default: Any) -> Any:
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
         return value
     if isinstance(default, int | float):
         if isinstance(value, bool) or not isinstance(value, int | float):

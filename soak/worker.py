@@ -408,7 +408,8 @@ class WorkerPool:
             self._exchange = Exchange(group, setup_timeout_s / 2)
             self._ranks = self._exchange.share(host or socket.gethostname(), self._indices())
             self.ddp_group = group_record(group, self._ranks)
-        self._group_env = self._rendezvous() if workload == "ddp" else {}
+        # ddp, and mix with --option mix_sync=1 on two devices or more: one process group
+        self._group_env = self._rendezvous() if _synchronous(workload, options, devices) else {}
 
     # -- the Load protocol
 
@@ -750,6 +751,12 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _synchronous(workload: str, options: WorkloadOptions, devices: Sequence[DeviceInfo]) -> bool:
+    """Whether a load's ranks join one process group: ddp always, mix with
+    ``--option mix_sync=1`` on two devices or more (workloads.mix)."""
+    return workload == "ddp" or (workload == "mix" and options.mix_sync and len(devices) >= 2)
 
 
 def _dist_backend(device: DeviceInfo) -> str:

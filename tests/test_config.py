@@ -28,11 +28,21 @@ def test_sku_profiles_have_floors_with_their_sources(name):
         assert list(parts) == [workload]  # the part that runs alone in that workload
         source = profile.floor_sources[workload][workload]
         assert re.search(r"\[(datasheet|measured|assumed)\]", source), source
-    # The thresholds are the default ones: a SKU profile only adds floors, and the drift it
-    # expects (shown for comparison, never a floor).
+    # The thresholds are the default ones: a SKU profile only adds floors (its ddp bus
+    # bandwidth floor among them, with its source), and the drift it expects (shown for
+    # comparison, never a floor).
     default = load_profile(None).checks
     assert 0 < profile.checks.expected_power_drift < default.max_power_drift
-    assert dataclasses.replace(profile.checks, expected_power_drift=0.0) == default
+    assert profile.checks.min_busbw_Bps > 0
+    assert re.search(r"\[datasheet\].*\[assumed\]", profile.checks.min_busbw_source)
+    busbw = ("min_busbw_Bps", "min_busbw_source", "min_busbw_ranks")
+    own = {"expected_power_drift": 0.0} | {k: getattr(default, k) for k in busbw}
+    assert dataclasses.replace(profile.checks, **own) == default
+
+
+def test_the_mi300x_busbw_floor_holds_for_its_whole_mesh_only():
+    assert load_profile("mi300x").checks.min_busbw_ranks == 8  # fewer ranks, fewer links
+    assert load_profile("h100-sxm").checks.min_busbw_ranks == 2  # NVSwitch: any pair
 
 
 def test_our_h200_measurement_is_the_h200_floors_source():
@@ -64,6 +74,7 @@ def test_a_profile_file_is_loaded_by_path(tmp_path):
         ("[windows]\neq_checks = 2.5\n", "windows.eq_checks: expected a whole number"),
         ("[windows]\neq_check_interval_s = 0\n", "eq_check_interval_s must be >= 1"),
         ("[checks]\nrequire_equilibrium = 1\n", "expected true or false"),
+        ("[checks]\nmin_busbw_source = 3\n", "checks.min_busbw_source: expected a string"),
         ("colour = 'red'\n", "unknown key 'colour'"),
         ("device_names = 'H100'\n", "device_names: expected a list of device names"),
         ("[floors.gemm]\ngemm = 6e14\n", "floors.gemm.gemm: expected {min_rate"),

@@ -54,6 +54,8 @@ class WorkloadOptions:
     ddp_allreduce_mib: float | None = None  # ddp: timed all-reduce buffer; None: 256 GPU, 4 CPU
     ddp_allreduce_every: int = 1  # ddp: time the buffer's all-reduce every this many steps
     ddp_perturb_rank: int | None = None  # test only: this rank's parameters drift (ddp checksum)
+    ddp_slow_rank: int | None = None  # test only: this rank computes half as long again (straggler)
+    mix_sync: bool = False  # mix on 2+ devices: its training runs as lock-step ddp (docs/ddp.md)
 
     @classmethod
     def typed(cls, pairs: Iterable[tuple[str, str]]) -> dict[str, object]:
@@ -102,6 +104,7 @@ _POSITIVE_INTS = {
     "cpu_threads": 1,
     "ddp_allreduce_every": 1,
     "ddp_perturb_rank": 0,
+    "ddp_slow_rank": 0,
 }
 
 
@@ -146,7 +149,9 @@ class SyncTiming:
     ranks: int
     iterations: int
     samples: int  # sequences the whole group trained on in this step
-    compute_s: float  # forward, backward until the last gradient bucket, optimizer
+    # forward, backward until the last gradient bucket, optimizer (mix: all its parts' time
+    # at work, the training's wait left out)
+    compute_s: float
     wait_s: float  # in the gradient all-reduce after the last bucket was ready
     step_s: float  # the iterations, start to finish (compute + wait)
     straggler: int  # the rank with the longest compute_s this step

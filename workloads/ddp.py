@@ -24,12 +24,13 @@ identical, and a rank that differs from the majority fails "replicas differ afte
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -49,6 +50,12 @@ DEFAULT_TIMEOUT_S = 30.0
 DIST_BACKENDS = ("gloo", "nccl", "mpi", "ucc")
 CALIBRATE_ITERATIONS = 2
 PERTURBATION = 1e-3  # added to one parameter of the perturbed rank (test-only option)
+SLOWDOWN = 0.5  # the slowed rank (test-only option) idles this share of each iteration more
+
+
+def rendezvous_set() -> bool:
+    """Whether the coordinator gave this process a rank to join (``DDP_ENV``)."""
+    return all(k in os.environ for k in DDP_ENV)
 
 
 class PeerLost(RuntimeError):
@@ -118,6 +125,8 @@ class DdpWorkload:
         self.stop_event: threading.Event | None = None
         self.agreed_stop = threading.Event()
         self.group_ready = False
+        self._marks: list[tuple[Any, Any, Any, Any]] = []
+        self.iteration_s = 0.0  # one iteration, as calibrated at setup
 
     # -- setup
 
@@ -178,8 +187,12 @@ class DdpWorkload:
         for _ in range(CALIBRATE_ITERATIONS):
             self._iteration()
         synchronize(self.device)
-        per_iteration = (time.perf_counter() - t0) / CALIBRATE_ITERATIONS
-        count = max(1, round(self.options.step_s / per_iteration))
+        self.iteration_s = (time.perf_counter() - t0) / CALIBRATE_ITERATIONS
+        return self.agree(max(1, round(self.options.step_s / self.iteration_s)))
+
+    def agree(self, count: int) -> int:
+        """The largest ``count`` of any rank: what every rank then does (the ranks must run
+        the same number of iterations, or their gradient all-reduces would not pair)."""
         wanted = torch.tensor([count], device=self.device)
         self._collective(dist.all_reduce, wanted, op=dist.ReduceOp.MAX)
         return int(wanted.item())
@@ -201,6 +214,9 @@ class DdpWorkload:
         ready = self.clock.ready_event if self.device.type == "cuda" else self.clock.ready_s
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.options.ddp_slow_rank == self.rank:  # test only: a straggler
+            synchronize(self.device)
+            time.sleep(SLOWDOWN * max(0.0, self._seconds(start, self._mark())))
         end = self._mark()
         self.iterations_done += 1
         return start, ready, synced, end
@@ -218,54 +234,90 @@ class DdpWorkload:
         return b - a
 
     def step(self) -> StepResult:
-        try:
-            return self._step()
-        except PeerLost:
-            raise
-        except RuntimeError as exc:  # a collective inside DDP's backward
-            if _collective_error(exc):
-                raise PeerLost(f"rank {self.rank}: gradient all-reduce failed: {exc}") from exc
-            raise
-
-    def _step(self) -> StepResult:
         t0 = time.monotonic()
-        marks = [self._iteration() for _ in range(self.iterations)]
-        synchronize(self.device)
-        compute = wait = 0.0
-        for start, ready, synced, end in marks:
-            w = max(0.0, self._seconds(ready, synced))
-            wait += w
-            compute += self._seconds(start, end) - w
+        compute, wait = self.run_iterations(self.iterations)
         t_compute = time.monotonic()
-        self.steps += 1
-        allreduce_s = self._timed_allreduce()
-        stop = self.stop_event is not None and self.stop_event.is_set()
-        mine = torch.tensor([compute, wait, float(stop)], dtype=torch.float64)
-        everyone = self._gather(mine)
-        if any(row[2] for row in everyone):
-            self.agreed_stop.set()  # every rank leaves after this same step
-        checks = self._check_replicas() if self._replica_step() else ()
+        sync, checks = self.end_step(self.iterations, compute, wait, t_compute - t0)
         t1 = time.monotonic()
         # This rank's tokens at its own compute pace (the step's time without the wait for
         # slower ranks): the per-device tables judge each device's own speed; the lock-step
         # rate of the whole server is in ``sync`` (the server row).
         tokens = float(self.iterations * self.shape.tokens_per_step)
         tokens *= (t_compute - t0) / compute if compute > 0 else 1.0
+        return StepResult(t0, t1, (PartWork(self.name, tokens, self.unit),), checks, sync)
+
+    # -- the parts of a step, which mix (--option mix_sync=1) also runs
+
+    @property
+    def tokens_per_iteration(self) -> int:
+        return self.shape.tokens_per_step
+
+    def run_iterations(self, count: int) -> tuple[float, float]:
+        """``count`` iterations, finished: this rank's compute and wait over them (s)."""
+        self.enqueue(count)
+        with self._peer_errors():
+            synchronize(self.device)
+        return self.take_timing()
+
+    def enqueue(self, count: int) -> float:
+        """Queue ``count`` iterations on the current stream (run them, on a CPU); their
+        tokens. ``take_timing`` reads their compute and wait once they have finished."""
+        with self._peer_errors():
+            self._marks.extend(self._iteration() for _ in range(count))
+        return float(count * self.shape.tokens_per_step)
+
+    def take_timing(self) -> tuple[float, float]:
+        """Compute and wait (s) summed over the iterations queued since the last call."""
+        compute = wait = 0.0
+        for start, ready, synced, end in self._marks:
+            w = max(0.0, self._seconds(ready, synced))
+            wait += w
+            compute += self._seconds(start, end) - w
+        self._marks = []
+        return compute, wait
+
+    def end_step(
+        self, iterations: int, own_s: float, wait_s: float, step_s: float
+    ) -> tuple[SyncTiming, tuple[Verification, ...]]:
+        """What ends every synchronous step, on every rank: the timed all-reduce, one
+        all-gather of every rank's own time (the longest is the step's straggler) and stop
+        flag, and the replica check when due. ``own_s``: this rank's time at work in the
+        step (all but ``wait_s``); ``step_s``: the step, start to the last iteration's end."""
+        self.steps += 1
+        allreduce_s = self._timed_allreduce()
+        stop = self.stop_event is not None and self.stop_event.is_set()
+        mine = torch.tensor([own_s, wait_s, float(stop)], dtype=torch.float64)
+        everyone = self._gather(mine)
+        if any(row[2] for row in everyone):
+            self.agreed_stop.set()  # every rank leaves after this same step
+        checks = self._check_replicas() if self._replica_step() else ()
         computes = tuple(row[0] for row in everyone)
         sync = SyncTiming(
             rank=self.rank,
             ranks=self.world,
-            iterations=self.iterations,
-            samples=self.iterations * self.shape.batch * self.world,
-            compute_s=compute,
-            wait_s=wait,
-            step_s=t_compute - t0,
+            iterations=iterations,
+            samples=iterations * self.shape.batch * self.world,
+            compute_s=own_s,
+            wait_s=wait_s,
+            step_s=step_s,
             straggler=max(range(self.world), key=computes.__getitem__),
             rank_compute_s=computes,
             allreduce_b=self.buffer.numel() * 4 if allreduce_s is not None else None,
             allreduce_s=allreduce_s,
         )
-        return StepResult(t0, t1, (PartWork(self.name, tokens, self.unit),), checks, sync)
+        return sync, checks
+
+    @contextlib.contextmanager
+    def _peer_errors(self) -> Iterator[None]:
+        """A collective inside DDP's backward that failed: PeerLost."""
+        try:
+            yield
+        except PeerLost:
+            raise
+        except RuntimeError as exc:
+            if _collective_error(exc):
+                raise PeerLost(f"rank {self.rank}: gradient all-reduce failed: {exc}") from exc
+            raise
 
     def _timed_allreduce(self) -> float | None:
         """Seconds of one all-reduce of the fixed buffer, every ``allreduce_every`` steps;

@@ -19,7 +19,7 @@ from soak.analysis.checks import (
 from soak.analysis.diagnosis import diagnose, peers_of
 from soak.analysis.equilibrium import Equilibrium, Series, detect
 from soak.analysis.noise import Noise, noise
-from soak.analysis.sync import SyncFacts, sync_checks, sync_facts
+from soak.analysis.sync import SyncFacts, split_loss, sync_checks, sync_facts
 from soak.analysis.windows import (
     Window,
     WindowStats,
@@ -414,7 +414,8 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         spans[info.index] = (start, end)
     sync = _sync_facts(data, all_facts, spans, profile)
     checks = run_checks(all_facts, profile) + cross_device_checks(events)
-    checks += sync_checks(sync, events, profile.checks)
+    names = {f.index: f.name for f in all_facts}
+    checks += sync_checks(sync, events, profile, names)
     server_checks = [c for c in checks if c.device is None]
     peers = peers_of(all_facts)
     for info, facts in zip(infos, all_facts, strict=True):
@@ -477,7 +478,7 @@ def _sync_facts(
 ) -> SyncFacts | None:
     """The server's synchronous steps over the server's windows: cold from the first load
     start, steady after the last device's equilibrium (every device must have reached it),
-    else the end of the run."""
+    else the end of the run; the loss split by cause with the pace setter's clocks."""
     starts = [s for s, _ in spans.values() if s is not None]
     ends = [e for _, e in spans.values() if e is not None]
     if not data.server_steps or not starts or not ends:
@@ -486,12 +487,13 @@ def _sync_facts(
     times = [f.equilibrium.time_s if f.equilibrium else None for f in facts]
     eq = max(times) if times and all(t is not None for t in times) else None
     windows = profile.windows
-    return sync_facts(
+    sync = sync_facts(
         data.server_steps,
         data.sync_steps,
         cold_window(start, windows),
         steady_window(eq, start, end, windows),
     )
+    return split_loss(sync, data.telemetry, profile) if sync is not None else None
 
 
 def _stop_reason(stop: StopRecord | None) -> StopReason | str:

@@ -179,10 +179,12 @@ def retention_split(
     late_clock = late.median.get(key) if key else None
     if not cold_clock or late_clock is None:
         return RetentionSplit(ratio, 0.0, 0.0, max(0.0, 1.0 - ratio))
-    return _split(ratio, late_clock / cold_clock, late, profile)
+    return split_by_cause(ratio, late_clock / cold_clock, late, profile)
 
 
-def _split(ratio: float, clock_ratio: float, late: WindowStats, profile: Profile) -> RetentionSplit:
+def split_by_cause(
+    ratio: float, clock_ratio: float, late: WindowStats, profile: Profile
+) -> RetentionSplit:
     """Split a late/cold ``ratio`` whose clock fell to ``clock_ratio`` of cold by cause."""
     clock_loss = max(0.0, 1.0 - clock_ratio)
     per_clock_loss = max(0.0, 1.0 - ratio / clock_ratio) if clock_ratio > 0 else 1.0
@@ -223,7 +225,7 @@ def _clock_retention(
     clock = late.median.get("sm_clock_mhz") if late else None
     if not cold or clock is None or late is None:
         return [_not_checked("clock_retention", f"{label} SM clock", f, "sm_clock_mhz")]
-    split = _split(clock / cold, clock / cold, late, profile)
+    split = split_by_cause(clock / cold, clock / cold, late, profile)
     checks = profile.checks
     text = (
         f"{label} SM clock {clock:.0f} MHz is {pct(split.ratio)} of cold {cold:.0f} MHz "
@@ -589,12 +591,18 @@ def check_power_limit(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     return [CheckResult("power_limit", Status.WARN, message, f.index)]
 
 
+def profile_applies(name: str, profile: Profile) -> bool:
+    """Whether a device of this name is one a SKU profile is for (any, for a profile that
+    names none); the simulator's "(simulated)" suffix is left out."""
+    if not profile.device_names:
+        return True
+    name = name.removesuffix(" (simulated)").strip().casefold()
+    return any(name == n.casefold() for n in profile.device_names)
+
+
 def check_profile_applies(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     """A SKU profile names the devices its floors are for; on another device they mislead."""
-    if not profile.device_names:
-        return []
-    name = f.name.removesuffix(" (simulated)").strip().casefold()
-    if any(name == n.casefold() for n in profile.device_names):
+    if profile_applies(f.name, profile):
         return []
     message = (
         f"profile {profile.name} is for {' / '.join(profile.device_names)}, "

@@ -8,17 +8,29 @@ Pure functions over the stored ``server_steps`` and per-device ``sync_steps`` se
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from soak.analysis.checks import CheckResult, Status
-from soak.analysis.windows import Window
-from soak.config import Checks
+from soak.analysis.checks import (
+    CLOCK_OF_UNIT,
+    CheckResult,
+    RetentionSplit,
+    Status,
+    profile_applies,
+    split_by_cause,
+)
+from soak.analysis.windows import Window, window_stats
+from soak.config import Checks, Profile
 from soak.model import Event, EventKind
+from soak.units import NOT_AVAILABLE, pct, si
 
 BUSBW_FORMULA = "busbw = bytes / time x 2(n-1)/n (nccl-tests' all-reduce bus bandwidth)"
 ONE_RANK = "one rank: no all-reduce to time (nothing to reduce across)"
+# [assumed] A steady busbw this far below the cold one is the link degrading as it heats
+# (the median of a window's all-reduces of one fixed buffer varies by a few per cent).
+BUSBW_HOT_LOSS = 0.10
+CLOCK = CLOCK_OF_UNIT["token"]  # a training step scales with the SM clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +40,19 @@ class RankTiming:
     device: int
     compute_s: float | None
     wait_s: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SyncSplit:
+    """The server's step-rate loss split by cause (as per-device retention splits a
+    device's), from the clocks and throttle reasons of the device that set the pace.
+    ``missing`` says why all of the loss is unexplained, where it is."""
+
+    device: int | None
+    split: RetentionSplit
+    cold_clock_mhz: float | None = None
+    steady_clock_mhz: float | None = None
+    missing: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +72,7 @@ class SyncFacts:
     busbw_note: str  # the formula, or why there is none
     cold_window: Window | None = None  # the server's windows the figures are over
     steady_window: Window | None = None
+    split: SyncSplit | None = None  # the loss by cause (split_loss); None: not split
 
     @property
     def loss(self) -> float | None:
@@ -168,6 +194,49 @@ def sync_facts(
     )
 
 
+def split_loss(
+    facts: SyncFacts, telemetry: Mapping[int, Mapping[str, np.ndarray]], profile: Profile
+) -> SyncFacts:
+    """``facts`` with the server's loss split by cause: the pace setter's steady / cold SM
+    clock and its steady throttle reasons decide, as for a device's own retention (power
+    pinned and no thermal reason: power-capped drift; thermal slowdown; the rest, and all
+    of it where the clock was not read, unexplained)."""
+    if facts.loss is None:
+        return facts
+    ratio = 1.0 - facts.loss
+    device = facts.pace_setter
+    tele = telemetry.get(device) if device is not None else None
+    if device is None or tele is None or not len(tele.get("t_s", ())):
+        missing = "no device set the pace" if device is None else f"device {device}: no telemetry"
+        return replace(facts, split=_unexplained(device, ratio, missing))
+    if facts.cold_window is None or facts.steady_window is None:
+        return replace(facts, split=_unexplained(device, ratio, "no cold and steady windows"))
+    cold = window_stats(facts.cold_window, dict(tele), {})
+    steady = window_stats(facts.steady_window, dict(tele), {})
+    cold_clock, steady_clock = cold.median.get(CLOCK), steady.median.get(CLOCK)
+    if not cold_clock or steady_clock is None:
+        missing = f"device {device}'s SM clock not available"
+        return replace(facts, split=_unexplained(device, ratio, missing))
+    split = _of_loss(split_by_cause(ratio, steady_clock / cold_clock, steady, profile))
+    return replace(facts, split=SyncSplit(device, split, cold_clock, steady_clock))
+
+
+def _of_loss(split: RetentionSplit) -> RetentionSplit:
+    """The split as shares of the server's loss, adding up to it: a clock loss larger than
+    the step-rate loss (a step is not all compute, nor its compute all clock-bound) explains
+    all of the loss, never more."""
+    loss = max(0.0, 1.0 - split.ratio)
+    drift = min(split.drift, loss)
+    thermal = min(split.thermal, loss - drift)
+    return RetentionSplit(split.ratio, drift, thermal, loss - drift - thermal)
+
+
+def _unexplained(device: int | None, ratio: float, missing: str) -> SyncSplit:
+    return SyncSplit(
+        device, RetentionSplit(ratio, 0.0, 0.0, max(0.0, 1.0 - ratio)), None, None, missing
+    )
+
+
 # ----------------------------------------------------------------------------- checks
 
 
@@ -193,16 +262,37 @@ def check_straggler(facts: SyncFacts, limits: Checks) -> list[CheckResult]:
 
 
 def check_sync_retention(facts: SyncFacts, limits: Checks) -> list[CheckResult]:
-    """The server's steady step rate against its cold one."""
+    """The server's steady step rate against its cold one, its loss judged by cause as a
+    device's retention is: the power-capped drift only past ``max_power_drift``, thermal
+    slowdown and the unexplained rest by ``min_sync_retention``. An unsplit loss is all
+    unexplained."""
     if facts.loss is None:
         return [CheckResult("sync_retention", Status.WARN, "server step rate: not measured")]
-    retention = 1.0 - facts.loss
-    message = (
-        f"{facts.explanation()} (retention {retention * 100:.1f} %, floor "
-        f"{limits.min_sync_retention * 100:g} %)"
+    ratio = 1.0 - facts.loss
+    split = (
+        facts.split.split if facts.split else RetentionSplit(ratio, 0.0, 0.0, max(0.0, facts.loss))
     )
-    status = Status.PASS if retention >= limits.min_sync_retention else Status.FAIL
-    return [CheckResult("sync_retention", status, message)]
+    floor, drift_floor = limits.min_sync_retention, limits.max_power_drift
+    message = f"{facts.explanation()}; {_causes(facts, split, drift_floor)}; floor {pct(floor, 0)}"
+    message += f" for thermal and unexplained loss (retention {pct(ratio)}"
+    if split.drift:
+        message += f", {pct(split.strict_ratio)} without the drift"
+    message += ")"
+    ok = split.drift <= drift_floor and split.strict_ratio >= floor
+    return [CheckResult("sync_retention", Status.PASS if ok else Status.FAIL, message)]
+
+
+def _causes(facts: SyncFacts, split: RetentionSplit, drift_floor: float) -> str:
+    """The loss by cause, with whose clocks split it (or why nothing did)."""
+    s = facts.split
+    if s is None or s.missing:
+        why = s.missing if s and s.missing else "not split by cause"
+        return f"{why}: all {pct(split.unexplained)} unexplained"
+    clocks = f"device {s.device}'s SM clock {s.cold_clock_mhz:.0f} → {s.steady_clock_mhz:.0f} MHz"
+    return (
+        f"by {clocks}: {pct(split.drift)} power-capped drift (floor {pct(drift_floor, 0)}), "
+        f"{pct(split.thermal)} thermal slowdown, {pct(split.unexplained)} unexplained"
+    )
 
 
 def replica_checks(events: Sequence[Event]) -> list[CheckResult]:
@@ -217,30 +307,76 @@ def replica_checks(events: Sequence[Event]) -> list[CheckResult]:
     return [CheckResult("replicas", Status.FAIL, d, device) for device, d in sorted(first.items())]
 
 
-def check_busbw(facts: SyncFacts, limits: Checks) -> list[CheckResult]:
-    """The steady all-reduce bus bandwidth against the profile's floor (none by default)."""
+def check_busbw(
+    facts: SyncFacts, profile: Profile, names: Mapping[int, str] | None = None
+) -> list[CheckResult]:
+    """The steady all-reduce bus bandwidth against the profile's floor (none by default),
+    where the ranks are the profile's devices. The floors are datasheet link rates times an
+    assumed efficiency, not measurements: below one only warns, unless the link also lost
+    more than ``BUSBW_HOT_LOSS`` from cold to steady (evidence of the server, not of the
+    assumption), which fails."""
     if facts.ranks < 2:
         return [CheckResult("busbw", Status.PASS, f"all-reduce skipped: {ONE_RANK}")]
-    floor = limits.min_busbw_Bps
-    steady = facts.busbw_steady
+    checks = profile.checks
+    floor = checks.min_busbw_Bps
     if not floor:
         return []
+    source = f" ({checks.min_busbw_source})" if checks.min_busbw_source else ""
+    whose = f"the {profile.name} floor {si(floor, 'B/s')}{source}"
+    ranks = [r.device for r in facts.steady]
+    others = sorted({names.get(d, "unknown") for d in ranks} if names is not None else set())
+    others = [n for n in others if not profile_applies(n, profile)]
+    if others:
+        message = (
+            f"all-reduce bus bandwidth not judged: {whose} is for "
+            f"{' / '.join(profile.device_names)}, the ranks include {', '.join(others)}"
+        )
+        return [CheckResult("busbw", Status.NOT_CHECKED, message)]
+    if facts.ranks < checks.min_busbw_ranks:
+        message = (
+            f"all-reduce bus bandwidth not judged: {whose} holds for {checks.min_busbw_ranks} "
+            f"ranks or more, this run has {facts.ranks}"
+        )
+        return [CheckResult("busbw", Status.NOT_CHECKED, message)]
+    steady, cold = facts.busbw_steady, facts.busbw_cold
     if steady is None:
-        message = f"steady all-reduce bus bandwidth not measured; floor {floor / 1e9:.3g} GB/s"
+        message = f"steady all-reduce bus bandwidth not measured; {whose}"
         return [CheckResult("busbw", Status.FAIL, message)]
-    message = (
-        f"steady all-reduce bus bandwidth {steady / 1e9:.3g} GB/s is {steady / floor * 100:.1f} "
-        f"% of the floor {floor / 1e9:.3g} GB/s"
+    size = si(facts.allreduce_b, "B") if facts.allreduce_b else NOT_AVAILABLE
+    head = (
+        f"steady all-reduce bus bandwidth {si(steady, 'B/s')} over {facts.ranks} ranks "
+        f"({size} buffer) is {pct(steady / floor)} of {whose}; cold {si(cold, 'B/s')}"
     )
-    return [CheckResult("busbw", Status.PASS if steady >= floor else Status.FAIL, message)]
+    if steady >= floor:
+        return [CheckResult("busbw", Status.PASS, head)]
+    hot_loss = 1.0 - steady / cold if cold else None
+    if hot_loss is not None and hot_loss > BUSBW_HOT_LOSS:
+        message = (
+            f"{head}: {pct(hot_loss)} below cold (limit {pct(BUSBW_HOT_LOSS, 0)}), the link "
+            "lost bandwidth as it heated"
+        )
+        return [CheckResult("busbw", Status.FAIL, message)]
+    if hot_loss is None:
+        message = f"{head}: no cold figure to tell heat from a configuration"
+        return [CheckResult("busbw", Status.WARN, message)]
+    message = (
+        f"{head}: as slow cold, so a configuration (P2P or NVLink/Infinity Fabric links down, "
+        "a PCIe path: see nvidia-smi topo -m / rocm-smi --showtopo) or a floor that does not "
+        "fit this server"
+    )
+    return [CheckResult("busbw", Status.WARN, message)]
 
 
 def sync_checks(
-    facts: SyncFacts | None, events: Sequence[Event], limits: Checks
+    facts: SyncFacts | None,
+    events: Sequence[Event],
+    profile: Profile,
+    names: Mapping[int, str] | None = None,
 ) -> list[CheckResult]:
-    """Every synchronous-training check of a run."""
+    """Every synchronous-training check of a run; ``names``: each device's name, to tell
+    whether the ranks are the devices the profile's bus bandwidth floor is for."""
     out = replica_checks(events)
     if facts is not None:
-        out += check_straggler(facts, limits) + check_sync_retention(facts, limits)
-        out += check_busbw(facts, limits)
+        out += check_straggler(facts, profile.checks) + check_sync_retention(facts, profile.checks)
+        out += check_busbw(facts, profile, names)
     return out

@@ -99,6 +99,8 @@ CHECK_MEANINGS = {
     "ddp_straggler_fail": "ddp: its compute time above the median rank's that fails",
     "min_sync_retention": "ddp: steady / cold server step rate at least",
     "min_busbw_Bps": "ddp: all-reduce bus bandwidth floor (B/s; 0: none)",
+    "min_busbw_source": "ddp: where the bus bandwidth floor comes from",
+    "min_busbw_ranks": "ddp: the bus bandwidth floor holds for at least this many ranks",
 }
 
 NOTABLE_EVENTS = frozenset(

@@ -24,6 +24,7 @@ def ddp_summary(sync: SyncFacts | None) -> dict[str, Any] | None:
         "pace_setter": sync.pace_setter,
         "pace_share": {str(d): s for d, s in sorted(sync.pace_share.items())},
         "explanation": sync.explanation(),
+        "loss_split": _loss_split(sync),
         "ranks_timing": [
             {
                 "device": r.device,
@@ -38,6 +39,21 @@ def ddp_summary(sync: SyncFacts | None) -> dict[str, Any] | None:
         "busbw_cold_Bps": sync.busbw_cold,
         "busbw_steady_Bps": sync.busbw_steady,
         "busbw_note": sync.busbw_note,
+    }
+
+
+def _loss_split(sync: SyncFacts) -> dict[str, Any] | None:
+    s = sync.split
+    if s is None:
+        return None
+    return {
+        "device": s.device,
+        "power_capped_drift": s.split.drift,
+        "thermal": s.split.thermal,
+        "unexplained": s.split.unexplained,
+        "cold_sm_clock_mhz": s.cold_clock_mhz,
+        "steady_sm_clock_mhz": s.steady_clock_mhz,
+        "missing": s.missing or None,
     }
 
 

@@ -5,9 +5,12 @@ all-reduce."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
 import pytest
 
-from soak.analysis.analyze import analyze
+from soak.analysis.analyze import RunData, analyze, analyze_run
 from soak.config import RunConfig, load_profile
 from soak.runner import Runner, run
 from soak.store import RunStore
@@ -15,7 +18,14 @@ from soak.store import RunStore
 pytestmark = pytest.mark.slow
 
 
-def _run(tmp_path, minutes: float, *faults: str, seed: int = 1):
+def _run(
+    tmp_path,
+    minutes: float,
+    *faults: str,
+    seed: int = 1,
+    unread_clock_of_setter=False,
+    profile: str | None = None,
+):
     loads = []
 
     def keep(runner: Runner, _progress) -> None:
@@ -33,9 +43,22 @@ def _run(tmp_path, minutes: float, *faults: str, seed: int = 1):
     )
     result = run(config, on_tick=keep)
     store = RunStore.open(result.run_dir)
-    analysis = analyze(store, load_profile(None))
+    analysis = analyze(store, load_profile(profile))
+    data = RunData.from_store(store)
     store.close_read()
+    if unread_clock_of_setter:  # the same run, the pace setter's SM clock never read
+        setter = analysis.sync.pace_setter
+        tele = dict(
+            data.telemetry[setter], sm_clock_mhz=np.full_like(data.telemetry[setter]["t_s"], np.nan)
+        )
+        data = dataclasses.replace(data, telemetry={**data.telemetry, setter: tele})
+        analysis = analyze_run(data, load_profile(None))
     return analysis, loads[0].sync
+
+
+def _retention(analysis):
+    [check] = [c for c in analysis.checks if c.check == "sync_retention"]
+    return check
 
 
 def test_an_airflow_fault_names_its_device_the_straggler_and_the_loss_matches_the_truth(
@@ -52,6 +75,35 @@ def test_an_airflow_fault_names_its_device_the_straggler_and_the_loss_matches_th
     assert sync.loss == pytest.approx(truth, abs=0.01)
     straggler = [c for c in analysis.checks if c.check == "straggler"]
     assert [(c.device, c.status.value) for c in straggler] == [(3, "warn")]
+    # the loss splits by device 3's clocks and reasons: thermal slowdown, all of it
+    retention = _retention(analysis)
+    assert retention.status.value == "fail"
+    assert sync.split.device == 3 and sync.split.split.thermal == pytest.approx(sync.loss)
+    assert "by device 3's SM clock" in retention.message
+    assert f"0.0 % power-capped drift (floor 8 %), {sync.loss * 100:.1f} % thermal" in (
+        retention.message
+    )
+
+
+def test_a_healthy_servers_loss_is_power_capped_drift_and_passes(tmp_path):
+    analysis, _ = _run(tmp_path, 20)
+    sync, retention = analysis.sync, _retention(analysis)
+    assert sync.loss > 0.01  # the server is slower hot: there is a loss to split
+    assert sync.split.split.drift == pytest.approx(sync.loss)
+    assert retention.status.value == "pass"
+    assert f"{sync.loss * 100:.1f} % power-capped drift (floor 8 %)" in retention.message
+
+
+def test_without_the_pace_setters_clock_the_loss_is_unexplained(tmp_path):
+    faulted, _ = _run(tmp_path / "a", 40, "airflow:gpu=3:factor=2.2", unread_clock_of_setter=True)
+    retention = _retention(faulted)
+    assert retention.status.value == "fail"
+    assert "device 3's SM clock not available: all " in retention.message
+    healthy, _ = _run(tmp_path / "h", 20, unread_clock_of_setter=True)
+    split = healthy.sync.split
+    # the whole loss is judged by the strict floor: what passes here passes without a cause
+    assert split.missing and split.split.unexplained == pytest.approx(healthy.sync.loss)
+    assert split.split.drift == 0 and split.split.thermal == 0
 
 
 def test_a_link_fault_slows_the_all_reduce_and_no_fault_blames_no_device(tmp_path):
@@ -59,3 +111,13 @@ def test_a_link_fault_slows_the_all_reduce_and_no_fault_blames_no_device(tmp_pat
     healthy, _ = _run(tmp_path / "none", 3)
     assert analysis.sync.busbw_cold == pytest.approx(healthy.sync.busbw_cold * 0.5, rel=0.02)
     assert not [c for c in healthy.checks if c.check == "straggler" and c.status.value != "pass"]
+
+
+def test_the_h100_busbw_floor_passes_a_healthy_link_and_warns_on_a_slow_one(tmp_path):
+    healthy, _ = _run(tmp_path / "ok", 3, profile="h100-sxm")
+    slow, _ = _run(tmp_path / "slow", 3, "link:gpu=2:factor=0.4", profile="h100-sxm")
+    [ok] = [c for c in healthy.checks if c.check == "busbw"]
+    [warn] = [c for c in slow.checks if c.check == "busbw"]
+    assert ok.status.value == "pass" and "of the h100-sxm floor 180 GB/s ([datasheet]" in ok.message
+    # slow from the start: a configuration (or the assumed floor), not heat: a warning
+    assert warn.status.value == "warn" and ": as slow cold, so a configuration" in warn.message

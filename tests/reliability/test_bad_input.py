@@ -34,6 +34,7 @@ BAD_FLAGS = {
     "heartbeat within a step": (["--backend", "cpu", "--heartbeat-timeout", "0.5"], "step_s"),
     "ranks without ddp": (["--backend", "cpu", "--ranks", "2"], "--ranks"),
     "zero ranks": (["--ranks", "0"], "--ranks"),
+    "lock-step mix on the sim": (["--workload", "mix", "--option", "mix_sync=1"], "mix_sync"),
 }
 
 

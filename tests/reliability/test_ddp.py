@@ -10,6 +10,7 @@ import os
 import signal
 import time
 
+import numpy as np
 import pytest
 
 from soak.clock import WallClock
@@ -117,6 +118,34 @@ def test_a_rank_whose_replica_drifts_is_named_by_the_checksum(tmp_path, profile)
     assert not workers(os.getpid())
 
 
+def test_a_killed_rank_of_lock_step_mix_ends_the_run_keeping_every_device_s_steps(
+    tmp_path, profile
+):
+    strike = Strike(signal.SIGKILL)
+    options = {**TINY, **MIX, "mix_sync": True}
+    config = run_config(
+        tmp_path,
+        profile,
+        workload="mix",
+        ranks=2,
+        duration_s=600.0,
+        heartbeat_timeout_s=HEARTBEAT_S,
+        workload_options=options,
+    )
+    result = run(config, clock=WallClock(), on_tick=Hook(strike, after_s=1.0))
+    assert strike.at is not None and time.monotonic() - strike.at < HEARTBEAT_S + 30
+    assert not workers(os.getpid())
+    store = RunStore.open(result.run_dir)
+    outcomes = outcome_events(store)
+    assert (outcomes[1]["outcome"], outcomes[0]["outcome"]) == ("crashed", "peer lost")
+    for device in (0, 1):
+        assert len(store.sync_steps(device)["step_s"]) >= 3
+        assert set(store.work(device)) == {"gemm", "membw", "train"}
+    store.close_read()
+    build_outputs(result.run_dir)
+    assert (result.run_dir / "report.html").exists()
+
+
 def test_one_rank_skips_the_all_reduce_and_the_report_says_why(tmp_path, profile):
     result = run(_config(tmp_path, profile, ranks=1, duration_s=4.0), clock=WallClock())
     _, report = build_outputs(result.run_dir)
@@ -128,4 +157,53 @@ def test_one_rank_skips_the_all_reduce_and_the_report_says_why(tmp_path, profile
     html = report.read_text()
     assert "all-reduce bus bandwidth: skipped (one rank: no all-reduce to time" in html
     assert "synchronous step rate" in html
+    assert not workers(os.getpid())
+
+
+MIX = {"gemm_n": 64, "gemm_ring": 4, "membw_bytes": 1 << 20, "train_loader_workers": 0}
+
+
+def test_lock_step_mix_keeps_each_devices_rates_its_own_with_a_slow_rank(tmp_path, profile):
+    # mix_sync: the training part is the ddp step; rank 1 computes half as long again, so
+    # rank 0 waits for it every step. Rank 0's rates must not carry that wait.
+    options = {**TINY, **MIX, "mix_sync": True, "ddp_slow_rank": 1, "step_s": 0.2}
+    config = run_config(
+        tmp_path,
+        profile,
+        workload="mix",
+        ranks=2,
+        duration_s=8.0,
+        heartbeat_timeout_s=HEARTBEAT_S,
+        workload_options=options,
+    )
+    result = run(config, clock=WallClock())
+    store = RunStore.open(result.run_dir)
+    assert {d: o["outcome"] for d, o in outcome_events(store).items()} == {0: "ok", 1: "ok"}
+    server = store.server_steps()
+    assert len(server["samples"]) >= 5  # the server row's steps, as for ddp
+    assert np.mean(server["straggler"] == 1) > 0.8  # the slow rank sets the pace
+    steps = {d: store.sync_steps(d) for d in (0, 1)}
+    waited = {d: float(np.sum(s["wait_s"])) / float(np.sum(s["step_s"])) for d, s in steps.items()}
+    assert waited[0] > 0.1 and waited[0] > waited[1]  # rank 0 waits for rank 1
+
+    def train_rate(device: int) -> float:
+        w = store.work(device)["train"]
+        return float(np.sum(w["work"]) / np.sum(w["t_end_s"] - w["t_start_s"]))
+
+    def lock_step_rate(device: int) -> float:  # the training tokens over their whole block
+        w = store.work(device)["train"]
+        spans = w["t_end_s"] - w["t_start_s"]
+        raw = w["work"] * (spans - steps[device]["wait_s"]) / spans  # the wait put back
+        return float(np.sum(raw) / np.sum(spans))
+
+    # rank 0's training rate is its own pace: well above what it did with the waiting
+    # counted in, and above the slow rank's (which computes 1.5 times as long)
+    rates = (train_rate(0), lock_step_rate(0), train_rate(1))
+    assert rates[0] > 1.15 * rates[1], rates
+    assert rates[0] > 1.2 * rates[2], rates
+    store.close_read()
+    build_outputs(result.run_dir)
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    ddp = summary["server"]["ddp"]
+    assert ddp is not None and ddp["ranks"] == 2 and ddp["pace_setter"] == 1
     assert not workers(os.getpid())

@@ -3,7 +3,9 @@ bite."""
 
 from __future__ import annotations
 
-from soak.worker import _Channel, _SampleBatch
+import pytest
+
+from soak.worker import _Channel, _SampleBatch, free_port
 from tests.workloads.sizes import on_cpu
 from workloads import WorkloadOptions
 from workloads.mix import MixWorkload
@@ -45,3 +47,26 @@ def test_on_a_cpu_each_part_is_timed_on_its_own(tiny: WorkloadOptions) -> None:
     batch.add(result, [])
     stored = {row[2]: (row[0], row[1]) for row in batch._rows}
     assert stored == {p.part: (p.t_start, p.t_end) for p in result.parts}
+
+
+def test_lock_step_mix_ends_each_step_as_a_ddp_step(tiny: WorkloadOptions, monkeypatch) -> None:
+    # One gloo rank in this process: the training part is the ddp step, the step carries
+    # its sync timing, and the counts every rank must share are the ones the step ran.
+    env = {"SOAK_DDP_RANK": "0", "SOAK_DDP_WORLD": "1", "SOAK_DDP_ADDR": "127.0.0.1"}
+    for key, value in {**env, "SOAK_DDP_PORT": str(free_port())}.items():
+        monkeypatch.setenv(key, value)
+    mix = on_cpu(MixWorkload, tiny, mix_sync=True)
+    try:
+        result = mix.step()
+        assert mix.ddp is not None and result.sync is not None
+        sync = result.sync
+        assert (sync.ranks, sync.iterations, sync.straggler) == (1, mix.repeats, 0)
+        assert sync.allreduce_s is None  # one rank: nothing to all-reduce
+        assert sync.compute_s + sync.wait_s == pytest.approx(sync.step_s)
+        assert {p.part for p in result.parts} == {"gemm", "membw", "train"}
+        described = mix.describe()
+        assert described["lock_step"] is True
+        assert described["parts"]["train"]["iterations_per_step"] == mix.repeats
+    finally:
+        mix.close()
+    assert on_cpu(MixWorkload, tiny, mix_sync=False).ddp is None
