@@ -74,9 +74,7 @@ def test_an_interrupted_run_is_an_error_not_a_pass(faulty_run, tmp_path):
     assert int(root.get("errors")) == 1
 
 
-def test_a_run_whose_duration_was_never_recorded_has_no_time_rather_than_zero(
-    faulty_run, tmp_path
-):
+def test_a_run_whose_duration_was_never_recorded_has_no_time_rather_than_zero(faulty_run, tmp_path):
     run_dir = copy_run(faulty_run, tmp_path / "run")
     set_meta(run_dir, "stop", {"reason": "error", "detail": "coordinator lost"})
     build_outputs(run_dir)
