@@ -9,7 +9,9 @@ one-sided confidence, its level moved less than its tolerance from A to B:
 
 (the equivalence half of a two one-sided tests procedure: the burden of proof lies on
 "settled", so noise can only make equilibrium later, never earlier; a false PASS is the worst
-bug soak can have). The device is at equilibrium once its basis signal — temperature; power
+bug soak can have). On the 5-min scale the newer window must also be flat on its own: its
+halves B₁, B₂ agree by the same test (``|B₂ − B₁| + t·se < tolerance``, "**B**" below).
+The device is at equilibrium once its basis signal — temperature; power
 where temperature cannot be read — and every measured SM clock and throughput part pass
 together, at ``eq_checks`` of the checks made within one window's time. Requiring clocks and
 throughput to have stopped as well keeps a plateau that throttling makes (temperature pinned
@@ -76,6 +78,17 @@ the data can refute:
   tolerance is A₁ or A₂, the date is A's centre (``t_check − 1.5·W``): for a monotone convex
   approach the value at A's centre is no farther from the kept level than A's mean, which the
   passing check put within the tolerance of B.
+
+**B.** Two windows can agree while neither is settled: a hump (the reading rises onto a
+plateau in A and starts to fall off it in B, as when the fans' late catch-up and their hunt
+in opposite phase hold the simulator's die flat 2 °C above its settling point for six
+minutes) gives A and B the same mean. B's halves then disagree, and a check on the 5-min
+scale whose B still moves does not pass (before issue 13's second pass such a check passed
+and was dated at A | B: the simulator's H100, seed 1, at 461 s with the die 2.5 °C above
+where it settles; V100 .42 GPU2 and GPU3 at −1.9 and −1.7 min of the reference, now +1.3
+and +0.6). A fan cycle as wide as the tolerance (period 2W) never has both A ≈ B and B flat
+on the 5-min scale (A − B ∝ cos φ, B₂ − B₁ ∝ sin φ, each up to 4a/π), so it passes on the
+10-min scale ("Cycles"), after 20 min of load, dated no earlier than that scale's A | B.
 
 The device's date is the latest of its signals' dates. Why not A's centre whenever B is flat:
 a fan cycle of period near 2W (the simulator's fans hunt ±1 °C over 10 min) lowers one
@@ -173,10 +186,11 @@ class Drift:
         if self.change is None or self.noise is None:
             return f"{self.signal}: {self.note}"
         minutes = f"{window_s / 60:g}-min"
-        return (
+        moved = (
             f"{self.signal} moved {self.change:+.2f} {self.unit} (± {self.noise:.2f}) between "
             f"the last two {minutes} windows; tolerance {self.tolerance:g} {self.unit}"
         )
+        return f"{moved}; {self.note}" if self.note else moved
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,7 +361,17 @@ def drift(
     elif settled_from <= 1 and monotone:
         settled_from = 0.5  # a monotone approach: A's centre (docstring, "Dating")
     bound = abs(change) + t_q * noise
-    return Drift(signal, unit, tolerance, change, noise, bound, level_b, settled_from)
+    note = ""
+    if not b_flat and segments == 1 and bound < tolerance:
+        # B still moves: A and B agreeing says nothing (a hump: rise in A, fall in B). Only
+        # the longer scale, whose windows span a fan cycle, may pass it (docstring, "B").
+        half_change = steps[-1] * scale
+        note = (
+            f"the last {w / 60:g} min still move: their halves differ by {half_change:+.2f} "
+            f"{unit} (± {b_se * scale:.2f}); tolerance {tolerance:g} {unit}"
+        )
+        bound = max(bound, abs(half_change) + t_q * b_se * scale)
+    return Drift(signal, unit, tolerance, change, noise, bound, level_b, settled_from, note)
 
 
 def choose_basis(temp: Series, power: Series, previous: str | None = None) -> str:

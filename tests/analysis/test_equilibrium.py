@@ -288,8 +288,12 @@ def test_real_sensor_behaviour_is_dated_within_the_contract(sensor, seed):
     eq = _detect(t, temp, np.full_like(t, np.nan), rate, power)
     reference = _reference(t, temp, rate)
     assert eq.reached, eq.reason
-    # No more than 5 min after the reference, never more than 2 min before it.
-    assert -120 <= eq.time_s - reference <= 300, (eq.time_s, reference)
+    # No more than 5 min after the reference, never more than 2 min before it. A cycle as
+    # wide as the tolerance from the start is the exception on the late side: 5-min windows
+    # never see it flat, so only the 10-min scale passes it, after 20 min of load, dating
+    # no earlier than its windows' boundary (10 min; docstring, "Dating" and "Cycles").
+    late_s = 300 if "cycling" not in sensor else 2 * 600 - 300
+    assert -120 <= eq.time_s - reference <= late_s, (eq.time_s, reference)
     # And never while the die itself is over 1 °C from where it settles (its fan cycle aside).
     settles_at = np.median(true[t > t[-1] - 1800])
     swing = SENSORS[sensor].get("cycle_c", 0.0)
@@ -363,3 +367,19 @@ def test_clocks_the_governor_cycles_with_the_fans_reach_equilibrium():
     assert eq.reached, eq.reason
     # Dated where the longer windows meet or later: the clock's level has settled by then.
     assert eq.time_s >= 300 * np.log(120 / (0.01 * 880))
+
+
+def test_a_plateau_that_falls_later_is_not_equilibrium_while_the_newer_window_falls():
+    # The simulator's A100 (seed 1, GPU 4): the fans' overshoot and their hunt in opposite
+    # phase hold the reading flat 2 °C above where it settles for six minutes, then it
+    # falls. Two 5-min windows, the older one rising onto the plateau and the newer one
+    # starting to fall off it, have the same mean; the newer window's own halves disagree,
+    # so that check must not pass, and no date may come before the fall.
+    t = np.arange(0.0, 2400.0, 1.0)
+    fall = np.clip((t - 600) / 300, 0, 1)
+    true = 36 + 32.3 * (1 - np.exp(-t / 110)) - 2.0 * (1 - np.cos(np.pi * fall)) / 2
+    temp = np.round(true + np.random.default_rng(3).normal(0, 0.2, t.size))
+    nan = Series(t, np.full_like(t, np.nan))
+    eq = detect(0.0, float(t[-1]), Series(t, temp), nan, nan, {}, W)
+    assert eq.reached, eq.reason
+    assert np.max(np.abs(true[t >= eq.time_s] - true[-1])) <= 1.0, eq.time_s

@@ -228,6 +228,11 @@ class SimServer:
         p = self.physics
         return p.t_die - p.hunt_die, p.asymptote_die_c(self.now_s)
 
+    def hunt_truth(self) -> np.ndarray:
+        """Truth for accuracy benchmarks: per GPU, the part of the die temperature that the
+        fans' slow hunt adds now (°C; the die is ``thermal_truth()[0]`` plus this)."""
+        return self.physics.hunt_die.copy()
+
     # -- time ---------------------------------------------------------------------------
 
     def advance(self, t_s: float) -> None:
