@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -493,7 +494,25 @@ def _sync_facts(
         cold_window(start, windows),
         steady_window(eq, start, end, windows),
     )
-    return split_loss(sync, data.telemetry, profile) if sync is not None else None
+    if sync is None:
+        return None
+    group = data.meta.get("ddp_group")
+    if isinstance(group, Mapping) and group.get("ranks"):
+        sync = replace(sync, **_group_ranks(group))
+    return split_loss(sync, data.telemetry, profile)
+
+
+def _group_ranks(group: Mapping[str, Any]) -> dict[str, Any]:
+    """A multi-node group's record (``ddp_group``, soak.fleet.group): which global rank each
+    of this node's devices is, and every rank's host and device, for SyncFacts."""
+    node, local = int(group["node"]), int(group["local_ranks"])
+    ranks = [r for r in group["ranks"] if isinstance(r, Mapping)]
+    return {
+        "rank_of": {
+            int(r["device"]): int(r["rank"]) for r in ranks if int(r["rank"]) // local == node
+        },
+        "rank_labels": {int(r["rank"]): f"{r['host']} device {r['device']}" for r in ranks},
+    }
 
 
 def _stop_reason(stop: StopRecord | None) -> StopReason | str:

@@ -73,6 +73,30 @@ class SyncFacts:
     cold_window: Window | None = None  # the server's windows the figures are over
     steady_window: Window | None = None
     split: SyncSplit | None = None  # the loss by cause (split_loss); None: not split
+    # A multi-node group (``ddp_group``): pace_share and pace_setter hold global ranks; this
+    # node's devices are ranks ``rank_of[device]``; ``rank_labels`` name every rank by host
+    # and device. None off a group, where a rank is its device.
+    rank_of: Mapping[int, int] | None = None
+    rank_labels: Mapping[int, str] | None = None
+
+    def local_device(self, key: int | None) -> int | None:
+        """The device of this run that pace-setter key ``key`` is; None where it is a rank
+        on another node."""
+        if key is None or self.rank_of is None:
+            return key
+        return next((d for d, r in self.rank_of.items() if r == key), None)
+
+    def share_of(self, device: int) -> float:
+        """The share of steady steps this run's ``device`` set the pace."""
+        key = device if self.rank_of is None else self.rank_of.get(device)
+        return self.pace_share.get(key, 0.0) if key is not None else 0.0
+
+    def label(self, key: int | None) -> str:
+        """ "device 3" on one node; "rank 9 (n2 device 1)" in a multi-node group."""
+        if self.rank_of is None or key is None:
+            return f"device {key}"
+        where = (self.rank_labels or {}).get(key)
+        return f"rank {key} ({where})" if where else f"rank {key}"
 
     @property
     def loss(self) -> float | None:
@@ -102,9 +126,13 @@ class SyncFacts:
             return "server step rate: not available"
         side = "below" if self.loss >= 0 else "above"
         head = f"steady step rate {abs(self.loss) * 100:.1f} % {side} cold"
-        setter, growth = self.pace_setter, self.compute_growth()
-        if setter is None or setter not in growth:
+        key, growth = self.pace_setter, self.compute_growth()
+        if key is None:
             return head
+        setter = self.local_device(key)
+        if setter is None or setter not in growth:  # another node's rank, or no timing
+            share = self.pace_share[key] * 100
+            return f"{head}; {self.label(key)} sets the pace {share:.0f} % of steps"
         others = [g for d, g in growth.items() if d != setter]
         spread = ""
         if others:
@@ -113,12 +141,13 @@ class SyncFacts:
             fmt = (lambda v: f"{v:+.1f}") if signed else (lambda v: f"{v:.1f}")
             span = fmt(low) if f"{low:.1f}" == f"{high:.1f}" else f"{fmt(low)}–{fmt(high)}"
             spread = f", the others' {span} %"
-        share = self.pace_share[setter] * 100
+        share = self.pace_share[key] * 100
         verb = "grew" if growth[setter] >= 0 else "fell"
+        name = self.label(key)
         return (
-            f"{head}; device {setter}'s compute time {verb} {abs(growth[setter]) * 100:.1f} %"
+            f"{head}; {name}'s compute time {verb} {abs(growth[setter]) * 100:.1f} %"
             f"{spread}: "
-            f"device {setter} sets the pace {share:.0f} % of steps"
+            f"{name} sets the pace {share:.0f} % of steps"
         )
 
 
@@ -204,10 +233,16 @@ def split_loss(
     if facts.loss is None:
         return facts
     ratio = 1.0 - facts.loss
-    device = facts.pace_setter
+    key = facts.pace_setter
+    device = facts.local_device(key)
     tele = telemetry.get(device) if device is not None else None
-    if device is None or tele is None or not len(tele.get("t_s", ())):
-        missing = "no device set the pace" if device is None else f"device {device}: no telemetry"
+    if key is None:
+        return replace(facts, split=_unexplained(None, ratio, "no device set the pace"))
+    if device is None:  # a rank on another node: its clocks are in that node's run
+        missing = f"{facts.label(key)} sets the pace; its clocks are in its own node's run"
+        return replace(facts, split=_unexplained(None, ratio, missing))
+    if tele is None or not len(tele.get("t_s", ())):
+        missing = f"{facts.label(key)}: no telemetry"
         return replace(facts, split=_unexplained(device, ratio, missing))
     if facts.cold_window is None or facts.steady_window is None:
         return replace(facts, split=_unexplained(device, ratio, "no cold and steady windows"))
@@ -215,7 +250,7 @@ def split_loss(
     steady = window_stats(facts.steady_window, dict(tele), {})
     cold_clock, steady_clock = cold.median.get(CLOCK), steady.median.get(CLOCK)
     if not cold_clock or steady_clock is None:
-        missing = f"device {device}'s SM clock not available"
+        missing = f"{facts.label(key)}'s SM clock not available"
         return replace(facts, split=_unexplained(device, ratio, missing))
     split = _of_loss(split_by_cause(ratio, steady_clock / cold_clock, steady, profile))
     return replace(facts, split=SyncSplit(device, split, cold_clock, steady_clock))
@@ -243,15 +278,24 @@ def _unexplained(device: int | None, ratio: float, missing: str) -> SyncSplit:
 def check_straggler(facts: SyncFacts, limits: Checks) -> list[CheckResult]:
     """One rank sets the pace in most steady steps and computes longer than the median
     rank by more than the margin: WARN, FAIL past the larger one."""
-    setter = facts.pace_setter
+    key = facts.pace_setter
+    setter = facts.local_device(key)
     computes = {r.device: r.compute_s for r in facts.steady if r.compute_s is not None}
-    if facts.ranks < 2 or setter is None or len(computes) < 2 or setter not in computes:
+    if facts.ranks < 2 or key is None:
         return []
-    share = facts.pace_share[setter]
+    if setter is None:  # another node's rank: the fleet report compares it with every rank
+        message = (
+            f"{facts.label(key)} sets the pace in {facts.pace_share[key] * 100:.0f} % of "
+            f"steady steps: another node's rank, judged by `soak fleet report`"
+        )
+        return [CheckResult("straggler", Status.NOT_CHECKED, message)]
+    if len(computes) < 2 or setter not in computes:
+        return []
+    share = facts.pace_share[key]
     median = float(np.median(list(computes.values())))
     excess = computes[setter] / median - 1.0 if median > 0 else 0.0
     message = (
-        f"device {setter} sets the pace in {share * 100:.0f} % of steady steps; its compute "
+        f"{facts.label(key)} sets the pace in {share * 100:.0f} % of steady steps; its compute "
         f"time is {excess * 100:.1f} % above the median rank's (warn "
         f"{limits.ddp_straggler_warn * 100:g} %, fail {limits.ddp_straggler_fail * 100:g} %)"
     )
@@ -288,7 +332,8 @@ def _causes(facts: SyncFacts, split: RetentionSplit, drift_floor: float) -> str:
     if s is None or s.missing:
         why = s.missing if s and s.missing else "not split by cause"
         return f"{why}: all {pct(split.unexplained)} unexplained"
-    clocks = f"device {s.device}'s SM clock {s.cold_clock_mhz:.0f} → {s.steady_clock_mhz:.0f} MHz"
+    name = facts.label(facts.pace_setter)
+    clocks = f"{name}'s SM clock {s.cold_clock_mhz:.0f} → {s.steady_clock_mhz:.0f} MHz"
     return (
         f"by {clocks}: {pct(split.drift)} power-capped drift (floor {pct(drift_floor, 0)}), "
         f"{pct(split.thermal)} thermal slowdown, {pct(split.unexplained)} unexplained"

@@ -69,7 +69,7 @@ def ddp_context(sync: SyncFacts | None) -> dict[str, Any] | None:
         ranks.append(
             {
                 "device": r.device,
-                "share": pct(sync.pace_share.get(r.device, 0.0), 0),
+                "share": pct(sync.share_of(r.device), 0),
                 "cold_compute": si(r.compute_s, "s"),
                 "steady_compute": si(s.compute_s if s else None, "s"),
                 "cold_wait": si(r.wait_s, "s"),

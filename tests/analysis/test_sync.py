@@ -272,3 +272,36 @@ def test_without_the_pace_setters_clock_all_the_loss_is_unexplained_never_a_pass
     _, check = _split_retention(1.064, None)
     assert check.status is Status.FAIL
     assert "device 3: no telemetry: all 6.0 % unexplained" in check.message
+
+
+def test_in_a_node_group_the_pace_setter_is_a_global_rank_named_by_host_and_device():
+    # Node 1 of two, running devices 2 and 3 as global ranks 2 and 3 (ranks 0 and 1 are on
+    # n1). Its per-rank timing is keyed by its own device indices; the server row by rank.
+    from dataclasses import replace
+
+    server, rows = _series({0: (1.0, 1.0), 1: (1.0, 1.0), 2: (1.0, 1.0), 3: (1.0, 1.074)})
+    local = {5: rows[2], 6: rows[3]}  # this node's devices 5 and 6 are ranks 2 and 3
+    labels = {0: "n1 device 0", 1: "n1 device 1", 2: "n2 device 5", 3: "n2 device 6"}
+    facts = replace(
+        sync_facts(server, local, COLD, STEADY), rank_of={5: 2, 6: 3}, rank_labels=labels
+    )
+    assert facts.pace_setter == 3 and facts.local_device(3) == 6 and facts.share_of(6) == 1.0
+    split = split_loss(facts, {6: _telemetry((1980.0, 1840.0), (0, int(THERMAL)))}, Profile())
+    assert split.split.device == 6  # device 6's own clocks split the loss, not device 3's
+    [check] = check_sync_retention(split, LIMITS)
+    assert "by rank 3 (n2 device 6)'s SM clock 1980 → 1840 MHz" in check.message
+    [straggler] = check_straggler(split, LIMITS)
+    assert straggler.device == 6 and straggler.message.startswith("rank 3 (n2 device 6) sets")
+    # Seen from n1, whose devices 0 and 1 are ranks 0 and 1, the pace setter is elsewhere.
+    there = replace(
+        sync_facts(server, {0: rows[0], 1: rows[1]}, COLD, STEADY),
+        rank_of={0: 0, 1: 1},
+        rank_labels=labels,
+    )
+    assert there.local_device(3) is None and there.share_of(0) == 0.0
+    [straggler] = check_straggler(there, LIMITS)
+    assert straggler.status is Status.NOT_CHECKED and straggler.device is None
+    assert "rank 3 (n2 device 6) sets the pace in 100 % of steady steps" in straggler.message
+    unsplit = split_loss(there, {0: _telemetry((1980.0, 1980.0), (0, 0))}, Profile())
+    assert unsplit.split.device is None and "its own node's run" in unsplit.split.missing
+    assert there.explanation().endswith("rank 3 (n2 device 6) sets the pace 100 % of steps")
