@@ -55,6 +55,7 @@ class WorkloadOptions:
     ddp_allreduce_every: int = 1  # ddp: time the buffer's all-reduce every this many steps
     ddp_perturb_rank: int | None = None  # test only: this rank's parameters drift (ddp checksum)
     ddp_slow_rank: int | None = None  # test only: this rank computes half as long again (straggler)
+    ddp_slowdown: float = 0.5  # test only: the share of each iteration the slow rank idles more
     mix_sync: bool = False  # mix on 2+ devices: its training runs as lock-step ddp (docs/ddp.md)
 
     @classmethod

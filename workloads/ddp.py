@@ -50,7 +50,6 @@ DEFAULT_TIMEOUT_S = 30.0
 DIST_BACKENDS = ("gloo", "nccl", "mpi", "ucc")
 CALIBRATE_ITERATIONS = 2
 PERTURBATION = 1e-3  # added to one parameter of the perturbed rank (test-only option)
-SLOWDOWN = 0.5  # the slowed rank (test-only option) idles this share of each iteration more
 
 
 def rendezvous_set() -> bool:
@@ -216,7 +215,8 @@ class DdpWorkload:
         self.optimizer.zero_grad(set_to_none=True)
         if self.options.ddp_slow_rank == self.rank:  # test only: a straggler
             synchronize(self.device)
-            time.sleep(SLOWDOWN * max(0.0, self._seconds(start, self._mark())))
+            slowdown = max(0.0, self.options.ddp_slowdown)
+            time.sleep(slowdown * max(0.0, self._seconds(start, self._mark())))
         end = self._mark()
         self.iterations_done += 1
         return start, ready, synced, end
