@@ -43,6 +43,7 @@ from soak.model import (
 from soak.record import RunRecord, StopRecord
 from soak.store import RunStore
 
+FOREIGN_NONE = "the imported trace holds no throughput for this device"
 # The stops after which a run is complete. Any other (interrupted, error, a reason this soak
 # does not know, written by a newer one) leaves it incomplete: never a PASS on it.
 COMPLETE_STOPS = frozenset({StopReason.DURATION, StopReason.STEADY})
@@ -311,6 +312,11 @@ def device_facts(
         if e.kind is EventKind.VERIFICATION_FAILED
         and e.details.get("check") == "cross_device_checksum"
     ]
+    # An imported trace may hold throughput for some devices and none for others (gpu-burn
+    # prints a GPU's rate only once its first batch is done): for those, an absence of data,
+    # never "no work was measured". A live run's worker that did nothing still fails.
+    foreign = imported(meta)
+    own_work = any(w["t_end_s"].size for w in work.values())
     facts = DeviceFacts(
         index=info.index,
         name=info.name,
@@ -336,8 +342,9 @@ def device_facts(
         hw_episodes=hw_episodes(t, tele["clock_reasons"]),
         load_start_s=start,
         warmup_end_s=cold.window.start_s if cold is not None else None,
-        records_throughput=records_throughput(meta, any_work),
-        foreign_load=imported(meta),
+        records_throughput=records_throughput(meta, any_work) and (own_work or not foreign),
+        throughput_note="" if own_work or not foreign else FOREIGN_NONE,
+        foreign_load=foreign,
         capabilities=dict(capabilities or {}),
         idle_temp_c=_idle_temp(tele, start),
     )

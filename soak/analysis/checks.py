@@ -104,6 +104,9 @@ class DeviceFacts:
     # False for a run that records no throughput by design (a telemetry-only import): its
     # throughput checks are not made; a live run whose worker did nothing still fails.
     records_throughput: bool = True
+    # Why throughput is not measured where ``records_throughput`` is False ("" for a
+    # telemetry-only run): an imported trace can hold throughput for some devices only.
+    throughput_note: str = ""
     # True for an imported trace: another tool ran the load, so soak has no worker outcome
     # and no result verification for it (not checked, never a warning)
     foreign_load: bool = False
@@ -241,8 +244,8 @@ def _clock_retention(
 
 
 def _not_measured(check: str, f: DeviceFacts) -> CheckResult:
-    message = "throughput not measured: this run records no throughput (telemetry only)"
-    return CheckResult(check, Status.NOT_CHECKED, message, f.index)
+    why = f.throughput_note or "this run records no throughput (telemetry only)"
+    return CheckResult(check, Status.NOT_CHECKED, f"throughput not measured: {why}", f.index)
 
 
 def _peer_drifts(

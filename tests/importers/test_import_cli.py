@@ -233,3 +233,33 @@ def test_tool_logs_import_with_their_load_segment(fmt, tmp_path, capsys):
     if fmt == "nvidia-smi":
         assert tele["clock_reasons"][0] == 1 and tele["clock_reasons"][-1] == 4
         assert RunRecord.of(meta).started_utc == "2024-03-11T14:02:20Z"
+
+
+@pytest.mark.slow
+def test_a_device_the_trace_holds_no_throughput_for_is_not_measured_never_a_fault(tmp_path, capsys):
+    # Two GPUs, 20 minutes under load; the tool printed a rate for GPU 0 only (gpu-burn
+    # prints a GPU's rate once its first batch is done, which can outlast a short step).
+    rows = ["t,gpu,temp,util,power,gflops"]
+    for t in range(0, 1200, 2):
+        temp = 40 + 25 * (1 - 2.718 ** (-t / 120))
+        rows.append(f"{t},0,{temp:.0f},99,300,{19000 + (t % 7)}")
+        rows.append(f"{t},1,{temp:.0f},99,300,")
+    path = tmp_path / "burn.csv"
+    path.write_text("\n".join(rows) + "\n")
+    args = ["--time-col", "t", "--device-col", "gpu", "--map", "temp_c=temp"]
+    args += ["--map", "util_pct=util", "--map", "power_w=power", "--map", "throughput=gflops"]
+    args += ["--throughput-unit", "GFLOP/s", "--workload", "gemm"]
+    assert main(["import", "csv", str(path), *args, "--out", str(tmp_path / "out")]) in (0, 1)
+    report = capsys.readouterr().out.strip().splitlines()[-1]
+    summary = json.loads((tmp_path / report).parent.joinpath("summary.json").read_text())
+    gpu1 = summary["devices"][1]
+    assert gpu1["diagnosis"] != "hardware-fault" and gpu1["verdict"] != "FAIL"
+    [absent] = [
+        r
+        for r in summary["not_checked"]
+        if r["device"] == 1 and r["check"] == "throughput_retention"
+    ]
+    assert absent["message"] == (
+        "throughput not measured: the imported trace holds no throughput for this device"
+    )
+    assert summary["devices"][0]["verdict"] == "PASS"
