@@ -120,7 +120,7 @@ same way at its own scale (no earlier than t − 2W where its newer window moves
 it is stricter than the short scale (a steady drift moves a 10-min level twice as far), so it
 adds nothing for a device still warming.
 
-**Withdrawal.** A plateau held flat for longer than two windows (the fans' late catch-up
+**Withdrawal.** A plateau held flat for minutes (the fans' late catch-up
 and their hunt in opposite phase hold the simulator's A100 2 °C above where it settles for
 six minutes and more) passes every test above while it lasts: nothing in ten minutes of
 readings tells it from equilibrium. What refutes it is what comes after. So the rule keeps
@@ -130,9 +130,11 @@ watching once it has dated equilibrium: it keeps the level of each of its signal
 those, it compares their level with it. Where one has moved by more than its tolerance with
 the rule's confidence (``|Δ| − t₀.₉₅·se > tolerance``, the other half of the two one-sided
 tests: the burden of proof now lies on "moved", so noise cannot withdraw a date), the date
-is withdrawn (``Equilibrium.withdrawn`` says which, when and why) and the rule starts again
-from that check. 10-min levels average a fan cycle of ~10 min out, so a hunt does not
-withdraw a date; a slow drift of more than the tolerance after the date does, as it should.
+is withdrawn (``Equilibrium.withdrawn`` says which, when and why) and the rule starts again,
+with the checks of the last window's time made again (``eq_checks − 1`` of them, on data
+the online detector still holds), so that a device settled since is found again at once.
+10-min levels average a fan cycle of ~10 min out, so a hunt does not withdraw a date; a
+slow drift of more than the tolerance after the date does, as it should.
 A run that stops before the date's level and a later one can be compared (``--until-steady``
 stops 10 min after the date) keeps its date: online and offline see the same data.
 
@@ -582,6 +584,13 @@ class EquilibriumRule:
         self.withdrawn.append(gone)
         self.time_s = self.confirmed_s = None
         self.streak, self._anchor = [], None
+        # Start again with the checks of the last window's time (their data is at hand
+        # online too), so that a device that has settled since is found again now, not a
+        # streak later; the caller makes the check at t_check itself.
+        interval = self.windows.eq_check_interval_s
+        for k in range(self.windows.eq_checks - 1, 0, -1):
+            if not self.reached:
+                self.check(t_check - k * interval, temp, power, clock, rates)
         return gone
 
     def _signals(
