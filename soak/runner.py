@@ -359,8 +359,19 @@ class Runner:
         events = []
         for index, detector in self.detectors.items():
             had = detector.reached
+            dated, withdrawn = detector.equilibrium_s, len(detector.rule.withdrawn)
             detector.update(t)
-            if detector.reached and not had:
+            for gone in detector.rule.withdrawn[withdrawn:]:
+                events.append(
+                    Event(
+                        t,
+                        EventKind.EQUILIBRIUM,
+                        f"equilibrium withdrawn: {gone.describe()}",
+                        index,
+                        {"time_s": None, "withdrawn_s": gone.time_s},
+                    )
+                )
+            if detector.reached and (not had or detector.equilibrium_s != dated):
                 events.append(
                     Event(
                         t,

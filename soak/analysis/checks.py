@@ -515,13 +515,15 @@ def check_jitter(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
 
 def check_equilibrium(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     eq = f.equilibrium
+    withdrawn = "".join(f"; {w.describe()}" for w in eq.withdrawn) if eq is not None else ""
     if eq is not None and eq.reached:
-        message = f"thermal equilibrium at {eq.time_s:.0f} s (basis: {eq.basis})"
+        message = f"thermal equilibrium at {eq.time_s:.0f} s (basis: {eq.basis}){withdrawn}"
         return [CheckResult("equilibrium", Status.PASS, message, f.index)]
     status = Status.FAIL if profile.checks.require_equilibrium else Status.WARN
     message = "equilibrium not reached; steady figures are from the last minutes of the run"
     if eq is not None and eq.reason:
         message += f" ({eq.reason})"
+    message += withdrawn
     return [CheckResult("equilibrium", status, message, f.index)]
 
 

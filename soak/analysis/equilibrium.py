@@ -120,6 +120,24 @@ same way at its own scale (no earlier than t − 2W where its newer window moves
 it is stricter than the short scale (a steady drift moves a 10-min level twice as far), so it
 adds nothing for a device still warming.
 
+**Withdrawal.** A plateau held flat for minutes (the fans' late catch-up
+and their hunt in opposite phase hold the simulator's A100 2 °C above where it settles for
+six minutes and more) passes every test above while it lasts: nothing in ten minutes of
+readings tells it from equilibrium. What refutes it is what comes after. So the rule keeps
+watching once it has dated equilibrium: it keeps the level of each of its signals over the
+``LONG_SCALE`` windows after the date (10 min, batch levels as above), and every
+``LONG_SCALE`` windows' time from the load start, once the last 10 min no longer overlap
+those, it compares their level with it. Where one has moved by more than its tolerance with
+the rule's confidence (``|Δ| − t₀.₉₅·se > tolerance``, the other half of the two one-sided
+tests: the burden of proof now lies on "moved", so noise cannot withdraw a date), the date
+is withdrawn (``Equilibrium.withdrawn`` says which, when and why) and the rule starts again,
+with the checks of the last window's time made again (``eq_checks − 1`` of them, on data
+the online detector still holds), so that a device settled since is found again at once.
+10-min levels average a fan cycle of ~10 min out, so a hunt does not withdraw a date; a
+slow drift of more than the tolerance after the date does, as it should.
+A run that stops before the date's level and a later one can be compared (``--until-steady``
+stops 10 min after the date) keeps its date: online and offline see the same data.
+
 Checks happen on a fixed schedule from the device's load start (``load_start + 2·window +
 k·interval``) and look only at their windows' data, so that the online detector and the
 offline pass over the store make the same checks and find the same time
@@ -374,6 +392,60 @@ def drift(
     return Drift(signal, unit, tolerance, change, noise, bound, level_b, settled_from, note)
 
 
+@dataclass(frozen=True, slots=True)
+class Level:
+    """A signal's level over two adjacent ``eq_window_s`` windows (10 min by default), with
+    what its noise needs: batch count, and squared residuals about each window's line and
+    their degrees of freedom (as in ``drift``)."""
+
+    level: float
+    batches: int
+    squares: float
+    df: int
+
+
+def level_of(s: Series, end_s: float, windows: Windows, robust: bool = True) -> Level | None:
+    """The level of (end − 2W, end]; None where it holds too few readings to say."""
+    w = windows.eq_window_s
+    centres, batch, counts = _batch_levels(s, end_s, w, robust)
+    finite = np.isfinite(batch)
+    if int(counts.sum()) < 2 * MIN_POINTS or finite.sum() < math.ceil(
+        MIN_BATCH_SHARE * 2 * BATCHES
+    ):
+        return None
+    squares, df = 0.0, 0
+    for k in range(2):
+        part = slice(k * BATCHES, (k + 1) * BATCHES)
+        ok = finite[part]
+        x, y = centres[part][ok], batch[part][ok]
+        if y.size >= 3:
+            _, _, resid = _line(x, y)
+            squares += float(resid @ resid)
+            df += y.size - 2
+    return Level(float(batch[finite].mean()), int(finite.sum()), squares, df)
+
+
+def moved_since(
+    signal: str, before: Level, now: Level, windows: Windows, absolute_c: float | None = None
+) -> Drift | None:
+    """The withdrawal test (docstring, "Withdrawal"): has the level moved from ``before``
+    (the 10 min after the equilibrium date) to ``now`` (the last 10 min) by more than the
+    tolerance, with the rule's confidence? A Drift whose ``bound`` is the least it moved,
+    ``|Δ| − t·se`` (it moved where that exceeds the tolerance); None where it cannot say."""
+    relative = absolute_c is None
+    tolerance = windows.eq_rel_tolerance_pct if relative else absolute_c
+    df = before.df + now.df
+    if df < 2 or (relative and now.level == 0):
+        return None
+    scale = 100.0 / abs(now.level) if relative else 1.0
+    change = (now.level - before.level) * scale
+    variance = (before.squares + now.squares) / df
+    noise = math.sqrt(variance * (1 / before.batches + 1 / now.batches)) * scale
+    least = abs(change) - _t_quantile(df) * noise
+    unit = "%" if relative else "°C"
+    return Drift(signal, unit, tolerance, change, noise, least, now.level)
+
+
 def choose_basis(temp: Series, power: Series, previous: str | None = None) -> str:
     """Temperature where it can be read, else power, else throughput alone. A basis once
     chosen is only ever upgraded (throughput to power or temperature), never dropped: a
@@ -450,10 +522,91 @@ class EquilibriumRule:
         self.last: CheckResult | None = None
         self.time_s: float | None = None  # the first passing check's centre
         self.confirmed_s: float | None = None  # the check that completed the streak
+        self.withdrawn: list[Withdrawal] = []  # dates a later level refuted (``watch``)
+        self._anchor: dict[str, Level | None] | None = None  # levels after the date
 
     @property
     def reached(self) -> bool:
         return self.time_s is not None
+
+    def due(self, t_check: float) -> bool:
+        """Whether ``watch`` has anything to do at ``t_check``: keep the level of the 10 min
+        after the date once they are over, and test it at every 2W from the load start
+        once the last 10 min no longer overlap them."""
+        w, date = self.windows.eq_window_s, self.time_s
+        if date is None or self.load_start_s is None or t_check < date + 2 * w:
+            return False
+        if self._anchor is None:
+            return True
+        since_start = (t_check - self.load_start_s) / (LONG_SCALE * w)
+        return t_check >= date + 4 * w and abs(since_start - round(since_start)) < 1e-9
+
+    def watch(
+        self,
+        t_check: float,
+        temp: Series,
+        power: Series,
+        clock: Series,
+        rates: Mapping[str, Series],
+    ) -> Withdrawal | None:
+        """Once equilibrium is dated, test whether a signal's 10-min level has left the one
+        after the date (docstring, "Withdrawal"); if one has, withdraw the date and start
+        the rule again (returned; None otherwise)."""
+        if not self.due(t_check):
+            return None
+        date, w = self.time_s, self.windows.eq_window_s
+        assert date is not None
+        signals = self._signals(temp, power, clock, rates)
+        if self._anchor is None:  # the 10 min after the date are over: keep their levels
+            self._anchor = {
+                name: level_of(series, date + 2 * w, self.windows)
+                for name, series, absolute in signals
+            }
+            if t_check < date + 4 * w:
+                return None
+        moved = []
+        for name, series, absolute in signals:
+            before = self._anchor.get(name)
+            now = level_of(series, t_check, self.windows)
+            if before is None or now is None:
+                continue
+            d = moved_since(name, before, now, self.windows, absolute)
+            if d is not None and d.bound is not None and d.bound > d.tolerance:
+                moved.append(d)
+        if not moved:
+            return None
+        why = "; ".join(
+            f"{d.signal}'s 10-min level moved {d.change:+.2f} {d.unit} (± {d.noise:.2f}) "
+            f"since the 10 min after it; tolerance {d.tolerance:g} {d.unit}"
+            for d in moved
+        )
+        gone = Withdrawal(date, t_check, why)
+        self.withdrawn.append(gone)
+        self.time_s = self.confirmed_s = None
+        self.streak, self._anchor = [], None
+        # Start again with the checks of the last window's time (their data is at hand
+        # online too), so that a device that has settled since is found again now, not a
+        # streak later; the caller makes the check at t_check itself.
+        interval = self.windows.eq_check_interval_s
+        for k in range(self.windows.eq_checks - 1, 0, -1):
+            if not self.reached:
+                self.check(t_check - k * interval, temp, power, clock, rates)
+        return gone
+
+    def _signals(
+        self, temp: Series, power: Series, clock: Series, rates: Mapping[str, Series]
+    ) -> list[tuple[str, Series, float | None]]:
+        """The signals the rule judges, as ``check_window`` chooses them: (name, series,
+        absolute tolerance or None for a relative one)."""
+        out: list[tuple[str, Series, float | None]] = []
+        if self.basis == "temperature":
+            out.append(("temperature", temp, self.windows.eq_temp_tolerance_c))
+        elif self.basis == "power":
+            out.append(("power", power, None))
+        if np.isfinite(clock.y).any():
+            out.append(("SM clock", clock, None))
+        out += [(f"{part} throughput", r, None) for part, r in rates.items()]
+        return out
 
     def check(
         self,
@@ -490,6 +643,18 @@ class EquilibriumRule:
 
 
 @dataclass(frozen=True, slots=True)
+class Withdrawal:
+    """An equilibrium date that a later level refuted (docstring, "Withdrawal")."""
+
+    time_s: float  # the date withdrawn
+    at_s: float  # the check that withdrew it
+    reason: str
+
+    def describe(self) -> str:
+        return f"the date {self.time_s:.0f} s was withdrawn at {self.at_s:.0f} s: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
 class Equilibrium:
     reached: bool
     time_s: float | None  # the centre of the first of the passing checks (``centre_s``)
@@ -498,6 +663,7 @@ class Equilibrium:
     last_check: CheckResult | None
     confirmed_s: float | None = None  # when the rule had its ``eq_checks`` passes
     reason: str = ""  # why it was not reached ("" when it was)
+    withdrawn: tuple[Withdrawal, ...] = ()  # earlier dates later levels refuted
 
 
 def not_reached_reason(
@@ -535,9 +701,10 @@ def detect(
     """The offline pass: the same checks the online detector makes, over stored series."""
     rule = EquilibriumRule(windows, load_start_s)
     for t_check in check_times(load_start_s, end_s, windows):
-        rule.check(float(t_check), temp, power, clock, rates)
         if rule.reached:
-            break
+            rule.watch(float(t_check), temp, power, clock, rates)
+        if not rule.reached:
+            rule.check(float(t_check), temp, power, clock, rates)
     basis = rule.basis or choose_basis(temp, power)
     since = temp.window(load_start_s, end_s)
     fit = fit_exponential(since.t, since.y, load_start_s) if basis == "temperature" else None
@@ -546,7 +713,16 @@ def detect(
         if rule.reached
         else not_reached_reason(end_s - load_start_s, rule.last, windows, len(rule.streak))
     )
-    return Equilibrium(rule.reached, rule.time_s, basis, fit, rule.last, rule.confirmed_s, reason)
+    return Equilibrium(
+        rule.reached,
+        rule.time_s,
+        basis,
+        fit,
+        rule.last,
+        rule.confirmed_s,
+        reason,
+        tuple(rule.withdrawn),
+    )
 
 
 def fit_exponential(t: np.ndarray, y: np.ndarray, t0: float) -> Fit | None:
@@ -659,11 +835,7 @@ class OnlineDetector:
         """Run every check whose time has passed; returns the latest one made."""
         self._trim(now_s)
         made = None
-        while (
-            not self.reached
-            and self._next_check is not None
-            and now_s >= self._next_check + self._lag_s
-        ):
+        while self._next_check is not None and now_s >= self._next_check + self._lag_s:
             made = self._check(self._next_check)
             self._next_check += self.windows.eq_check_interval_s
         if not self.reached and now_s >= self._next_fit:
@@ -690,7 +862,12 @@ class OnlineDetector:
         eta = max(predicted, earliest, now_s) - now_s
         return eta if math.isfinite(eta) else None  # a model that predicts nothing usable
 
-    def _check(self, t_check: float) -> CheckResult:
+    def _check(self, t_check: float) -> CheckResult | None:
+        """The rule's check at ``t_check`` before equilibrium, its watch after (the same
+        sequence as ``detect``); None where the watch had nothing to test."""
+        rule = self.rule
+        if rule.reached and not rule.due(t_check):
+            return None
         tele = np.array(self._tele, dtype=float).reshape(-1, 4)
         t = tele[:, 0]
         temp, power, clock = (Series(t, tele[:, i]) for i in (1, 2, 3))
@@ -698,7 +875,9 @@ class OnlineDetector:
             part: Series(*np.array(q, dtype=float).reshape(-1, 2).T)
             for part, q in self._rates.items()
         }
-        return self.rule.check(t_check, temp, power, clock, rates)
+        if rule.reached:
+            rule.watch(t_check, temp, power, clock, rates)
+        return None if rule.reached else rule.check(t_check, temp, power, clock, rates)
 
     def _trim(self, now_s: float) -> None:
         horizon = now_s - self._keep_s

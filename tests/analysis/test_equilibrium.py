@@ -383,3 +383,41 @@ def test_a_plateau_that_falls_later_is_not_equilibrium_while_the_newer_window_fa
     eq = detect(0.0, float(t[-1]), Series(t, temp), nan, nan, {}, W)
     assert eq.reached, eq.reason
     assert np.max(np.abs(true[t >= eq.time_s] - true[-1])) <= 1.0, eq.time_s
+
+
+def test_a_long_plateau_that_falls_later_is_withdrawn_and_found_again_online_and_offline():
+    # Held flat 2 °C above where it settles for 13 minutes, then falling: no rule that looks
+    # at ten minutes can tell that plateau from equilibrium while it lasts, so the date
+    # comes early. Once the 10-min level has left the level after the date by more than
+    # the tolerance, the date is withdrawn and equilibrium found again, after the fall; the
+    # online detector, fed tick by tick, withdraws and dates the same.
+    t = np.arange(0.0, 3600.0, 1.0)
+    fall = np.clip((t - 900) / 300, 0, 1)
+    true = 36 + 32.3 * (1 - np.exp(-t / 60)) - 2.0 * (1 - np.cos(np.pi * fall)) / 2
+    temp = np.round(true + np.random.default_rng(5).normal(0, 0.2, t.size))
+    nan = np.full_like(t, np.nan)
+    eq = detect(0.0, float(t[-1]), Series(t, temp), Series(t, nan), Series(t, nan), {}, W)
+    assert eq.reached and len(eq.withdrawn) == 1, eq
+    [gone] = eq.withdrawn
+    assert gone.time_s < 900 and gone.at_s >= gone.time_s + 4 * W.eq_window_s
+    assert "temperature's 10-min level moved -" in gone.reason
+    assert np.max(np.abs(true[t >= eq.time_s] - true[-1])) <= 1.0, eq.time_s
+    online = OnlineDetector(W, lag_s=0.0)
+    online.start(0.0)
+    for i in range(t.size):
+        online.add_telemetry(t[i], temp[i], None, None)
+        online.update(t[i] + 1.0)
+    assert online.equilibrium_s == eq.time_s
+    assert online.rule.withdrawn == [gone]
+    assert len(online._tele) <= 4 * W.eq_window_s + 3 * W.eq_check_interval_s + 1
+
+
+def test_a_fan_cycle_after_the_date_is_not_a_reason_to_withdraw_it():
+    # ±1 °C over 10 min for the whole hour after a plain approach: the 10-min levels span
+    # whole cycles and do not move, so the date stands.
+    t = np.arange(0.0, 3600.0, 1.9)
+    true = 33 + 29 * (1 - np.exp(-t / 90)) + np.sin(2 * np.pi * t / 600) * np.clip(t / 600, 0, 1)
+    temp = np.round(true + np.random.default_rng(7).normal(0, 0.25, t.size))
+    nan = np.full_like(t, np.nan)
+    eq = detect(0.0, float(t[-1]), Series(t, temp), Series(t, nan), Series(t, nan), {}, W)
+    assert eq.reached and eq.withdrawn == ()

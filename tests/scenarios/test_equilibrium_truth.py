@@ -108,3 +108,29 @@ def test_a_throttling_step_before_settling_is_not_taken_for_equilibrium():
     distance = np.abs(sim.truth_die[after, 2] - sim.truth_asymptote[after, 2])
     close = bench.settled_at(sim.truth_t[after], distance, 1.0)
     assert eq.reached and eq.time_s >= close - 60
+
+
+def test_a_plateau_dated_as_equilibrium_is_withdrawn_live_and_in_the_report(sim_config):
+    # The simulated A100 of seed 1: GPU 4's reading sits flat 2 °C above where it settles
+    # from 4 to 11 minutes (fan overshoot and hunt in opposite phase), so the rule dates it
+    # at 311 s; the 10-min level falls past the tolerance and the date is withdrawn. The
+    # runner's online detector says so as it happens, and finds the same final date as the
+    # report's offline pass.
+    config = sim_config(
+        workload="mix", duration_s=2400, seed=1, sim_gpus=8, sim_sku="a100-sxm", baseline_s=10.0
+    )
+    store = RunStore.open(run(config).run_dir)
+    try:
+        analysis = analyze(store, PROFILE)
+        events = [e for e in store.events() if e.kind == "equilibrium" and e.device == 4]
+    finally:
+        store.close_read()
+    eq = analysis.devices[4].facts.equilibrium
+    [gone] = eq.withdrawn
+    assert gone.time_s == 311.0 and eq.reached and eq.time_s > 600
+    messages = [e.message for e in events]
+    assert messages[0].startswith("equilibrium at 311 s")
+    assert messages[1].startswith("equilibrium withdrawn: the date 311 s was withdrawn at ")
+    assert messages[-1] == f"equilibrium at {eq.time_s:.0f} s (basis temperature)"
+    [check] = [c for c in analysis.devices[4].checks if c.check == "equilibrium"]
+    assert "the date 311 s was withdrawn at" in check.message
