@@ -122,23 +122,24 @@ same way at its own scale (no earlier than t − 2W where its newer window moves
 it is stricter than the short scale (a steady drift moves a 10-min level twice as far), so it
 adds nothing for a device still warming.
 
-**Withdrawal.** A plateau held flat for minutes (the fans' late catch-up
-and their hunt in opposite phase hold the simulator's A100 2 °C above where it settles for
-six minutes and more) passes every test above while it lasts: nothing in ten minutes of
-readings tells it from equilibrium. What refutes it is what comes after. So the rule keeps
-watching once it has dated equilibrium: it keeps the level of each of its signals over the
-``LONG_SCALE`` windows after the date (10 min, batch levels as above), and every
-``LONG_SCALE`` windows' time from the load start, once the last 10 min no longer overlap
-those, it compares their level with it. Where one has moved by more than its tolerance with
-the rule's confidence (``|Δ| − t₀.₉₅·se > tolerance``, the other half of the two one-sided
-tests: the burden of proof now lies on "moved", so noise cannot withdraw a date), the date
-is withdrawn (``Equilibrium.withdrawn`` says which, when and why) and the rule starts again,
-with the checks of the last window's time made again (``eq_checks − 1`` of them, on data
-the online detector still holds), so that a device settled since is found again at once.
-10-min levels average a fan cycle of ~10 min out, so a hunt does not withdraw a date; a
-slow drift of more than the tolerance after the date does, as it should.
-A run that stops before the date's level and a later one can be compared (``--until-steady``
-stops 10 min after the date) keeps its date: online and offline see the same data.
+**Withdrawal.** A plateau held flat for minutes (the fans' late catch-up and their hunt in
+opposite phase hold the simulator's A100 2 °C above where it settles for six minutes and
+more) passes every test above while it lasts: nothing in ten minutes of readings tells it
+from equilibrium. What refutes it is what comes after. So the rule keeps watching once it
+has dated equilibrium: at every check whose two ``LONG_SCALE`` windows (10 min each, batch
+levels as above) both lie after the date, it compares their levels, and where one signal's
+moved by more than its tolerance with the rule's confidence (``|Δ| − t₀.₉₅·se >
+tolerance``, the other half of the two one-sided tests: the burden of proof now lies on
+"moved", so noise cannot withdraw a date), the date is withdrawn (``Equilibrium.withdrawn``
+says which, when and why) and the rule starts again, with the checks of the last window's
+time made again (``eq_checks − 1`` of them, on data the online detector still holds), so
+that a device settled since is found again at once. Adjacent 10-min windows average a fan
+cycle of ~10 min out, so a hunt does not withdraw a date, and they see movement, not
+accumulated drift: a room that warms the die 1.2 °C over 90 minutes moves a 10-min level
+0.13 °C (a first version compared every later level with the one after the date and
+withdrew a 2-hour soak's date for exactly that). A run that stops within 20 min of its date
+(``--until-steady`` stops 10 min after it) keeps its date: online and offline see the same
+data.
 
 Checks happen on a fixed schedule from the device's load start (``load_start + 2·window +
 k·interval``) and look only at their windows' data, so that the online detector and the
@@ -431,8 +432,8 @@ def moved_since(
     signal: str, before: Level, now: Level, windows: Windows, absolute_c: float | None = None
 ) -> Drift | None:
     """The withdrawal test (docstring, "Withdrawal"): has the level moved from ``before``
-    (the 10 min after the equilibrium date) to ``now`` (the last 10 min) by more than the
-    tolerance, with the rule's confidence? A Drift whose ``bound`` is the least it moved,
+    (the older 10-min window) to ``now`` (the last 10 min) by more than the tolerance, with
+    the rule's confidence? A Drift whose ``bound`` is the least it moved,
     ``|Δ| − t·se`` (it moved where that exceeds the tolerance); None where it cannot say."""
     relative = absolute_c is None
     tolerance = windows.eq_rel_tolerance_pct if relative else absolute_c
@@ -525,23 +526,16 @@ class EquilibriumRule:
         self.time_s: float | None = None  # the first passing check's centre
         self.confirmed_s: float | None = None  # the check that completed the streak
         self.withdrawn: list[Withdrawal] = []  # dates a later level refuted (``watch``)
-        self._anchor: dict[str, Level | None] | None = None  # levels after the date
 
     @property
     def reached(self) -> bool:
         return self.time_s is not None
 
     def due(self, t_check: float) -> bool:
-        """Whether ``watch`` has anything to do at ``t_check``: keep the level of the 10 min
-        after the date once they are over, and test it at every 2W from the load start
-        once the last 10 min no longer overlap them."""
+        """Whether ``watch`` tests at ``t_check``: once equilibrium is dated and the older
+        of its two 10-min windows starts at the date or later."""
         w, date = self.windows.eq_window_s, self.time_s
-        if date is None or self.load_start_s is None or t_check < date + 2 * w:
-            return False
-        if self._anchor is None:
-            return True
-        since_start = (t_check - self.load_start_s) / (LONG_SCALE * w)
-        return t_check >= date + 4 * w and abs(since_start - round(since_start)) < 1e-9
+        return date is not None and t_check >= date + 2 * LONG_SCALE * w
 
     def watch(
         self,
@@ -551,24 +545,16 @@ class EquilibriumRule:
         clock: Series,
         rates: Mapping[str, Series],
     ) -> Withdrawal | None:
-        """Once equilibrium is dated, test whether a signal's 10-min level has left the one
-        after the date (docstring, "Withdrawal"); if one has, withdraw the date and start
-        the rule again (returned; None otherwise)."""
+        """Once equilibrium is dated, test whether a signal's level moved from one 10-min
+        window to the next, both after the date (docstring, "Withdrawal"); if one did,
+        withdraw the date and start the rule again (returned; None otherwise)."""
         if not self.due(t_check):
             return None
         date, w = self.time_s, self.windows.eq_window_s
         assert date is not None
-        signals = self._signals(temp, power, clock, rates)
-        if self._anchor is None:  # the 10 min after the date are over: keep their levels
-            self._anchor = {
-                name: level_of(series, date + 2 * w, self.windows)
-                for name, series, absolute in signals
-            }
-            if t_check < date + 4 * w:
-                return None
         moved = []
-        for name, series, absolute in signals:
-            before = self._anchor.get(name)
+        for name, series, absolute in self._signals(temp, power, clock, rates):
+            before = level_of(series, t_check - LONG_SCALE * w, self.windows)
             now = level_of(series, t_check, self.windows)
             if before is None or now is None:
                 continue
@@ -578,14 +564,14 @@ class EquilibriumRule:
         if not moved:
             return None
         why = "; ".join(
-            f"{d.signal}'s 10-min level moved {d.change:+.2f} {d.unit} (± {d.noise:.2f}) "
-            f"since the 10 min after it; tolerance {d.tolerance:g} {d.unit}"
+            f"{d.signal}'s level moved {d.change:+.2f} {d.unit} (± {d.noise:.2f}) from one "
+            f"10-min window to the next; tolerance {d.tolerance:g} {d.unit}"
             for d in moved
         )
         gone = Withdrawal(date, t_check, why)
         self.withdrawn.append(gone)
         self.time_s = self.confirmed_s = None
-        self.streak, self._anchor = [], None
+        self.streak = []
         # Start again with the checks of the last window's time (their data is at hand
         # online too), so that a device that has settled since is found again now, not a
         # streak later; the caller makes the check at t_check itself.

@@ -400,7 +400,7 @@ def test_a_long_plateau_that_falls_later_is_withdrawn_and_found_again_online_and
     assert eq.reached and len(eq.withdrawn) == 1, eq
     [gone] = eq.withdrawn
     assert gone.time_s < 900 and gone.at_s >= gone.time_s + 4 * W.eq_window_s
-    assert "temperature's 10-min level moved -" in gone.reason
+    assert "temperature's level moved -" in gone.reason and "10-min window" in gone.reason
     assert np.max(np.abs(true[t >= eq.time_s] - true[-1])) <= 1.0, eq.time_s
     online = OnlineDetector(W, lag_s=0.0)
     online.start(0.0)
@@ -421,3 +421,14 @@ def test_a_fan_cycle_after_the_date_is_not_a_reason_to_withdraw_it():
     nan = np.full_like(t, np.nan)
     eq = detect(0.0, float(t[-1]), Series(t, temp), Series(t, nan), Series(t, nan), {}, W)
     assert eq.reached and eq.withdrawn == ()
+
+
+def test_a_room_that_warms_slowly_after_the_date_does_not_withdraw_it():
+    # Settled within minutes, then the room warms the die 1.5 °C over the next 100 minutes:
+    # drift, not a plateau that was never equilibrium (each 10 min moves 0.15 °C).
+    t = np.arange(0.0, 7200.0, 1.0)
+    true = 33 + 29 * (1 - np.exp(-t / 90)) + 1.5 * np.clip((t - 1200) / 6000, 0, 1)
+    temp = np.round(true + np.random.default_rng(11).normal(0, 0.25, t.size))
+    nan = np.full_like(t, np.nan)
+    eq = detect(0.0, float(t[-1]), Series(t, temp), Series(t, nan), Series(t, nan), {}, W)
+    assert eq.reached and eq.time_s < 900 and eq.withdrawn == ()
