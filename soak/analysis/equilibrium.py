@@ -307,6 +307,48 @@ def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float, np.ndarray]:
     return slope, sxx, y - y.mean() - slope * xc
 
 
+def _detrended(
+    centres: np.ndarray, levels: np.ndarray, parts: int
+) -> tuple[list[np.ndarray], float, int]:
+    """Each short window's finite batch levels, and the squared residuals about each one's
+    own least-squares line with their degrees of freedom: the noise of a batch level about
+    the local trend, with the trend (and a cycle's slow swing) left out."""
+    pieces, squares, df = [], 0.0, 0
+    for k in range(parts):
+        part = slice(k * BATCHES, (k + 1) * BATCHES)
+        ok = np.isfinite(levels[part])
+        x, y = centres[part][ok], levels[part][ok]
+        pieces.append(y)
+        if y.size >= 3:
+            _, _, resid = _line(x, y)
+            squares += float(resid @ resid)
+            df += y.size - 2
+    return pieces, squares, df
+
+
+def judged_signals(
+    basis: str,
+    temp: Series,
+    power: Series,
+    clock: Series,
+    rates: Mapping[str, Series],
+    windows: Windows,
+    start_s: float,
+    end_s: float,
+) -> list[tuple[str, Series, float | None]]:
+    """The signals the rule judges over (start, end]: (name, series, absolute tolerance, or
+    None for a relative one). The basis, the SM clock where read, every throughput part."""
+    out: list[tuple[str, Series, float | None]] = []
+    if basis == "temperature":
+        out.append(("temperature", temp, windows.eq_temp_tolerance_c))
+    elif basis == "power":
+        out.append(("power", power, None))
+    if np.isfinite(clock.window(start_s, end_s).y).any():
+        out.append(("SM clock", clock, None))
+    out += [(f"{part} throughput", r, None) for part, r in rates.items()]
+    return out
+
+
 def drift(
     signal: str,
     s: Series,
@@ -340,19 +382,7 @@ def drift(
                 f"{w / 60:g} min (needs {MIN_POINTS} in {need})"
             )
             return Drift(signal, unit, tolerance, note=note)
-    # Residuals about each short window's own line: the noise of a batch level about the
-    # local trend, with the trend (and a cycle's slow swing) left out.
-    squares, df = 0.0, 0
-    pieces = []
-    for k in range(2 * segments):
-        part = slice(k * BATCHES, (k + 1) * BATCHES)
-        ok = np.isfinite(levels[part])
-        x, y = centres[part][ok], levels[part][ok]
-        pieces.append(y)
-        if y.size >= 3:
-            _, _, resid = _line(x, y)
-            squares += float(resid @ resid)
-            df += y.size - 2
+    pieces, squares, df = _detrended(centres, levels, 2 * segments)
     if df < 2:
         return Drift(signal, unit, tolerance, note="too few batches to measure its noise")
     ya, yb = np.concatenate(pieces[:segments]), np.concatenate(pieces[segments:])
@@ -409,23 +439,12 @@ class Level:
 
 def level_of(s: Series, end_s: float, windows: Windows, robust: bool = True) -> Level | None:
     """The level of (end − 2W, end]; None where it holds too few readings to say."""
-    w = windows.eq_window_s
-    centres, batch, counts = _batch_levels(s, end_s, w, robust)
-    finite = np.isfinite(batch)
-    if int(counts.sum()) < 2 * MIN_POINTS or finite.sum() < math.ceil(
-        MIN_BATCH_SHARE * 2 * BATCHES
-    ):
+    centres, batch, counts = _batch_levels(s, end_s, windows.eq_window_s, robust)
+    filled = int(np.isfinite(batch).sum())
+    if int(counts.sum()) < 2 * MIN_POINTS or filled < math.ceil(MIN_BATCH_SHARE * 2 * BATCHES):
         return None
-    squares, df = 0.0, 0
-    for k in range(2):
-        part = slice(k * BATCHES, (k + 1) * BATCHES)
-        ok = finite[part]
-        x, y = centres[part][ok], batch[part][ok]
-        if y.size >= 3:
-            _, _, resid = _line(x, y)
-            squares += float(resid @ resid)
-            df += y.size - 2
-    return Level(float(batch[finite].mean()), int(finite.sum()), squares, df)
+    pieces, squares, df = _detrended(centres, batch, 2)
+    return Level(float(np.concatenate(pieces).mean()), filled, squares, df)
 
 
 def moved_since(
@@ -476,16 +495,10 @@ def check_window(
     ``window_s`` long (``eq_window_s`` unless given: the longer scale is the module
     docstring's "Cycles")."""
     w = windows.eq_window_s if window_s is None else window_s
-    drifts = []
-    if basis == "temperature":
-        tol = windows.eq_temp_tolerance_c
-        drifts.append(drift("temperature", temp, t_check, windows, absolute_c=tol, window_s=w))
-    elif basis == "power":
-        drifts.append(drift("power", power, t_check, windows, window_s=w))
-    if np.isfinite(clock.window(t_check - 2 * w, t_check).y).any():
-        drifts.append(drift("SM clock", clock, t_check, windows, window_s=w))
-    drifts += [
-        drift(f"{part} throughput", s, t_check, windows, window_s=w) for part, s in rates.items()
+    signals = judged_signals(basis, temp, power, clock, rates, windows, t_check - 2 * w, t_check)
+    drifts = [
+        drift(name, series, t_check, windows, absolute_c=absolute, window_s=w)
+        for name, series, absolute in signals
     ]
     passed = bool(drifts) and (basis != "throughput" or bool(rates))
     passed = passed and all(d.passed for d in drifts)
@@ -552,8 +565,13 @@ class EquilibriumRule:
             return None
         date, w = self.time_s, self.windows.eq_window_s
         assert date is not None
+        assert self.basis is not None
+        start = t_check - 2 * LONG_SCALE * w
+        signals = judged_signals(
+            self.basis, temp, power, clock, rates, self.windows, start, t_check
+        )
         moved = []
-        for name, series, absolute in self._signals(temp, power, clock, rates):
+        for name, series, absolute in signals:
             before = level_of(series, t_check - LONG_SCALE * w, self.windows)
             now = level_of(series, t_check, self.windows)
             if before is None or now is None:
@@ -580,21 +598,6 @@ class EquilibriumRule:
             if not self.reached:
                 self.check(t_check - k * interval, temp, power, clock, rates)
         return gone
-
-    def _signals(
-        self, temp: Series, power: Series, clock: Series, rates: Mapping[str, Series]
-    ) -> list[tuple[str, Series, float | None]]:
-        """The signals the rule judges, as ``check_window`` chooses them: (name, series,
-        absolute tolerance or None for a relative one)."""
-        out: list[tuple[str, Series, float | None]] = []
-        if self.basis == "temperature":
-            out.append(("temperature", temp, self.windows.eq_temp_tolerance_c))
-        elif self.basis == "power":
-            out.append(("power", power, None))
-        if np.isfinite(clock.y).any():
-            out.append(("SM clock", clock, None))
-        out += [(f"{part} throughput", r, None) for part, r in rates.items()]
-        return out
 
     def check(
         self,
