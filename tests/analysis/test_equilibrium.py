@@ -388,9 +388,10 @@ def test_a_plateau_that_falls_later_is_not_equilibrium_while_the_newer_window_fa
 def test_a_long_plateau_that_falls_later_is_withdrawn_and_found_again_online_and_offline():
     # Held flat 2 °C above where it settles for 13 minutes, then falling: no rule that looks
     # at ten minutes can tell that plateau from equilibrium while it lasts, so the date
-    # comes early. Once the 10-min level has left the level after the date by more than
-    # the tolerance, the date is withdrawn and equilibrium found again, after the fall; the
-    # online detector, fed tick by tick, withdraws and dates the same.
+    # comes early. Once the reading has stepped down and its 10-min level lies more than
+    # the tolerance from the 5 min from the date, the date is withdrawn and equilibrium
+    # found again, after the fall; the online detector, fed tick by tick, withdraws and
+    # dates the same.
     t = np.arange(0.0, 3600.0, 1.0)
     fall = np.clip((t - 900) / 300, 0, 1)
     true = 36 + 32.3 * (1 - np.exp(-t / 60)) - 2.0 * (1 - np.cos(np.pi * fall)) / 2
@@ -399,8 +400,8 @@ def test_a_long_plateau_that_falls_later_is_withdrawn_and_found_again_online_and
     eq = detect(0.0, float(t[-1]), Series(t, temp), Series(t, nan), Series(t, nan), {}, W)
     assert eq.reached and len(eq.withdrawn) == 1, eq
     [gone] = eq.withdrawn
-    assert gone.time_s < 900 and gone.at_s >= gone.time_s + 4 * W.eq_window_s
-    assert "temperature's level moved -" in gone.reason and "10-min window" in gone.reason
+    assert gone.time_s < 900 and 900 < gone.at_s <= gone.time_s + 5 * W.eq_window_s
+    assert "temperature's level stepped: the 10 min to " in gone.reason
     assert np.max(np.abs(true[t >= eq.time_s] - true[-1])) <= 1.0, eq.time_s
     online = OnlineDetector(W, lag_s=0.0)
     online.start(0.0)
@@ -421,6 +422,21 @@ def test_a_fan_cycle_after_the_date_is_not_a_reason_to_withdraw_it():
     nan = np.full_like(t, np.nan)
     eq = detect(0.0, float(t[-1]), Series(t, temp), Series(t, nan), Series(t, nan), {}, W)
     assert eq.reached and eq.withdrawn == ()
+
+
+def test_a_reading_that_sinks_steadily_after_the_date_is_withdrawn_by_the_10_min_levels():
+    # Settled within minutes, then from 15 min on the reading sinks 2.5 °C over a quarter
+    # of an hour: never a step (0.8 °C per 5 min), but one 10-min level lies more than the
+    # tolerance below the one before it, so the date goes.
+    t = np.arange(0.0, 3600.0, 1.0)
+    true = 33 + 34 * (1 - np.exp(-t / 90)) - 2.5 * np.clip((t - 900) / 900, 0, 1)
+    temp = np.round(true + np.random.default_rng(13).normal(0, 0.3, t.size))
+    nan = np.full_like(t, np.nan)
+    eq = detect(0.0, float(t[-1]), Series(t, temp), Series(t, nan), Series(t, nan), {}, W)
+    [gone] = eq.withdrawn
+    assert gone.time_s < 900 and "temperature's level moved -" in gone.reason, gone
+    assert "from one 10-min window to the next" in gone.reason
+    assert eq.reached and eq.time_s > 900
 
 
 def test_a_room_that_warms_slowly_after_the_date_does_not_withdraw_it():

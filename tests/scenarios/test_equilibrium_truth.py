@@ -134,3 +134,24 @@ def test_a_plateau_dated_as_equilibrium_is_withdrawn_live_and_in_the_report(sim_
     assert messages[-1] == f"equilibrium at {eq.time_s:.0f} s (basis temperature)"
     [check] = [c for c in analysis.devices[4].checks if c.check == "equilibrium"]
     assert "the date 311 s was withdrawn at" in check.message
+
+
+def test_a_plateau_too_short_to_move_a_10_min_level_is_withdrawn_once_it_steps_down():
+    # The simulated A100 of seed 6: GPU 5's reading holds flat for five minutes while the
+    # die, 1.2 °C outside the band its fans' hunt sweeps, falls behind the hunt's rise; the
+    # rule dates it at 431 s. Then the reading steps down 2 °C in four minutes and hunts
+    # about its kept level: adjacent 10-min levels after the date differ by about 1 °C, too
+    # little to withdraw it, but the 10-min level after the step lies 1.5 °C from the level
+    # of the 5 min from the date, and the date is withdrawn.
+    sim = bench.simulate(
+        seed=6, gpus=8, sku="a100-sxm", workload="mix", duration_s=2400, truth=True
+    )
+    analysis = analyze_run(sim.data, PROFILE)
+    eq = analysis.devices[5].facts.equilibrium
+    [gone] = eq.withdrawn
+    assert gone.time_s == 431.0 and eq.reached and eq.time_s > gone.at_s - 600
+    assert "temperature's level stepped: the 10 min to " in gone.reason
+    assert "from the 5 min from the date; tolerance 1 °C" in gone.reason
+    for d in analysis.devices:  # no date while the die is over 1 °C outside its band
+        band = sim.distance(d.index, hunt=True)
+        assert bench.at_time(sim.truth_t, band, d.facts.equilibrium.time_s) <= 1.0, d.index
