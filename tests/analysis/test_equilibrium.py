@@ -388,10 +388,12 @@ def test_a_plateau_that_falls_later_is_not_equilibrium_while_the_newer_window_fa
 def test_a_long_plateau_that_falls_later_is_withdrawn_and_found_again_online_and_offline():
     # Held flat 2 °C above where it settles for 13 minutes, then falling: no rule that looks
     # at ten minutes can tell that plateau from equilibrium while it lasts, so the date
-    # comes early. Once the reading has stepped down and its 10-min level lies more than
-    # the tolerance from the 5 min from the date, the date is withdrawn and equilibrium
-    # found again, after the fall; the online detector, fed tick by tick, withdraws and
-    # dates the same.
+    # comes early. Once the reading has stepped down and its 10-min level lies the
+    # tolerance or more from the 5 min from the date, the date is withdrawn and equilibrium
+    # found again, after the fall, once: no check dated before the step's newer window
+    # counts (a 10-min check made again at the withdrawal straddles the fall and would date
+    # the plateau again); the online detector, fed tick by tick, withdraws and dates the
+    # same.
     t = np.arange(0.0, 3600.0, 1.0)
     fall = np.clip((t - 900) / 300, 0, 1)
     true = 36 + 32.3 * (1 - np.exp(-t / 60)) - 2.0 * (1 - np.cos(np.pi * fall)) / 2

@@ -155,3 +155,42 @@ def test_a_plateau_too_short_to_move_a_10_min_level_is_withdrawn_once_it_steps_d
     for d in analysis.devices:  # no date while the die is over 1 °C outside its band
         band = sim.distance(d.index, hunt=True)
         assert bench.at_time(sim.truth_t, band, d.facts.equilibrium.time_s) <= 1.0, d.index
+
+
+def test_a_date_the_tolerance_from_the_level_after_its_step_is_withdrawn():
+    # The simulated MI300X of seed 22: GPU 3's fans rise while its die still falls from the
+    # overshoot, so the reading holds at 67 °C for ten minutes and the rule dates it at
+    # 431 s, 1.2 °C outside the band its hunt sweeps. Then it steps down 1.5 °C and hunts
+    # about 66 °C: the 5 min from the date lie 1.0–1.1 °C (± 0.12) from the later 10-min
+    # levels, which a 95 % margin towards "moved" could not call more than 1 °C. After a
+    # step the estimate decides, and the date goes.
+    sim = bench.simulate(seed=22, gpus=8, sku="mi300x", workload="mix", duration_s=2400, truth=True)
+    analysis = analyze_run(sim.data, PROFILE)
+    eq = analysis.devices[3].facts.equilibrium
+    [gone] = eq.withdrawn
+    assert gone.time_s == 431.0 and eq.reached and eq.time_s > gone.time_s
+    assert "temperature's level stepped: the 10 min to " in gone.reason
+    for d in analysis.devices:  # no date while the die is over 1 °C outside its band
+        band = sim.distance(d.index, hunt=True)
+        assert bench.at_time(sim.truth_t, band, d.facts.equilibrium.time_s) <= 1.0, d.index
+
+
+def test_a_hunt_that_steps_long_after_the_date_does_not_reopen_its_level():
+    # The simulated H200 of seed 6, 5 °C below nominal inlet: GPU 1 is dated at 911 s
+    # within its band. Its fans hunt ±0.8 °C over 10 min, wide enough that a half cycle
+    # "steps" (4a/π over 1 °C), and the room warms it 0.5 °C; 21 min after the date the 5
+    # min from the date, a trough of the hunt, lie 1 °C from the 10-min level. A step that
+    # late is movement, the adjacent 10-min windows' to judge, and the date stands.
+    sim = bench.simulate(
+        seed=6,
+        gpus=8,
+        sku="h200",
+        workload="mix",
+        duration_s=2400,
+        truth=True,
+        faults=("inlet:delta=-5",),
+    )
+    eq = analyze_run(sim.data, PROFILE).devices[1].facts.equilibrium
+    assert eq.time_s == 911.0 and eq.withdrawn == ()
+    band = sim.distance(1, hunt=True)
+    assert bench.at_time(sim.truth_t, band, eq.time_s) <= 1.0
