@@ -784,9 +784,14 @@ class Equilibrium:
 
 
 def not_reached_reason(
-    load_s: float, last: CheckResult | None, windows: Windows, streak: int = 0
+    load_s: float,
+    last: CheckResult | None,
+    windows: Windows,
+    streak: int = 0,
+    floor_s: float | None = None,
 ) -> str:
-    """Why equilibrium was not reached over a load of ``load_s`` seconds."""
+    """Why equilibrium was not reached over a load of ``load_s`` seconds (``floor_s``: the
+    rule's floor after a withdrawal, docstring "Withdrawal")."""
     need = shortest_confirmation_s(windows)
     if load_s < need:
         return (
@@ -796,6 +801,11 @@ def not_reached_reason(
         )
     if last is None:
         return "no check could be made"
+    if last.passed and floor_s is not None and last.centre_s < floor_s:
+        return (
+            f"the last check passed but dates {last.centre_s:.0f} s, before {floor_s:.0f} s, "
+            f"where the window that withdrew an earlier date starts; no date comes before it"
+        )
     if last.passed:
         return (
             f"{streak} check(s) of the last {windows.eq_window_s / 60:g} min passed, fewer "
@@ -828,7 +838,9 @@ def detect(
     reason = (
         ""
         if rule.reached
-        else not_reached_reason(end_s - load_start_s, rule.last, windows, len(rule.streak))
+        else not_reached_reason(
+            end_s - load_start_s, rule.last, windows, len(rule.streak), rule.floor_s
+        )
     )
     return Equilibrium(
         rule.reached,
@@ -924,7 +936,8 @@ class OnlineDetector:
         if self.reached or self.load_start_s is None:
             return ""
         load_s = now_s - self.load_start_s
-        return not_reached_reason(load_s, self.rule.last, self.windows, len(self.rule.streak))
+        rule = self.rule
+        return not_reached_reason(load_s, rule.last, self.windows, len(rule.streak), rule.floor_s)
 
     def start(self, load_start_s: float) -> None:
         self.load_start_s = load_start_s
