@@ -611,9 +611,9 @@ class EquilibriumRule:
         self.time_s: float | None = None  # the first passing check's centre
         self.confirmed_s: float | None = None  # the check that completed the streak
         self.withdrawn: list[Withdrawal] = []  # dates a later level refuted (``watch``)
-        # The level of the 5 min around the date, per signal, and the signals that have
-        # stepped since (docstring, "Withdrawal": a plateau that ends)
-        self.anchor: dict[str, Level] = {}
+        # The level of the 5 min from the date, per signal (None until the first watch takes
+        # it), and the signals that have stepped soon after (docstring, "A plateau that ends")
+        self.anchor: dict[str, Level] | None = None
         self.stepped: dict[str, float] = {}  # signal -> the check it first stepped at
         # No date before this: where the window whose level withdrew a date starts
         self.floor_s: float | None = None
@@ -648,13 +648,14 @@ class EquilibriumRule:
         signals = judged_signals(
             self.basis, temp, power, clock, rates, self.windows, start, t_check
         )
-        if not self.anchor:  # the first watch: the 5 min from the date are in
+        if self.anchor is None:  # the first watch: the 5 min from the date are in
             self.anchor = self._anchor(temp, power, clock, rates)
+        anchor_end = date + w  # the end of the 5 min from the date
         moved, floors = [], []
         for name, series, absolute in signals:
             # A step on the 5-min scale, both windows after the date and the newer one
             # starting within 10 min of the end of the 5 min from it: noted, not judged.
-            if t_check - w - (date + w) <= LONG_SCALE * w:
+            if t_check - w - anchor_end <= LONG_SCALE * w:
                 step = drift(name, series, t_check, self.windows, absolute_c=absolute)
                 if step.stepped:
                     self.stepped.setdefault(name, t_check)
@@ -664,7 +665,7 @@ class EquilibriumRule:
             # The plateau that ended: within 10 min after the 5 min from the date, a 10-min
             # level the tolerance or more from theirs, once the signal has stepped.
             since = self.anchor.get(name)
-            after = t_check - LONG_SCALE * w - (date + w)  # from the end of those 5 min
+            after = t_check - LONG_SCALE * w - anchor_end  # when the 10-min window starts
             if name in self.stepped and since is not None and 0 <= after <= LONG_SCALE * w:
                 d = moved_since(name, since, now, self.windows, absolute)
                 if d is not None and d.change is not None and abs(d.change) >= d.tolerance:
@@ -754,7 +755,7 @@ class EquilibriumRule:
         if self.time_s is None and len(self.streak) >= self.windows.eq_checks:
             self.time_s = self.streak[0].centre_s
             self.confirmed_s = result.t_s
-            self.anchor = {}
+            self.anchor = None
             self.stepped = {}
         return result
 
