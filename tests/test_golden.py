@@ -5,18 +5,25 @@ both as they are; a change of behaviour updates them on purpose, in the same com
     SOAK_UPDATE_GOLDEN=1 pytest tests/test_golden.py
 
 and the diff of tests/fixtures/golden/ shows what the change did to what an operator reads.
+
+The run is recorded as made on a fixed host (GOLDEN_HOST), whatever machine runs the test:
+the report's inventory prints the host's CPU, kernel and versions, and a golden text holding
+the recording machine's fails on any other (an AMD host against an Intel recording).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import re
+import sqlite3
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
+from soak import runner
 from soak.config import RunConfig
 from soak.report import build_outputs
 from soak.runner import run
@@ -66,26 +73,92 @@ def visible_text(html: str) -> str:
     return re.sub(r"(/[\w.-]+)+/\d{8}T\d{6}Z\S*", "<run dir>", text)
 
 
-def test_a_fixed_seeded_run_gives_its_recorded_summary_and_report(tmp_path):
-    config = RunConfig(
-        backend="sim",
-        workload="mix",
-        duration_s=1800.0,
-        seed=11,
-        out=tmp_path,
-        sim_gpus=4,
-        sim_faults=("airflow:gpu=2:factor=2.2", "ecc:gpu=3:at=600"),
-        command="soak run --backend sim --minutes 30 --sim-gpus 4 --seed 11",
-    )
-    run_dir = run(config).run_dir
-    build_outputs(run_dir, config.profile)
-    summary = _steady(json.loads((run_dir / "summary.json").read_text()))
+# The host the golden outputs are recorded on; no fact of the machine running the test may
+# reach them.
+GOLDEN_HOST = {
+    "hostname": "golden-host",
+    "os": "GoldenOS-1.0-test",
+    "cpu": "Golden Test CPU @ 1.00GHz",
+    "cpu_count": "64",
+    "python": "3.11.0",
+    "soak": "0.0.0",
+    "torch": "2.0.0+golden",
+    "nvidia_ml_py": "12.0.0",
+    "numpy": "2.0.0",
+}
+
+
+def _host_facts(host: dict) -> list[str]:
+    """The strings a report would print of a host: its name, OS, CPU and CPU count."""
+    facts = [host.get("hostname"), host.get("os"), host.get("cpu")]
+    if host.get("cpu_count") != GOLDEN_HOST["cpu_count"]:
+        facts.append(f"({host.get('cpu_count')} logical CPUs)")
+    return [f for f in facts if f and len(f) >= 4]
+
+
+def _this_host() -> list[str]:
+    return [*_host_facts(runner.host_info()), platform.release(), platform.node()]
+
+
+def _outputs(run_dir: Path, tmp: Path) -> tuple[dict, str, str]:
+    """The run's summary (volatile keys out), the report's visible text, and the raw summary."""
+    build_outputs(run_dir)
+    raw = (run_dir / "summary.json").read_text()
     text = visible_text((run_dir / "report.html").read_text())
-    text = text.replace(str(tmp_path), "<out>").replace(run_dir.parent.name, "<host>")
-    text = text.replace(run_dir.name, "<stamp>")
+    text = text.replace(str(tmp), "<out>").replace(run_dir.parent.name, "<host>")
+    return _steady(json.loads(raw)), text.replace(run_dir.name, "<stamp>"), raw
+
+
+def _leaked(facts: list[str], *texts: str) -> list[str]:
+    return [f for f in facts if f and len(f) >= 4 and any(f in t for t in texts)]
+
+
+@pytest.fixture(scope="module")
+def golden_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("golden")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner, "host_info", lambda: dict(GOLDEN_HOST))
+        patch.setattr(runner, "run_host", lambda: GOLDEN_HOST["hostname"])
+        config = RunConfig(
+            backend="sim",
+            workload="mix",
+            duration_s=1800.0,
+            seed=11,
+            out=tmp,
+            sim_gpus=4,
+            sim_faults=("airflow:gpu=2:factor=2.2", "ecc:gpu=3:at=600"),
+            command="soak run --backend sim --minutes 30 --sim-gpus 4 --seed 11",
+        )
+        run_dir = run(config).run_dir
+        build_outputs(run_dir, config.profile)
+    return run_dir, tmp
+
+
+def test_a_fixed_seeded_run_gives_its_recorded_summary_and_report(golden_run):
+    run_dir, tmp = golden_run
+    summary, text, raw = _outputs(run_dir, tmp)
     if os.environ.get("SOAK_UPDATE_GOLDEN"):
         GOLDEN.mkdir(parents=True, exist_ok=True)
         (GOLDEN / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
         (GOLDEN / "report.txt").write_text(text + "\n")
+    assert _leaked(_this_host(), text, raw) == [], "a fact of the machine running the test leaked"
     assert summary == json.loads((GOLDEN / "summary.json").read_text())
     assert text + "\n" == (GOLDEN / "report.txt").read_text()
+
+
+def test_the_golden_comparison_fails_on_another_hosts_facts(golden_run):
+    """Fed another host (the store's host record replaced, the report rebuilt), the golden
+    comparison fails and the leak check names that host's CPU and OS."""
+    run_dir, tmp = golden_run
+    other = {**GOLDEN_HOST, "hostname": "epyc-node-07", "os": "Linux-6.1.0-amd64-x86_64",
+             "cpu": "AMD EPYC 9654 96-Core Processor", "cpu_count": "2"}  # fmt: skip
+    with sqlite3.connect(run_dir / "soak.sqlite") as conn:
+        conn.execute("UPDATE meta SET value=? WHERE key='host'", (json.dumps(other),))
+    try:
+        _, text, raw = _outputs(run_dir, tmp)
+        assert text + "\n" != (GOLDEN / "report.txt").read_text()
+        assert set(_leaked(_host_facts(other), text, raw)) >= {other["cpu"], other["os"]}
+    finally:
+        with sqlite3.connect(run_dir / "soak.sqlite") as conn:
+            conn.execute("UPDATE meta SET value=? WHERE key='host'", (json.dumps(GOLDEN_HOST),))
+        build_outputs(run_dir)
