@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.fleet.synth import FAULTS, write_fleet  # noqa: E402
+from testkit.fleet import FAULTS, write_fleet  # noqa: E402
 
 LIMIT_S, LIMIT_MIB = 60.0, 1024.0
 

@@ -660,7 +660,7 @@ def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
 def _check_node_group(workload: str, backend: str, env: Mapping[str, str]) -> None:
     """A multi-node ddp group in the environment (set by `soak fleet sbatch --across-nodes`):
     well-formed, and only for the ddp workload on a backend that runs real ranks."""
-    from soak.fleet.group import from_env
+    from soak.nodegroup import from_env
 
     group = from_env(env)
     if group is None:

@@ -154,11 +154,11 @@ def make_load(config: RunConfig, backend: Backend, devices: list[DeviceInfo]) ->
     simulated = backend.simulated_load(config.workload)
     if simulated is not None:
         return simulated
-    from soak.fleet.group import from_env
+    from soak.nodegroup import from_env
     from soak.worker import WorkerPool
     from workloads.base import WorkloadOptions
 
-    # --across-nodes: the node group the batch script exported (soak.fleet.group).
+    # --across-nodes: the node group the batch script exported (soak.nodegroup).
     group = from_env(os.environ) if config.workload == "ddp" else None
     try:
         options = WorkloadOptions(**config.workload_options)

@@ -39,8 +39,6 @@ from multiprocessing.process import BaseProcess
 from typing import Any
 
 from soak.devices.base import LoadUpdate
-from soak.fleet.group import Exchange, NodeGroup, RankMap, global_rank
-from soak.fleet.group import record as group_record
 from soak.model import (
     DeviceInfo,
     Event,
@@ -50,6 +48,8 @@ from soak.model import (
     WorkerOutcome,
     WorkSample,
 )
+from soak.nodegroup import Exchange, NodeGroup, RankMap, global_rank
+from soak.nodegroup import record as group_record
 from workloads import WORKLOADS, StepResult, Verification, Workload, WorkloadFactory
 from workloads.base import WorkloadOptions
 
@@ -396,7 +396,7 @@ class WorkerPool:
         self._server_steps: list[ServerStep] = []
         self._failed: set[int] = set()
         self._checked_groups: set[str] = set()
-        # --across-nodes: every node's ranks join one group (soak.fleet.group); its record
+        # --across-nodes: every node's ranks join one group (soak.nodegroup); its record
         # (every global rank's host and device) goes into the run record as ``ddp_group``.
         self._group = group
         self._exchange: Exchange | None = None

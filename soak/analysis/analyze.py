@@ -510,7 +510,7 @@ def _sync_facts(
 
 
 def _group_ranks(group: Mapping[str, Any]) -> dict[str, Any]:
-    """A multi-node group's record (``ddp_group``, soak.fleet.group): which global rank each
+    """A multi-node group's record (``ddp_group``, soak.nodegroup): which global rank each
     of this node's devices is, and every rank's host and device, for SyncFacts."""
     node, local = int(group["node"]), int(group["local_ranks"])
     ranks = [r for r in group["ranks"] if isinstance(r, Mapping)]

@@ -6,7 +6,6 @@ This package imports nothing from ``cli``, ``report`` or ``workloads``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from soak.devices.base import BACKEND_NAMES, Backend
@@ -74,20 +73,3 @@ def open_backend(name: str, options: BackendOptions | None = None) -> Backend:
     from soak.devices.cpu import CpuBackend
 
     return CpuBackend(devices=options.devices, ranks=options.cpu_ranks)
-
-
-def select(found: Sequence[int], wanted: Sequence[int] | None, backend: str) -> list[int]:
-    """The device indices to use: all found, or the ones asked for, in the order asked; each
-    must exist and be named once."""
-    if wanted is None:
-        return list(found)
-    if not wanted:
-        raise ConfigError("--devices: no device chosen")
-    missing = [i for i in wanted if i not in found]
-    if missing:
-        have = ", ".join(map(str, found)) or "none"
-        raise ConfigError(f"--devices: {backend} has no device {missing[0]} (found {have})")
-    twice = [i for n, i in enumerate(wanted) if i in wanted[:n]]
-    if twice:
-        raise ConfigError(f"--devices: device {twice[0]} is listed twice")
-    return list(wanted)

@@ -45,7 +45,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from soak.devices import select
 from soak.devices.common import (
     Call,
     Device,
@@ -60,6 +59,7 @@ from soak.devices.common import (
     clean_number,
     pct,
     positive,
+    select,
     temp_ok,
 )
 from soak.errors import (

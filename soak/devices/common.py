@@ -21,11 +21,11 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from soak.errors import FunctionMissing, GpuLost, NoPermission, NotSupported, SoakError
+from soak.errors import ConfigError, FunctionMissing, GpuLost, NoPermission, NotSupported, SoakError
 from soak.model import Capability, DeviceInfo, Event, EventKind, Telemetry
 
 SUPPORTED = Capability.SUPPORTED
@@ -532,3 +532,20 @@ class VendorBackend:
                 Pending(EventKind.DEVICE_LOST, message, index, details, t_s, arrived)
             )
         self._log.error("%s: GPU %d lost: %s", self.name, index, reason)
+
+
+def select(found: Sequence[int], wanted: Sequence[int] | None, backend: str) -> list[int]:
+    """The device indices to use: all found, or the ones asked for, in the order asked; each
+    must exist and be named once."""
+    if wanted is None:
+        return list(found)
+    if not wanted:
+        raise ConfigError("--devices: no device chosen")
+    missing = [i for i in wanted if i not in found]
+    if missing:
+        have = ", ".join(map(str, found)) or "none"
+        raise ConfigError(f"--devices: {backend} has no device {missing[0]} (found {have})")
+    twice = [i for n, i in enumerate(wanted) if i in wanted[:n]]
+    if twice:
+        raise ConfigError(f"--devices: device {twice[0]} is listed twice")
+    return list(wanted)

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from soak.devices import select
-from soak.devices.common import LogOnce, temp_ok
+from soak.devices.common import LogOnce, select, temp_ok
 from soak.errors import BackendUnavailable, ConfigError
 from soak.model import TELEMETRY_METRICS, Capability, DeviceInfo, Event, Telemetry
 

@@ -43,7 +43,6 @@ from typing import Any, ClassVar
 
 import pynvml
 
-from soak.devices import select
 from soak.devices.common import (
     CAPABILITY_OF,
     Answer,
@@ -60,6 +59,7 @@ from soak.devices.common import (
     clean_number,
     pct,
     positive,
+    select,
     temp_ok,
 )
 from soak.errors import (

@@ -23,7 +23,7 @@ from pathlib import Path
 from soak import __version__
 from soak.errors import ConfigError, SoakError
 from soak.fleet.collect import NODE_LIST_FILE
-from soak.fleet.group import (
+from soak.nodegroup import (
     ADDR_ENV,
     MASTER_PORT_BASE,
     MASTER_PORT_SPAN,
@@ -124,7 +124,7 @@ def render_script(spec: BatchSpec) -> str:
 
 def _group_lines() -> list[str]:
     """--across-nodes: the ddp group's rendezvous, from Slurm's own environment
-    (soak.fleet.group reads these variables on each node)."""
+    (soak.nodegroup reads these variables on each node)."""
     return [
         "# ddp across nodes: every node's ranks join one torch.distributed group. Master: the",
         "# job's first node, at its NodeAddr (which may differ from its name); port: derived",

@@ -2,7 +2,7 @@
 steady, the inter-node all-reduce bus bandwidth, and the node and GPU that set the pace.
 
 A group is every run whose summary carries the same ``run.ddp_group`` (name, master address
-and port; soak.fleet.group). Its server-level figures come from the summary of the node that
+and port; soak.nodegroup). Its server-level figures come from the summary of the node that
 recorded them (``server_steps_on``, the node of global rank 0): step rates, busbw (nccl-tests'
 formula over the whole group's world) and each global rank's share of the steady steps in
 which it was the straggler. The rank map names each rank's host and device. The pace setter's

@@ -15,7 +15,7 @@ Schema versions (a later version may add keys; removing or renaming one bumps th
      of a signal; in "checks", never in "reasons"), top-level "not_checked" (those checks),
      per device "diagnosis_next_step"; "server.ddp" (the ddp workload's synchronous step
      rate, pace setter, rank timing and busbw; null otherwise); "run.ddp_group" (a
-     multi-node ddp group's rank map, soak.fleet.group; null otherwise).
+     multi-node ddp group's rank map, soak.nodegroup; null otherwise).
 """
 
 from __future__ import annotations

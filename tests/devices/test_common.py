@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from soak.devices import select
 from soak.devices.common import (
     Call,
     LogOnce,
@@ -19,6 +18,7 @@ from soak.devices.common import (
     confirm_alive,
     failed_read,
     positive,
+    select,
     temp_ok,
     why_not,
 )

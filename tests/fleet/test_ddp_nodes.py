@@ -28,7 +28,9 @@ from soak.cli import main
 from soak.errors import ConfigError, SoakError
 from soak.fleet import collect
 from soak.fleet.analyze import Settings
-from soak.fleet.group import (
+from soak.fleet.report import make_report
+from soak.model import DeviceInfo
+from soak.nodegroup import (
     Exchange,
     NodeGroup,
     from_env,
@@ -36,10 +38,9 @@ from soak.fleet.group import (
     master_port,
     rank_map,
 )
-from soak.fleet.report import make_report
-from soak.model import DeviceInfo
 from soak.store import RunStore
 from soak.worker import WorkerPool, free_port
+from testkit.fleet import FIXTURES as FLEET_FIXTURES
 from tests.fleet import slurm_cluster
 from workloads.base import WorkloadOptions
 
@@ -356,7 +357,7 @@ def test_runs_without_a_group_have_no_ddp_groups(tmp_path):
     folder = tmp_path / "fleet"
     run = folder / "gpu001" / "r"
     run.mkdir(parents=True)
-    shutil.copy(FIXTURES / "sim-8gpu-gemm-healthy-seed1.json", run / "summary.json")
+    shutil.copy(FLEET_FIXTURES / "sim-8gpu-gemm-healthy-seed1.json", run / "summary.json")
     assert _report(folder)["ddp_groups"] == []
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from soak.cli import main
 from soak.fleet import history
-from tests.fleet.synth import write_fleet
+from testkit.fleet import write_fleet
 
 DAYS = ("2026-12-01T08:00:00Z", "2026-12-15T08:00:00Z", "2027-01-05T08:00:00Z")
 

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from soak.cli import main
-from tests.fleet.synth import FAULTS, host_name, load, write_fleet
+from testkit.fleet import FAULTS, host_name, load, write_fleet
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "docs" / "fleet.schema.json").read_text())

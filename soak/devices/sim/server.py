@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from soak.devices import select
+from soak.devices.common import select
 from soak.devices.sim.faults import Fault, fault_error, parse_fault
 from soak.devices.sim.load import SimLoad
 from soak.devices.sim.params import CHASSIS, DEFAULT_SKU, SKUS, WORKLOADS, Chassis

@@ -1,5 +1,5 @@
 """A simulated fleet for tests and ``bench/fleet_scale.py``: summary.json files of many
-servers, synthesised from a few real simulated soaks (``fixtures/``, each the summary.json
+servers, synthesised from a few real simulated soaks (``fleet_fixtures/``, each the summary.json
 of `soak run --backend sim --minutes 30 --workload gemm --baseline 0 --seed N [--sim-fault
 ...]`, the command recorded in it).
 
@@ -18,7 +18,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parent / "fleet_fixtures"
 HEALTHY = ("sim-8gpu-gemm-healthy-seed1.json", "sim-8gpu-gemm-healthy-seed2.json")
 FAULTS = (
     "sim-8gpu-gemm-airflow-gpu2.json",

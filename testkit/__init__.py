@@ -1,0 +1,2 @@
+"""Synthesis shared by the tests and the benches (neither imports the other): simulated
+fleets (``fleet``). Not part of the installed package."""
