@@ -4,7 +4,6 @@ nodes, the rack map, fleet.json against its JSON Schema."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import jsonschema
@@ -12,12 +11,12 @@ import pytest
 
 from soak.cli import main
 from testkit.fleet import FAULTS, host_name, load, write_fleet
+from testkit.traces import missing_reason, trace_dir
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "docs" / "fleet.schema.json").read_text())
-# In CI the repo is cloned next to shared/; SOAK_SHARED points elsewhere (a worktree).
-SHARED = Path(os.environ.get("SOAK_SHARED", REPO.parent / "shared"))
-V100 = SHARED / "data" / "real-traces" / "v100-sc22-sgemm-per-gpu-aggregate"
+V100_NAME = "v100-sc22-sgemm-per-gpu-aggregate"
+V100 = trace_dir(V100_NAME) or Path(V100_NAME)
 FAULTY = {5: FAULTS[0], 20: FAULTS[1], 41: FAULTS[2], 60: FAULTS[3]}
 
 
@@ -131,7 +130,7 @@ def test_bad_input_is_one_line_and_creates_nothing(tmp_path, capsys):
 def v100(tmp_path_factory) -> tuple[int, list[str], dict]:
     table = V100 / "sgemm-longhorn-agg.csv"
     if not table.is_file():
-        pytest.skip(f"the real trace folder is missing: {V100}")
+        pytest.skip(missing_reason(V100_NAME))
     out = tmp_path_factory.mktemp("v100")
     argv = [
         "fleet",

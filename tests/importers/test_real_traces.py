@@ -1,17 +1,20 @@
-"""Whole real traces (../shared/data/real-traces): slow, skipped where the folder is missing."""
+"""Whole real traces (bench/data/real-traces): slow, skipped where the folder is missing."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from soak.cli import main
-from tests.importers.conftest import REAL_TRACES, run_folders
+from testkit.traces import missing_reason, trace_dir
+from tests.importers.conftest import run_folders
 
-V100 = REAL_TRACES / "v100x4-gpuburn-18h-lambda"
+NAME = "v100x4-gpuburn-18h-lambda"
+V100 = trace_dir(NAME) or Path(NAME)
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not V100.is_dir(), reason=f"real traces not found at {REAL_TRACES}"),
+    pytest.mark.skipif(not V100.is_dir(), reason=missing_reason(NAME)),
 ]
 
 

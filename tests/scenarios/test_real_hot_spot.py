@@ -1,10 +1,9 @@
-"""The public H100 nanoGPT trace (../shared/data/real-traces): one GPU runs hotter than its
+"""The public H100 nanoGPT trace (bench/data/real-traces): one GPU runs hotter than its
 seven peers at equal power; the hot-spot rule must name it, and only it."""
 
 from __future__ import annotations
 
 import csv
-import os
 from datetime import datetime
 from pathlib import Path
 
@@ -15,17 +14,10 @@ from soak.analysis.checks import Status
 from soak.config import Profile
 from soak.model import DeviceInfo, Telemetry
 from soak.store import RunStore
+from testkit.traces import missing_reason, trace_dir
 
-REPO = Path(__file__).resolve().parents[2]
-# In CI the repository is cloned next to shared/; SOAK_SHARED points elsewhere (a worktree).
-SHARED = Path(os.environ.get("SOAK_SHARED", REPO.parent / "shared"))
-TRACE = (
-    SHARED
-    / "data"
-    / "real-traces"
-    / "h100x8-nanogpt-powercap-voltagepark"
-    / "gpu_metrics_b443a1c3_22min.csv"
-)
+NAME = "h100x8-nanogpt-powercap-voltagepark"
+TRACE = (trace_dir(NAME) or Path(NAME)) / "gpu_metrics_b443a1c3_22min.csv"
 
 
 def _store(path: Path, load: tuple[float, float]) -> None:
@@ -60,7 +52,7 @@ def _store(path: Path, load: tuple[float, float]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not TRACE.exists(), reason=f"real trace not here: {TRACE}")
+@pytest.mark.skipif(not TRACE.exists(), reason=missing_reason(NAME))
 @pytest.mark.parametrize("load", [(150.0, 600.0), (700.0, 1080.0)], ids=["capped", "400W"])
 def test_the_hot_gpu_of_the_h100_nanogpt_trace_is_named(tmp_path, load):
     path = tmp_path / "soak.sqlite"
