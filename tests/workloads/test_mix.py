@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from soak.worker import _Channel, _SampleBatch, free_port
+from soak.worker import free_port
+from soak.worker.child import _Channel, _SampleBatch
 from tests.workloads.sizes import on_cpu
 from workloads import WorkloadOptions
 from workloads.mix import MixWorkload
