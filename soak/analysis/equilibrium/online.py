@@ -1,0 +1,145 @@
+"""The online driver: feeds one device's readings to the state machine as checks fall due."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+
+from soak.analysis.equilibrium.check import CheckResult, first_check_s
+from soak.analysis.equilibrium.fit import CoarseHistory, Fit, fit_exponential
+from soak.analysis.equilibrium.levels import LONG_SCALE, Series
+from soak.analysis.equilibrium.machine import Dated, Event, Machine
+from soak.analysis.equilibrium.signals import Signals
+from soak.config import Windows
+
+
+class OnlineDetector:
+    """Per-device equilibrium detector fed every tick; memory stays bounded (the trailing
+    windows plus a coarse history for the fit), so a week-long soak does not grow it."""
+
+    def __init__(self, windows: Windows, fit_every_s: float = 60.0, lag_s: float = 5.0) -> None:
+        self.windows = windows
+        self.load_start_s: float | None = None
+        self.fit: Fit | None = None
+        self._machine = Machine(windows)
+        self._dated: Dated | None = None
+        # A check runs lag_s after its time, so that work finished before it but delivered
+        # a little later by a worker is in, as it is in the offline pass.
+        self._lag_s = lag_s
+        self._keep_s = (
+            2 * LONG_SCALE * windows.eq_window_s + 2 * windows.eq_check_interval_s + lag_s
+        )
+        self._tele: deque[tuple[float, float, float, float]] = deque()
+        self._rates: dict[str, deque[tuple[float, float]]] = {}
+        self._history = CoarseHistory()
+        self._next_check: float | None = None
+        self._fit_every_s = fit_every_s
+        self._next_fit = 0.0
+
+    @property
+    def equilibrium_s(self) -> float | None:
+        """The equilibrium date, once the rule has confirmed it (None before)."""
+        return None if self._dated is None else self._dated.time_s
+
+    @property
+    def confirmed_s(self) -> float | None:
+        return None if self._dated is None else self._dated.confirmed_s
+
+    @property
+    def basis(self) -> str | None:
+        return self._machine.basis
+
+    @property
+    def last_check(self) -> CheckResult | None:
+        return self._machine.last
+
+    @property
+    def reached(self) -> bool:
+        return self._dated is not None
+
+    @property
+    def rows_held(self) -> int:
+        """Telemetry rows held for the checks still to come (bounded by the windows)."""
+        return len(self._tele)
+
+    def reason(self, now_s: float) -> str:
+        """Why equilibrium is not reached yet ("" once it is)."""
+        if self.reached or self.load_start_s is None:
+            return ""
+        return self._machine.reason(now_s - self.load_start_s)
+
+    def start(self, load_start_s: float) -> None:
+        self.load_start_s = load_start_s
+        self._machine.load_start_s = load_start_s
+        self._next_check = first_check_s(load_start_s, self.windows)
+
+    def add_telemetry(
+        self, t_s: float, temp_c: float | None, power_w: float | None, sm_clock_mhz: float | None
+    ) -> None:
+        nan = math.nan
+        row = (
+            t_s,
+            nan if temp_c is None else temp_c,
+            nan if power_w is None else power_w,
+            nan if sm_clock_mhz is None else sm_clock_mhz,
+        )
+        self._tele.append(row)
+        if self.load_start_s is not None and t_s >= self.load_start_s and temp_c is not None:
+            self._history.add(t_s, temp_c)
+
+    def add_rate(self, part: str, t_mid_s: float, rate: float) -> None:
+        self._rates.setdefault(part, deque()).append((t_mid_s, rate))
+
+    def update(self, now_s: float) -> list[Event]:
+        """Make every check whose time has passed; returns what they changed, in order."""
+        self._trim(now_s)
+        events: list[Event] = []
+        while self._next_check is not None and now_s >= self._next_check + self._lag_s:
+            if not self._machine.idle(self._next_check):
+                events += self._machine.step(self._next_check, self._signals())
+            self._next_check += self.windows.eq_check_interval_s
+        for event in events:
+            self._dated = event if isinstance(event, Dated) else None
+        if not self.reached and now_s >= self._next_fit:
+            self._next_fit = now_s + self._fit_every_s
+            if self.load_start_s is not None:
+                t, y = self._history.arrays()
+                self.fit = fit_exponential(t, y, self.load_start_s)
+        return events
+
+    def eta_s(self, now_s: float) -> float | None:
+        """Predicted seconds until the rule confirms equilibrium, from the fit; 0 once it
+        has. Confirmation comes at the model's first passing check, plus the further
+        checks, plus the lag."""
+        if self.reached:
+            return 0.0
+        if self.fit is None:
+            return None
+        w = self.windows
+        after = (w.eq_checks - 1) * w.eq_check_interval_s + self._lag_s
+        predicted = self.fit.predicted_check_s(w) + after
+        # Never promise sooner than the checks still needed can be made.
+        needed = self._machine.passes_needed() - 1
+        earliest = (self._next_check or now_s) + needed * w.eq_check_interval_s + self._lag_s
+        eta = max(predicted, earliest, now_s) - now_s
+        return eta if math.isfinite(eta) else None  # a model that predicts nothing usable
+
+    def _signals(self) -> Signals:
+        tele = np.array(self._tele, dtype=float).reshape(-1, 4)
+        t = tele[:, 0]
+        temp, power, clock = (Series(t, tele[:, i]) for i in (1, 2, 3))
+        rates = {
+            part: Series(*np.array(q, dtype=float).reshape(-1, 2).T)
+            for part, q in self._rates.items()
+        }
+        return Signals(temp, power, clock, rates)
+
+    def _trim(self, now_s: float) -> None:
+        horizon = now_s - self._keep_s
+        while self._tele and self._tele[0][0] < horizon:
+            self._tele.popleft()
+        for q in self._rates.values():
+            while q and q[0][0] < horizon:
+                q.popleft()
