@@ -11,9 +11,10 @@ from soak.analysis.equilibrium.levels import (
     BATCHES,
     MIN_BATCH_SHARE,
     MIN_POINTS,
+    Piece,
     Series,
-    batch_levels,
-    detrended,
+    pieces,
+    residuals,
     t_quantile,
 )
 from soak.analysis.equilibrium.signals import Signals
@@ -87,13 +88,14 @@ class CheckResult:
         return "; ".join(d.describe(self.window_s) for d in self.drifts if not d.passed)
 
 
-def _too_few(counts: np.ndarray, levels: np.ndarray, per_window: int, w: float) -> str:
+def _too_few(parts: list[Piece], segments: int, w: float) -> str:
     """Why A or B holds too few readings to be judged ("" where both hold enough)."""
+    per_window = BATCHES * segments
     need = math.ceil(MIN_BATCH_SHARE * per_window)
-    halves = (slice(0, per_window), slice(per_window, 2 * per_window))
+    halves = (parts[:segments], parts[segments:])
     for name, half in zip(("earlier", "last"), halves, strict=True):
-        readings = int(counts[half].sum())
-        filled = int(np.isfinite(levels[half]).sum())
+        readings = sum(p.readings for p in half)
+        filled = sum(p.finite.size for p in half)
         if readings < MIN_POINTS or filled < need:
             return (
                 f"{readings} readings in {filled} of {per_window} stretches of the {name} "
@@ -146,14 +148,15 @@ def drift(
     # ``segments`` short windows' worth, each detrended on its own.
     segments = max(1, round(w / windows.eq_window_s))
     per_window = BATCHES * segments
-    centres, levels, counts = batch_levels(s, t_check, w, per_window)
-    note = _too_few(counts, levels, per_window, w)
+    parts = pieces(s, t_check, w, per_window)
+    note = _too_few(parts, segments, w)
     if note:
         return Drift(signal, unit, tolerance, note=note)
-    pieces, squares, df = detrended(centres, levels, 2 * segments)
+    squares, df = residuals(parts)
     if df < 2:
         return Drift(signal, unit, tolerance, note="too few batches to measure its noise")
-    ya, yb = np.concatenate(pieces[:segments]), np.concatenate(pieces[segments:])
+    ya = np.concatenate([p.finite for p in parts[:segments]])
+    yb = np.concatenate([p.finite for p in parts[segments:]])
     level_a, level_b = float(ya.mean()), float(yb.mean())
     if relative and level_b == 0:
         return Drift(signal, unit, tolerance, note="its level is 0, so no relative change")

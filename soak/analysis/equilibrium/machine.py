@@ -44,6 +44,12 @@ class Withdrawn:
 Event = Dated | Withdrawn
 
 
+def look_back_s(windows: Windows) -> float:
+    """How far before a check the machine reads: two 10-min windows, and the checks made
+    again after a withdrawal."""
+    return 2 * LONG_SCALE * windows.eq_window_s + windows.eq_checks * windows.eq_check_interval_s
+
+
 class Machine:
     """One device's equilibrium rule, from one scheduled check to the next."""
 

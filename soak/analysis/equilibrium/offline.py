@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from soak.analysis.equilibrium.check import CheckResult, check_times
 from soak.analysis.equilibrium.fit import Fit, fit_exponential
-from soak.analysis.equilibrium.machine import Machine
+from soak.analysis.equilibrium.machine import Machine, look_back_s
 from soak.analysis.equilibrium.refutation import Withdrawal
 from soak.analysis.equilibrium.signals import Signals, choose_basis
 from soak.config import Windows
@@ -27,8 +27,9 @@ class Equilibrium:
 def detect(load_start_s: float, end_s: float, signals: Signals, windows: Windows) -> Equilibrium:
     """The same checks the online detector makes, replayed over stored series."""
     machine = Machine(windows, load_start_s)
+    cached = signals.cached(look_back_s(windows) + windows.eq_window_s)
     for t_check in check_times(load_start_s, end_s, windows):
-        machine.step(float(t_check), signals)
+        machine.step(float(t_check), cached)
     basis = machine.basis or choose_basis(signals.temp, signals.power)
     fit = None
     if basis == "temperature":

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections import deque
 
 import numpy as np
 
 from soak.analysis.equilibrium.check import CheckResult, first_check_s
 from soak.analysis.equilibrium.fit import CoarseHistory, Fit, fit_exponential
-from soak.analysis.equilibrium.levels import LONG_SCALE, Series
-from soak.analysis.equilibrium.machine import Dated, Event, Machine
+from soak.analysis.equilibrium.levels import PieceCache, Series
+from soak.analysis.equilibrium.machine import Dated, Event, Machine, look_back_s
 from soak.analysis.equilibrium.signals import Signals
 from soak.config import Windows
 
@@ -28,11 +27,12 @@ class OnlineDetector:
         # A check runs lag_s after its time, so that work finished before it but delivered
         # a little later by a worker is in, as it is in the offline pass.
         self._lag_s = lag_s
-        self._keep_s = (
-            2 * LONG_SCALE * windows.eq_window_s + 2 * windows.eq_check_interval_s + lag_s
-        )
-        self._tele: deque[tuple[float, float, float, float]] = deque()
-        self._rates: dict[str, deque[tuple[float, float]]] = {}
+        self._keep_s = look_back_s(windows) + lag_s
+        self._tele = _Recent(4)  # time, temperature, power, SM clock
+        self._rates: dict[str, _Recent] = {}  # part -> time, rate
+        # Batch levels already computed, per signal: each is computed once
+        horizon = self._keep_s + windows.eq_window_s
+        self._caches = {name: PieceCache(horizon) for name in ("temp", "power", "clock")}
         self._history = CoarseHistory()
         self._next_check: float | None = None
         self._fit_every_s = fit_every_s
@@ -85,12 +85,19 @@ class OnlineDetector:
             nan if power_w is None else power_w,
             nan if sm_clock_mhz is None else sm_clock_mhz,
         )
+        if t_s <= self._tele.last_t:  # out of order: levels holding its time are stale
+            for cache in self._caches.values():
+                cache.forget_from(t_s)
         self._tele.append(row)
         if self.load_start_s is not None and t_s >= self.load_start_s and temp_c is not None:
             self._history.add(t_s, temp_c)
 
     def add_rate(self, part: str, t_mid_s: float, rate: float) -> None:
-        self._rates.setdefault(part, deque()).append((t_mid_s, rate))
+        if part not in self._rates:
+            self._rates[part] = _Recent(2)
+            self._caches[part] = PieceCache(self._caches["temp"].horizon_s)
+        self._caches[part].forget_from(t_mid_s)  # work delivered after a check that needed it
+        self._rates[part].append((t_mid_s, rate))
 
     def update(self, now_s: float) -> list[Event]:
         """Make every check whose time has passed; returns what they changed, in order."""
@@ -127,19 +134,55 @@ class OnlineDetector:
         return eta if math.isfinite(eta) else None  # a model that predicts nothing usable
 
     def _signals(self) -> Signals:
-        tele = np.array(self._tele, dtype=float).reshape(-1, 4)
+        tele, caches = self._tele.rows(), self._caches
         t = tele[:, 0]
-        temp, power, clock = (Series(t, tele[:, i]) for i in (1, 2, 3))
-        rates = {
-            part: Series(*np.array(q, dtype=float).reshape(-1, 2).T)
-            for part, q in self._rates.items()
-        }
+        temp, power, clock = (
+            Series(t, tele[:, i], caches[name])
+            for i, name in ((1, "temp"), (2, "power"), (3, "clock"))
+        )
+        rates = {}
+        for part, recent in self._rates.items():
+            rows = recent.rows()
+            rates[part] = Series(rows[:, 0], rows[:, 1], caches[part])
         return Signals(temp, power, clock, rates)
 
     def _trim(self, now_s: float) -> None:
         horizon = now_s - self._keep_s
-        while self._tele and self._tele[0][0] < horizon:
-            self._tele.popleft()
-        for q in self._rates.values():
-            while q and q[0][0] < horizon:
-                q.popleft()
+        self._tele.trim(horizon)
+        for recent in self._rates.values():
+            recent.trim(horizon)
+
+
+class _Recent:
+    """The latest rows of a few columns, time first, in one array that grows only while the
+    rows held (those since the trim horizon) do, and is reused after."""
+
+    def __init__(self, columns: int, capacity: int = 256) -> None:
+        self._data = np.empty((capacity, columns))
+        self._start = self._end = 0
+        self.last_t = -math.inf
+
+    def __len__(self) -> int:
+        return self._end - self._start
+
+    def append(self, row: tuple[float, ...]) -> None:
+        if self._end == len(self._data):
+            held = self._data[self._start : self._end]
+            if len(held) > len(self._data) // 2:  # mostly live: make room
+                self._data = np.empty((2 * len(self._data), self._data.shape[1]))
+            self._data[: len(held)] = held.copy()
+            self._start, self._end = 0, len(held)
+        self._data[self._end] = row
+        self._end += 1
+        self.last_t = max(self.last_t, row[0])
+
+    def trim(self, horizon_s: float) -> None:
+        """Drop the rows before ``horizon_s`` (rows come in time order)."""
+        if self._end == self._start or self._data[self._start, 0] >= horizon_s:
+            return
+        times = self._data[self._start : self._end, 0]
+        self._start += int(np.searchsorted(times, horizon_s, side="left"))
+
+    def rows(self) -> np.ndarray:
+        """The rows held: a view, valid until the next append."""
+        return self._data[self._start : self._end]

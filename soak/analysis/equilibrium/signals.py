@@ -22,6 +22,16 @@ class Signals:
     clock: Series = _EMPTY
     rates: Mapping[str, Series] = field(default_factory=dict)
 
+    def cached(self, horizon_s: float) -> Signals:
+        """The same series, each with a cache of its pieces (``Series.cached``)."""
+        rates = {part: r.cached(horizon_s) for part, r in self.rates.items()}
+        return Signals(
+            self.temp.cached(horizon_s),
+            self.power.cached(horizon_s),
+            self.clock.cached(horizon_s),
+            rates,
+        )
+
     def basis(self, start_s: float, end_s: float, previous: str | None = None) -> str:
         """The basis over (start, end] (``choose_basis``)."""
         temp, power = self.temp.window(start_s, end_s), self.power.window(start_s, end_s)
