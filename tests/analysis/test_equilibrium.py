@@ -295,7 +295,7 @@ def test_real_sensor_behaviour_is_dated_within_the_contract(sensor, seed):
     # No more than 5 min after the reference, never more than 2 min before it. A cycle as
     # wide as the tolerance from the start is the exception on the late side: 5-min windows
     # never see it flat, so only the 10-min scale passes it, after 20 min of load, dating
-    # no earlier than its windows' boundary (10 min; docstring, "Dating" and "Cycles").
+    # no earlier than its windows' boundary (10 min; the rule's lines 7 and 9).
     late_s = 300 if "cycling" not in sensor else 2 * 600 - 300
     assert -120 <= eq.time_s - reference <= late_s, (eq.time_s, reference)
     # And never while the die itself is over 1 °C from where it settles (its fan cycle aside).

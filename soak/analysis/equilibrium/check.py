@@ -1,4 +1,4 @@
-"""The window check: has each judged signal stopped moving, and since when (spec, lines 3–9)."""
+"""The window check: has each judged signal stopped moving, and since when (rule, lines 3–9)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class Drift:
     @property
     def stepped(self) -> bool:
         """A → B moved by more than the tolerance with the rule's confidence, and B is flat:
-        a level that changed and stays changed (spec, line 13)."""
+        a level that changed and stays changed (rule, line 12)."""
         if self.change is None or self.most is None or not self.flat:
             return False
         least = 2 * abs(self.change) - self.most  # |Δ| − t·se
@@ -72,7 +72,7 @@ class CheckResult:
     passed: bool
     drifts: tuple[Drift, ...]
     basis: str
-    centre_s: float  # the time the check's evidence is about (spec, line 10)
+    centre_s: float  # the time the check's evidence is about (rule, line 9)
     window_s: float = 300.0
 
     def drift(self, signal: str) -> Drift | None:
@@ -107,7 +107,7 @@ def _too_few(parts: list[Piece], segments: int, w: float) -> str:
 def _dating(
     ya: np.ndarray, yb: np.ndarray, scale: float, tolerance: float, variance: float, t_q: float
 ) -> tuple[float, bool, float, float]:
-    """Where the signal dates the check (spec, line 10), whether B is flat, B's half-to-half
+    """Where the signal dates the check (rule, line 9), whether B is flat, B's half-to-half
     step and its standard error."""
     level_b = float(yb.mean())
     halves = [float(h.mean()) for h in (*np.array_split(ya, 2), *np.array_split(yb, 2))]
@@ -137,7 +137,7 @@ def drift(
     absolute_c: float | None = None,
     window_s: float | None = None,
 ) -> Drift:
-    """The test on one signal at one check (spec, lines 4–9). With ``absolute_c`` the
+    """The test on one signal at one check (rule, lines 4–7). With ``absolute_c`` the
     tolerance is in the signal's unit (temperature); otherwise it is
     ``eq_rel_tolerance_pct`` of window B's level and the change is in % of that level."""
     w = windows.eq_window_s if window_s is None else window_s
@@ -183,7 +183,7 @@ def check_window(
     t_check: float, signals: Signals, windows: Windows, basis: str, window_s: float | None = None
 ) -> CheckResult:
     """The check of the two windows that end at ``t_check``, each ``window_s`` long
-    (``eq_window_s`` unless given: the longer scale, spec line 8)."""
+    (``eq_window_s`` unless given: the longer scale, rule line 7)."""
     w = windows.eq_window_s if window_s is None else window_s
     judged = signals.judged(basis, windows, t_check - 2 * w, t_check)
     drifts = [
@@ -193,7 +193,7 @@ def check_window(
     passed = bool(drifts) and (basis != "throughput" or bool(signals.rates))
     passed = passed and all(d.passed for d in drifts)
     # The centre of the first half-window from which on every signal stays within its
-    # tolerance of its last half-window's level (spec, line 10).
+    # tolerance of its last half-window's level (rule, line 9).
     first = max((d.settled_from for d in drifts if d.settled_from is not None), default=3)
     centre = t_check - 2 * w + first * w / 2 + w / 4
     return CheckResult(t_check, passed, tuple(drifts), basis, centre, w)

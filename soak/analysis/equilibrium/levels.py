@@ -1,4 +1,4 @@
-"""Levels and their noise: a window's level from its 30-s batch levels (spec, line 2)."""
+"""Levels and their noise: a window's level from its 30-s batch levels (rule, line 2)."""
 
 from __future__ import annotations
 

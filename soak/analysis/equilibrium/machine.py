@@ -168,7 +168,7 @@ class Machine:
         self, t_check: float, name: str, series, absolute: float | None
     ) -> Refutation | None:
         """One signal's refutation of the date at ``t_check``: its step from the date's
-        level (spec, line 13), else its movement between adjacent 10-min levels (line 12)."""
+        level (rule, line 12), else its movement between adjacent 10-min levels (line 11)."""
         date, w, long_w = (
             self.time_s,
             self.windows.eq_window_s,
@@ -199,7 +199,7 @@ class Machine:
 
     def _levels_from_date(self, signals: Signals) -> dict[str, Level]:
         """Each judged signal's level over the 5 min from the date: what the date says the
-        signal had come to (spec, line 13)."""
+        signal had come to (rule, line 12)."""
         date, w = self.time_s, self.windows.eq_window_s
         assert date is not None and self.basis is not None
         out = {}

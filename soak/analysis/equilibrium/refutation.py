@@ -1,4 +1,4 @@
-"""The refutation of a date: a later level that shows the date wrong (spec, lines 12–15)."""
+"""The refutation of a date: a later level that shows the date wrong (rule, lines 10–13)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class Refutation:
     @property
     def refutes(self) -> bool:
         """Whether it withdraws the date: a step decides on the estimate, movement on
-        ``least`` (spec, lines 13–14)."""
+        ``least`` (rule, lines 11–12)."""
         if self.kind == STEPPED:
             return abs(self.change) >= self.tolerance
         return self.least > self.tolerance

@@ -1,4 +1,4 @@
-"""The signals a device is judged by, as one bundle (spec, line 1)."""
+"""The signals a device is judged by, as one bundle (rule, line 1)."""
 
 from __future__ import annotations
 
