@@ -85,7 +85,7 @@ class OnlineDetector:
             nan if power_w is None else power_w,
             nan if sm_clock_mhz is None else sm_clock_mhz,
         )
-        if t_s <= self._tele.last_t:  # out of order: levels holding its time are stale
+        if t_s <= self._tele.last_t:  # out of order: levels holding its time may be stale
             for cache in self._caches.values():
                 cache.forget_from(t_s)
         self._tele.append(row)
@@ -96,12 +96,16 @@ class OnlineDetector:
         if part not in self._rates:
             self._rates[part] = _Recent(2)
             self._caches[part] = PieceCache(self._caches["temp"].horizon_s)
-        self._caches[part].forget_from(t_mid_s)  # work delivered after a check that needed it
-        self._rates[part].append((t_mid_s, rate))
+        recent = self._rates[part]
+        if t_mid_s <= recent.last_t:  # out of order: levels holding its time may be stale
+            self._caches[part].forget_from(t_mid_s)
+        recent.append((t_mid_s, rate))
 
     def update(self, now_s: float) -> list[Event]:
         """Make every check whose time has passed; returns what they changed, in order."""
-        self._trim(now_s)
+        due = self._next_check is not None and now_s >= self._next_check + self._lag_s
+        if due or self._tele.pending >= _FLUSH_ROWS:
+            self._trim(now_s)
         events: list[Event] = []
         while self._next_check is not None and now_s >= self._next_check + self._lag_s:
             if not self._machine.idle(self._next_check):
@@ -153,36 +157,57 @@ class OnlineDetector:
             recent.trim(horizon)
 
 
+_FLUSH_ROWS = 64  # rows gathered in a list before they join the array
+
+
 class _Recent:
-    """The latest rows of a few columns, time first, in one array that grows only while the
-    rows held (those since the trim horizon) do, and is reused after."""
+    """The latest rows of a few columns, time first: gathered in a list as they come, moved
+    into one array when read or trimmed; the array grows only while the rows held (those
+    since the trim horizon) do, and is reused after."""
 
     def __init__(self, columns: int, capacity: int = 256) -> None:
         self._data = np.empty((capacity, columns))
         self._start = self._end = 0
+        self._pending: list[tuple[float, ...]] = []
         self.last_t = -math.inf
 
     def __len__(self) -> int:
-        return self._end - self._start
+        return self._end - self._start + len(self._pending)
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
 
     def append(self, row: tuple[float, ...]) -> None:
-        if self._end == len(self._data):
-            held = self._data[self._start : self._end]
-            if len(held) > len(self._data) // 2:  # mostly live: make room
-                self._data = np.empty((2 * len(self._data), self._data.shape[1]))
-            self._data[: len(held)] = held.copy()
-            self._start, self._end = 0, len(held)
-        self._data[self._end] = row
-        self._end += 1
-        self.last_t = max(self.last_t, row[0])
+        self._pending.append(row)
+        if row[0] > self.last_t:
+            self.last_t = row[0]
 
     def trim(self, horizon_s: float) -> None:
         """Drop the rows before ``horizon_s`` (rows come in time order)."""
+        self._flush()
         if self._end == self._start or self._data[self._start, 0] >= horizon_s:
             return
         times = self._data[self._start : self._end, 0]
         self._start += int(np.searchsorted(times, horizon_s, side="left"))
 
     def rows(self) -> np.ndarray:
-        """The rows held: a view, valid until the next append."""
+        """The rows held: a view, valid until the next trim or read."""
+        self._flush()
         return self._data[self._start : self._end]
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        new = np.array(self._pending, dtype=float)
+        self._pending = []
+        held = self._end - self._start
+        if self._end + len(new) > len(self._data):
+            size = len(self._data)
+            while held + len(new) > size // 2:  # mostly live: make room
+                size *= 2
+            data = np.empty((size, self._data.shape[1])) if size > len(self._data) else self._data
+            data[:held] = self._data[self._start : self._end].copy()
+            self._data, self._start, self._end = data, 0, held
+        self._data[self._end : self._end + len(new)] = new
+        self._end += len(new)
