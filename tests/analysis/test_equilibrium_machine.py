@@ -24,7 +24,9 @@ def test_searching_dated_withdrawn_dated_again():
     machine = Machine(W, 0.0)
     assert machine.phase is Phase.SEARCHING and machine.reason(60.0).startswith("load of 1.0")
     seen: list[tuple[float, Phase, list]] = []
+    idle = []
     for t in check_times(0.0, 3599.0, W):
+        idle.append((float(t), machine.idle(float(t))))
         events = machine.step(float(t), signals)
         seen.append((float(t), machine.phase, events))
     changes = [(t, e) for t, _, events in seen for e in events]
@@ -35,7 +37,8 @@ def test_searching_dated_withdrawn_dated_again():
     assert first.confirmed_s == t_dated and first.time_s < 900 and not first.again
     assert first.basis == "temperature"
     # while dated, the machine idles until the check's older window starts at the date
-    assert machine_idles_after(first.time_s)
+    watched = first.time_s + 2 * W.eq_window_s
+    assert [t for t, i in idle if i and t < t_gone] == [t for t, _ in idle if t_dated < t < watched]
     # withdrawn: the date it had, found at a later check
     assert gone.withdrawal.time_s == first.time_s and gone.withdrawal.at_s == t_gone
     assert gone.withdrawal.refutations[0].kind == "stepped"
@@ -51,12 +54,6 @@ def test_searching_dated_withdrawn_dated_again():
     eq = detect(0.0, 3599.0, signals, W)
     assert (eq.time_s, eq.confirmed_s) == (again.time_s, again.confirmed_s)
     assert eq.withdrawn == (gone.withdrawal,)
-
-
-def machine_idles_after(date: float) -> bool:
-    machine = Machine(W, 0.0)
-    machine.time_s = date
-    return machine.idle(date + 2 * W.eq_window_s - 1) and not machine.idle(date + 2 * W.eq_window_s)
 
 
 def test_a_device_that_never_settles_stays_searching_and_says_why():
