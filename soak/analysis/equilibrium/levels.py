@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from functools import cache
@@ -100,7 +101,10 @@ class PieceCache:
 
 
 def _evict(entries: dict, before_s: float, end: int = -1) -> None:
-    """Drop the oldest-put entries while they end (key[end]) before ``before_s``."""
+    """Drop the oldest-put entries while they end (key[end]) before ``before_s``; looked at
+    once every 64 entries put."""
+    if len(entries) % 64:
+        return
     while entries:
         oldest = next(iter(entries))
         if oldest[end] >= before_s:
@@ -173,7 +177,7 @@ def _cached_batches(
     """``_batches`` from the cache: the few batches not in it computed one by one, all of
     them at once where most are new."""
     count = len(keys) - 1
-    known = [cache.batch(keys[j], keys[j + 1]) for j in range(count)]
+    known = [cache.batch(lo, hi) for lo, hi in itertools.pairwise(keys)]
     last = _last_t(s)
     if sum(k is None for k in known) > 2:
         levels, counts = _batches(s, edges)
