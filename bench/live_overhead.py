@@ -10,7 +10,14 @@ side by side in one process, so the machine's noise hits all of them alike; the 
 The second table is the real case, ten times faster: the simulated server on the wall clock,
 ticking every 0.1 s, scraped every 1.5 s (a 1-s soak under Prometheus' default 15-s scrape
 interval) and every 0.1 s (one scrape per tick: a 1-s scrape interval, the worst usual case),
-with the work of each tick timed inside the loop. Prints both tables and one JSON line.
+with the work of each tick timed inside the loop.
+
+The third figure is the equilibrium detector's share of the tick: one simulated 8-GPU soak
+with every call into the online detector (readings in, checks made) timed, against the
+tick's own time. Prints the tables and one JSON line.
+
+``python bench/live_overhead.py [ROUNDS]`` (default 3); ``--equilibrium-only`` runs the
+third figure alone.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from soak.analysis.equilibrium import OnlineDetector
 from soak.clock import WallClock
 from soak.config import RunConfig
 from soak.live.exporter import MetricsExporter
@@ -126,7 +134,48 @@ def paced(kind: str, out: Path, seconds: float = 20.0) -> list[float]:
     return times
 
 
+def equilibrium_share(out: Path, hours: float = HOURS) -> dict:
+    """The online detector's share of the tick: its calls timed inside a simulated soak."""
+    config = RunConfig(
+        backend="sim", workload="mix", duration_s=hours * 3600, seed=1, out=out, sim_gpus=GPUS
+    )
+    spent = {"tick": 0.0, "detector": 0.0}
+    originals = {
+        name: getattr(OnlineDetector, name) for name in ("add_telemetry", "add_rate", "update")
+    }
+    tick = Runner.tick
+
+    def timed(kind: str, fn):
+        def call(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[kind] += time.perf_counter() - start
+
+        return call
+
+    for name, fn in originals.items():
+        setattr(OnlineDetector, name, timed("detector", fn))
+    Runner.tick = timed("tick", tick)  # type: ignore[method-assign]
+    try:
+        run(config)
+    finally:
+        Runner.tick = tick  # type: ignore[method-assign]
+        for name, fn in originals.items():
+            setattr(OnlineDetector, name, fn)
+    share = spent["detector"] / spent["tick"]
+    print(f"\nequilibrium detector: {spent['detector']:.2f} s of {spent['tick']:.2f} s of ticks")
+    print(f"share of the tick: {100 * share:.1f} % ({GPUS} GPUs, {hours:g} h simulated)")
+    return {"detector_s": spent["detector"], "tick_s": spent["tick"], "share": share}
+
+
 def main() -> None:
+    if "--equilibrium-only" in sys.argv:
+        with tempfile.TemporaryDirectory() as tmp:
+            share = equilibrium_share(Path(tmp))
+        print(json.dumps({"bench": "live_overhead", "equilibrium": share}))
+        return
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     kinds = ("none", "plain view", *SCRAPE_EVERY_S)
     results: dict[str, list[dict]] = {k: [] for k in kinds}
@@ -162,6 +211,8 @@ def main() -> None:
             }
         )
         print(f"{kind:>16} {len(t):>6} {mean_ms:>13.2f} {med_ms:>7.2f} {mean_ms / base_ms:>6.3f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        share = equilibrium_share(Path(tmp))
     print(
         json.dumps(
             {
@@ -170,6 +221,7 @@ def main() -> None:
                 "gpus": GPUS,
                 "virtual": rows,
                 "wall_clock": paced_rows,
+                "equilibrium": share,
             }
         )
     )

@@ -1,14 +1,21 @@
-"""How fast and how lean the simulated server runs: 8 GPUs for 24 hours at 1-second ticks.
+"""How fast and how lean the simulated server runs: 8 GPUs for 2 hours, a day and a week
+at 1-second ticks, sim and report.
 
-Each run's coordinator memory (VmRSS) is read at every simulated hour through a display
-hook, so the table shows whether memory stays flat while the soak goes on (the series live
-in the store, not in the coordinator), next to wall time and the store's size on disk.
-Prints a table and one JSON line.
+Each size runs in its own process, so that its peak memory is its own: the coordinator's
+memory (VmRSS) is read at every simulated hour through a display hook, so the table shows
+whether memory stays flat while the soak goes on (the series live in the store, not in the
+coordinator); the report (``soak report``'s analysis, summary and HTML) follows, timed, and
+the process's peak RSS covers both. Wall and CPU seconds are shown: on a shared machine CPU
+seconds are the steadier figure. Prints a table and one JSON line.
+
+``python bench/sim_speed.py [HOURS ...]`` (default 2 24 168).
 """
 
 from __future__ import annotations
 
 import json
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -48,44 +55,64 @@ class HourlyRss:
 
 
 def one(hours: float, gpus: int, out: Path) -> dict:
+    from soak.report import build_outputs
+
     config = RunConfig(
         backend="sim", workload="mix", duration_s=hours * 3600, seed=1, out=out, sim_gpus=gpus
     )
     probe = HourlyRss()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = run(config, watchers=[probe])
-    wall = time.perf_counter() - start
+    wall, sim_cpu = time.perf_counter() - start, time.process_time() - cpu
     store = RunStore.open(result.run_dir)
     rows = store.telemetry_rows()
     store.close_read()
     size = sum(p.stat().st_size for p in result.run_dir.glob("soak.sqlite*"))
+    start, cpu = time.perf_counter(), time.process_time()
+    build_outputs(result.run_dir)
+    report_wall, report_cpu = time.perf_counter() - start, time.process_time() - cpu
     rss = probe.by_hour
     return {
         "hours": hours,
         "gpus": gpus,
         "wall_s": wall,
+        "cpu_s": sim_cpu,
+        "report_wall_s": report_wall,
+        "report_cpu_s": report_cpu,
         "ticks": rows // gpus,
         "us_per_tick": 1e6 * wall / (rows // gpus),
         "store_mib": size / 2**20,
         "rss_mib_by_hour": {str(h): round(v, 1) for h, v in sorted(rss.items())},
-        "rss_peak_mib": max(rss.values()),
+        "rss_sim_peak_mib": max(rss.values()),
         "rss_growth_after_hour_1_mib": max(rss.values()) - rss.get(1, rss[0]),
+        "rss_peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 
 def main() -> None:
-    hours = float(sys.argv[1]) if len(sys.argv) > 1 else 24.0
-    with tempfile.TemporaryDirectory() as tmp:
-        rows = [one(2.0, 8, Path(tmp)), one(hours, 8, Path(tmp))]
+    if len(sys.argv) > 2 and sys.argv[1] == "--one":
+        with tempfile.TemporaryDirectory() as tmp:
+            print(json.dumps(one(float(sys.argv[2]), 8, Path(tmp))))
+        return
+    sizes = [float(h) for h in sys.argv[1:]] or [2.0, 24.0, 168.0]
+    rows = []
+    for hours in sizes:
+        done = subprocess.run(
+            [sys.executable, __file__, "--one", str(hours)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     print(
-        f"{'run':>12} {'wall s':>8} {'µs/tick':>8} {'store MiB':>10} {'RSS peak MiB':>13} "
-        f"{'growth after h1':>16}"
+        f"{'run':>12} {'sim wall s':>10} {'sim cpu s':>9} {'report s':>9} {'rep cpu s':>9} "
+        f"{'µs/tick':>8} {'store MiB':>10} {'RSS sim MiB':>12} {'RSS peak MiB':>13}"
     )
     for r in rows:
         print(
-            f"{r['hours']:>5.0f} h × {r['gpus']} {r['wall_s']:>8.1f} {r['us_per_tick']:>8.0f} "
-            f"{r['store_mib']:>10.1f} {r['rss_peak_mib']:>13.1f} "
-            f"{r['rss_growth_after_hour_1_mib']:>16.1f}"
+            f"{r['hours']:>5.0f} h × {r['gpus']} {r['wall_s']:>10.1f} {r['cpu_s']:>9.1f} "
+            f"{r['report_wall_s']:>9.1f} {r['report_cpu_s']:>9.1f} {r['us_per_tick']:>8.0f} "
+            f"{r['store_mib']:>10.1f} {r['rss_sim_peak_mib']:>12.1f} {r['rss_peak_mib']:>13.1f}"
         )
     print(json.dumps({"bench": "sim_speed", "runs": rows}))
 

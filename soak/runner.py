@@ -26,7 +26,7 @@ from pathlib import Path
 from types import FrameType
 
 from soak import __version__
-from soak.analysis.equilibrium import OnlineDetector
+from soak.analysis.equilibrium import Dated, OnlineDetector, Withdrawn
 from soak.clock import Clock, VirtualClock, WallClock
 from soak.config import RunConfig
 from soak.devices import BackendOptions, open_backend
@@ -191,6 +191,18 @@ def check_load(config: RunConfig, backend: Backend) -> None:
         check_dtype(dtype, torch.device("cpu"))
     except ValueError as exc:
         raise ConfigError(f"--option {exc}") from exc
+
+
+def equilibrium_event(t: float, device: int, change: Dated | Withdrawn) -> Event:
+    """The stored event for a change of a device's equilibrium state machine."""
+    if isinstance(change, Withdrawn):
+        gone = change.withdrawal
+        message = f"equilibrium withdrawn: {gone.describe()}"
+        return Event(
+            t, EventKind.EQUILIBRIUM, message, device, {"time_s": None, "withdrawn_s": gone.time_s}
+        )
+    message = f"equilibrium at {change.time_s:.0f} s (basis {change.basis})"
+    return Event(t, EventKind.EQUILIBRIUM, message, device, {"time_s": change.time_s})
 
 
 class Runner:
@@ -358,29 +370,8 @@ class Runner:
             self.latest_rate.setdefault(s.device, {})[s.part] = Rate(s.part, s.rate, s.unit)
         events = []
         for index, detector in self.detectors.items():
-            had = detector.reached
-            dated, withdrawn = detector.equilibrium_s, len(detector.rule.withdrawn)
-            detector.update(t)
-            for gone in detector.rule.withdrawn[withdrawn:]:
-                events.append(
-                    Event(
-                        t,
-                        EventKind.EQUILIBRIUM,
-                        f"equilibrium withdrawn: {gone.describe()}",
-                        index,
-                        {"time_s": None, "withdrawn_s": gone.time_s},
-                    )
-                )
-            if detector.reached and (not had or detector.equilibrium_s != dated):
-                events.append(
-                    Event(
-                        t,
-                        EventKind.EQUILIBRIUM,
-                        f"equilibrium at {detector.equilibrium_s:.0f} s (basis {detector.basis})",
-                        index,
-                        {"time_s": detector.equilibrium_s},
-                    )
-                )
+            for change in detector.update(t):
+                events.append(equilibrium_event(t, index, change))
         return events
 
     def active_devices(self, load: Load) -> set[int]:

@@ -18,7 +18,7 @@ from soak.analysis.checks import (
     run_checks,
 )
 from soak.analysis.diagnosis import diagnose, peers_of
-from soak.analysis.equilibrium import Equilibrium, Series, detect
+from soak.analysis.equilibrium import Equilibrium, Series, Signals, detect
 from soak.analysis.noise import Noise, noise
 from soak.analysis.sync import SyncFacts, split_loss, sync_checks, sync_facts
 from soak.analysis.windows import (
@@ -285,15 +285,13 @@ def device_facts(
     final: WindowStats | None = None
     if start is not None and end is not None and end > start:
         rates = {part: Series(*work_rates(w)) for part, w in work.items()}
-        equilibrium = detect(
-            start,
-            end,
+        signals = Signals(
             Series(t, tele["temp_c"]),
             Series(t, tele["power_w"]),
             Series(t, tele["sm_clock_mhz"]),
             rates,
-            windows,
         )
+        equilibrium = detect(start, end, signals, windows)
         cold = window_stats(cold_window(start, windows), tele, work)
         steady = window_stats(steady_window(equilibrium.time_s, start, end, windows), tele, work)
         whole = window_stats(Window(start, end), tele, work)

@@ -8,6 +8,8 @@ from soak.analysis.equilibrium import (
     CheckResult,
     OnlineDetector,
     Series,
+    Signals,
+    Withdrawn,
     detect,
     fit_exponential,
     not_reached_reason,
@@ -29,15 +31,10 @@ def _curves(tau_s=180.0, t_inf=70.0, delta=40.0, seconds=3600, clock_drift=0.0, 
 
 
 def _detect(t, temp, clock, rate, power):
-    return detect(
-        0.0,
-        float(t[-1]),
-        Series(t, temp),
-        Series(t, power),
-        Series(t, clock),
-        {"gemm": Series(t + 0.5, rate)},
-        W,
+    signals = Signals(
+        Series(t, temp), Series(t, power), Series(t, clock), {"gemm": Series(t + 0.5, rate)}
     )
+    return detect(0.0, float(t[-1]), signals, W)
 
 
 def test_exponential_approach_is_detected_after_settling_and_not_before():
@@ -82,7 +79,7 @@ def test_online_detector_finds_the_same_time_as_the_offline_pass():
     offline = _detect(t, temp, clock, rate, power)
     assert online.equilibrium_s == offline.time_s
     # bounded: the two windows and a few checks, not the hour
-    assert len(online._tele) <= 4 * W.eq_window_s + 3 * W.eq_check_interval_s
+    assert online.rows_held <= 4 * W.eq_window_s + 3 * W.eq_check_interval_s
 
 
 def test_eta_shrinks_as_the_device_warms():
@@ -298,7 +295,7 @@ def test_real_sensor_behaviour_is_dated_within_the_contract(sensor, seed):
     # No more than 5 min after the reference, never more than 2 min before it. A cycle as
     # wide as the tolerance from the start is the exception on the late side: 5-min windows
     # never see it flat, so only the 10-min scale passes it, after 20 min of load, dating
-    # no earlier than its windows' boundary (10 min; docstring, "Dating" and "Cycles").
+    # no earlier than its windows' boundary (10 min; the rule's lines 7 and 9).
     late_s = 300 if "cycling" not in sensor else 2 * 600 - 300
     assert -120 <= eq.time_s - reference <= late_s, (eq.time_s, reference)
     # And never while the die itself is over 1 °C from where it settles (its fan cycle aside).
@@ -332,7 +329,7 @@ def test_without_throughput_temperature_decides_alone():
     # An imported telemetry-only trace: no work was measured, which is no reason to wait.
     t, temp, _, _, power = _curves(tau_s=150.0)
     nan = np.full_like(t, np.nan)
-    eq = detect(0.0, float(t[-1]), Series(t, temp), Series(t, power), Series(t, nan), {}, W)
+    eq = detect(0.0, float(t[-1]), Signals(Series(t, temp), Series(t, power), Series(t, nan)), W)
     assert eq.reached and eq.basis == "temperature"
     assert eq.time_s >= _settled(t, 70.0 - 40 * np.exp(-t / 150.0), 70.0, 1.0) - 60
 
@@ -387,7 +384,7 @@ def test_a_plateau_that_falls_later_is_not_equilibrium_while_the_newer_window_fa
     true = 36 + 32.3 * (1 - np.exp(-t / 110)) - 2.0 * (1 - np.cos(np.pi * fall)) / 2
     temp = np.round(true + np.random.default_rng(3).normal(0, 0.2, t.size))
     nan = Series(t, np.full_like(t, np.nan))
-    eq = detect(0.0, float(t[-1]), Series(t, temp), nan, nan, {}, W)
+    eq = detect(0.0, float(t[-1]), Signals(Series(t, temp), nan, nan), W)
     assert eq.reached, eq.reason
     assert np.max(np.abs(true[t >= eq.time_s] - true[-1])) <= 1.0, eq.time_s
 
@@ -406,7 +403,7 @@ def test_a_long_plateau_that_falls_later_is_withdrawn_and_found_again_online_and
     true = 36 + 32.3 * (1 - np.exp(-t / 60)) - 2.0 * (1 - np.cos(np.pi * fall)) / 2
     temp = np.round(true + np.random.default_rng(5).normal(0, 0.2, t.size))
     nan = np.full_like(t, np.nan)
-    eq = detect(0.0, float(t[-1]), Series(t, temp), Series(t, nan), Series(t, nan), {}, W)
+    eq = detect(0.0, float(t[-1]), Signals(Series(t, temp), Series(t, nan), Series(t, nan)), W)
     assert eq.reached and len(eq.withdrawn) == 1, eq
     [gone] = eq.withdrawn
     assert gone.time_s < 900 and 900 < gone.at_s <= gone.time_s + 5 * W.eq_window_s
@@ -414,12 +411,13 @@ def test_a_long_plateau_that_falls_later_is_withdrawn_and_found_again_online_and
     assert np.max(np.abs(true[t >= eq.time_s] - true[-1])) <= 1.0, eq.time_s
     online = OnlineDetector(W, lag_s=0.0)
     online.start(0.0)
+    changes = []
     for i in range(t.size):
         online.add_telemetry(t[i], temp[i], None, None)
-        online.update(t[i] + 1.0)
+        changes += online.update(t[i] + 1.0)
     assert online.equilibrium_s == eq.time_s
-    assert online.rule.withdrawn == [gone]
-    assert len(online._tele) <= 4 * W.eq_window_s + 3 * W.eq_check_interval_s + 1
+    assert [c.withdrawal for c in changes if isinstance(c, Withdrawn)] == [gone]
+    assert online.rows_held <= 4 * W.eq_window_s + 3 * W.eq_check_interval_s + 1
 
 
 def test_a_pass_dated_before_a_withdrawals_floor_says_why_it_does_not_count():
@@ -440,7 +438,7 @@ def test_a_fan_cycle_after_the_date_is_not_a_reason_to_withdraw_it():
     true = 33 + 29 * (1 - np.exp(-t / 90)) + np.sin(2 * np.pi * t / 600) * np.clip(t / 600, 0, 1)
     temp = np.round(true + np.random.default_rng(7).normal(0, 0.25, t.size))
     nan = np.full_like(t, np.nan)
-    eq = detect(0.0, float(t[-1]), Series(t, temp), Series(t, nan), Series(t, nan), {}, W)
+    eq = detect(0.0, float(t[-1]), Signals(Series(t, temp), Series(t, nan), Series(t, nan)), W)
     assert eq.reached and eq.withdrawn == ()
 
 
@@ -452,7 +450,7 @@ def test_a_reading_that_sinks_steadily_after_the_date_is_withdrawn_by_the_10_min
     true = 33 + 34 * (1 - np.exp(-t / 90)) - 2.5 * np.clip((t - 900) / 900, 0, 1)
     temp = np.round(true + np.random.default_rng(13).normal(0, 0.3, t.size))
     nan = np.full_like(t, np.nan)
-    eq = detect(0.0, float(t[-1]), Series(t, temp), Series(t, nan), Series(t, nan), {}, W)
+    eq = detect(0.0, float(t[-1]), Signals(Series(t, temp), Series(t, nan), Series(t, nan)), W)
     [gone] = eq.withdrawn
     assert gone.time_s < 900 and "temperature's level moved -" in gone.reason, gone
     assert "from one 10-min window to the next" in gone.reason
@@ -466,5 +464,5 @@ def test_a_room_that_warms_slowly_after_the_date_does_not_withdraw_it():
     true = 33 + 29 * (1 - np.exp(-t / 90)) + 1.5 * np.clip((t - 1200) / 6000, 0, 1)
     temp = np.round(true + np.random.default_rng(11).normal(0, 0.25, t.size))
     nan = np.full_like(t, np.nan)
-    eq = detect(0.0, float(t[-1]), Series(t, temp), Series(t, nan), Series(t, nan), {}, W)
+    eq = detect(0.0, float(t[-1]), Signals(Series(t, temp), Series(t, nan), Series(t, nan)), W)
     assert eq.reached and eq.time_s < 900 and eq.withdrawn == ()

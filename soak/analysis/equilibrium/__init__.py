@@ -1,0 +1,118 @@
+"""Thermal equilibrium: one rule, used online while running and offline on the store.
+
+The rule ("rule, line N" in the modules; docs/equilibrium.md argues each line):
+
+1. **Judged**: the basis signal (temperature; power where temperature cannot be read;
+   throughput alone where neither can), every measured SM clock and every part's
+   throughput. A check passes only where all of them pass.
+2. **Levels and noise**: a window of W = ``eq_window_s`` is cut into ``BATCHES`` batches of
+   W/10 (30 s); a batch's level is the median of its readings, a window's level the mean of
+   its batch levels, its noise the scatter of those levels about each W-long part's own
+   least-squares line. A window with fewer than ``MIN_POINTS`` readings, or with readings in
+   fewer than ``MIN_BATCH_SHARE`` of its batches, cannot pass.
+3. **Schedule**: checks fall every ``eq_check_interval_s`` from ``load start + 2W``; the check
+   at t compares window A = (t − 2W, t − W] with B = (t − W, t].
+4. **Test**: a signal passes where ``|Δ| + t₀.₉₅(df)·se(Δ) < tolerance``, Δ = level(B) −
+   level(A), df the pooled residual degrees of freedom.
+5. **B flat**: on the W scale a signal passes only where B's halves also agree by the test
+   of line 4.
+6. **Tolerances**: ``eq_temp_tolerance_c`` (1 °C) for temperature; ``eq_rel_tolerance_pct``
+   (1 % of B's level) for power, SM clock and throughput.
+7. **Longer scale**: a check that fails, once the load is 4W old, is made again on two
+   windows of ``LONG_SCALE``·W (batches still W/10, noise about each W-long part's line,
+   line 5 not required); a pass there counts as a pass.
+8. **Count**: the device is dated once ``eq_checks`` passing checks fall within W of each
+   other (not necessarily in a row); a new basis starts the count again.
+9. **Dating**: each signal dates a check at the centre of the first of the four
+   half-windows A₁ A₂ B₁ B₂ from which on every half-window level lies within the tolerance
+   of B's level; at A's centre where those four levels are monotone and the first is A₁ or
+   A₂; never before A | B where B is not flat. A check's date is the latest of its
+   signals'; the device's date is the date of the first of its counted passes.
+10. **Watch**: once dated, every check at t ≥ date + 2W tests each judged signal for a
+    refutation (lines 11, 12).
+11. **Movement** refutes where t ≥ date + 4W and the two adjacent 2W levels (t − 4W, t − 2W]
+    and (t − 2W, t] differ by more than the tolerance with confidence: ``|Δ| − t·se >
+    tolerance``. Its floor is t − 2W.
+12. **Step** refutes where the signal has stepped (at a check whose newer W window starts
+    within 2W after date + W, A → B moved by more than the tolerance with confidence and B
+    is flat) and a 2W level whose window starts 0 to 2W after date + W lies the tolerance or
+    more (the estimate) from the level of (date, date + W]. Its floor is the start of the
+    step's newer window.
+13. **Withdrawal**: a refuted date is withdrawn; the count starts again with the
+    ``eq_checks`` − 1 checks before t made again, then t's; a pass dated before the latest
+    floor does not count.
+14. **Not reached**: a load shorter than 2W + (``eq_checks`` − 1)·interval says it is too
+    short; otherwise the reason is the last check's.
+15. **Online = offline**: one state machine (searching → dated → withdrawn → dated …),
+    stepped by the online detector ``lag_s`` after each check's time and replayed by
+    ``detect`` over the store: the same checks on the same data give the same times.
+
+Constants, and why:
+
+- ``eq_window_s`` = 300 s: the shortest window whose mean averages a GPU's 1–2-s work
+  intervals and 5-s sensor refresh, and short enough to date within the contract's −2/+5 min.
+- ``eq_check_interval_s`` = 30 s: one batch, so each check adds one batch of new evidence.
+- ``eq_checks`` = 3: one passing check can be luck at the margin, since checks 30 s apart
+  share most of their data; three within W ask for it twice more.
+- ``BATCHES`` = 10: the usual 10–30 batches of batch means, the fewest that leave degrees of
+  freedom after a line, and 30-s batches are longer than the noise's correlation.
+- ``MIN_POINTS`` = 10, ``MIN_BATCH_SHARE`` = 0.8: a window with gaps says nothing about its
+  level, and then the check cannot pass rather than pass on little.
+- ``CONFIDENCE`` = 0.95 one-sided: the burden lies on "settled" (line 4) and on "moved"
+  (line 11), so noise can make a date later, never earlier, and cannot withdraw one.
+- ``LONG_SCALE`` = 2: 10-min windows span a fan's hunt of ~10 min, which 5-min windows see
+  in halves and never pass at 1 %.
+- 1 °C: the resolution of GPU core sensors (NVML reports whole degrees); 1 %: the
+  contract's own precision for throughput.
+- ``lag_s`` = 5 s: work finished before a check's time but delivered a little after it is in
+  the check online, as it is in the store.
+- The step's bound of 2W after the date's 5 min: later movement is the adjacent windows'
+  to judge; comparing it with the date's level would withdraw a long soak's date for the
+  room's drift. The step decides on the estimate: the step itself was shown with
+  confidence, and what is left is on which side of the tolerance the date's level lies.
+
+Modules: ``levels`` (levels and their noise), ``check`` (the test and dating), ``refutation``
+(how a date is withdrawn), ``machine`` (the state machine), ``offline`` (``detect``),
+``online`` (the detector fed every tick), ``fit`` (the live forecast; not part of the rule).
+"""
+
+from soak.analysis.equilibrium.check import CheckResult, Drift, check_window, drift
+from soak.analysis.equilibrium.fit import Fit, fit_exponential
+from soak.analysis.equilibrium.levels import Level, Series, level_of
+from soak.analysis.equilibrium.machine import (
+    Dated,
+    Event,
+    Machine,
+    Phase,
+    Withdrawn,
+    not_reached_reason,
+)
+from soak.analysis.equilibrium.offline import Equilibrium, detect
+from soak.analysis.equilibrium.online import OnlineDetector
+from soak.analysis.equilibrium.refutation import Refutation, Withdrawal
+from soak.analysis.equilibrium.signals import Signals, choose_basis
+
+__all__ = [
+    "CheckResult",
+    "Dated",
+    "Drift",
+    "Equilibrium",
+    "Event",
+    "Fit",
+    "Level",
+    "Machine",
+    "OnlineDetector",
+    "Phase",
+    "Refutation",
+    "Series",
+    "Signals",
+    "Withdrawal",
+    "Withdrawn",
+    "check_window",
+    "choose_basis",
+    "detect",
+    "drift",
+    "fit_exponential",
+    "level_of",
+    "not_reached_reason",
+]

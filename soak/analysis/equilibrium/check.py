@@ -1,0 +1,216 @@
+"""The window check: has each judged signal stopped moving, and since when (rule, lines 3–9)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from soak.analysis.equilibrium.levels import (
+    BATCHES,
+    MIN_BATCH_SHARE,
+    MIN_POINTS,
+    Piece,
+    Series,
+    pieces,
+    residuals,
+    t_quantile,
+)
+from soak.analysis.equilibrium.signals import Signals
+from soak.config import Windows
+
+
+@dataclass(frozen=True, slots=True)
+class Drift:
+    """How far one signal's level moved from window A to window B, against its tolerance.
+    ``most`` is the most it can have moved at the rule's confidence, |Δ| + t·se; None where
+    the windows hold too few readings to say (``note`` says why)."""
+
+    signal: str  # "temperature", "power", "SM clock", "gemm throughput"
+    unit: str  # "°C" for temperature; "%" (of B's level) for the others
+    tolerance: float
+    change: float | None = None  # B − A, in ``unit``
+    noise: float | None = None  # standard error of ``change``
+    most: float | None = None  # |change| + t·noise
+    level: float | None = None  # B's level, in the signal's own unit
+    # Where the signal dates the check, in half-windows from A's start: 0 (A₁'s centre), 0.5
+    # (A's centre), 1 (A₂'s), 1.5 (A | B), 2, 3 (B₂'s); None where it cannot say
+    settled_from: float | None = None
+    note: str = ""
+    flat: bool | None = None  # B's halves agree; None where it cannot say
+
+    @property
+    def passed(self) -> bool:
+        return self.most is not None and self.most < self.tolerance
+
+    @property
+    def stepped(self) -> bool:
+        """A → B moved by more than the tolerance with the rule's confidence, and B is flat:
+        a level that changed and stays changed (rule, line 12)."""
+        if self.change is None or self.most is None or not self.flat:
+            return False
+        least = 2 * abs(self.change) - self.most  # |Δ| − t·se
+        return least > self.tolerance
+
+    def describe(self, window_s: float) -> str:
+        if self.change is None or self.noise is None:
+            return f"{self.signal}: {self.note}"
+        minutes = f"{window_s / 60:g}-min"
+        moved = (
+            f"{self.signal} moved {self.change:+.2f} {self.unit} (± {self.noise:.2f}) between "
+            f"the last two {minutes} windows; tolerance {self.tolerance:g} {self.unit}"
+        )
+        return f"{moved}; {self.note}" if self.note else moved
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """One check of the rule: windows A = (t_s − 2W, t_s − W] and B = (t_s − W, t_s]."""
+
+    t_s: float  # B's end: when the check can be made
+    passed: bool
+    drifts: tuple[Drift, ...]
+    basis: str
+    centre_s: float  # the time the check's evidence is about (rule, line 9)
+    window_s: float = 300.0
+
+    def drift(self, signal: str) -> Drift | None:
+        return next((d for d in self.drifts if d.signal == signal), None)
+
+    @property
+    def reason(self) -> str:
+        """Why the check failed ("" if it passed): the signals that had not stopped."""
+        if self.passed:
+            return ""
+        if not self.drifts:
+            return "no temperature, power or throughput to judge it by"
+        return "; ".join(d.describe(self.window_s) for d in self.drifts if not d.passed)
+
+
+def _too_few(parts: list[Piece], segments: int, w: float) -> str:
+    """Why A or B holds too few readings to be judged ("" where both hold enough)."""
+    per_window = BATCHES * segments
+    need = math.ceil(MIN_BATCH_SHARE * per_window)
+    halves = (parts[:segments], parts[segments:])
+    for name, half in zip(("earlier", "last"), halves, strict=True):
+        readings = sum(p.readings for p in half)
+        filled = sum(p.finite.size for p in half)
+        if readings < MIN_POINTS or filled < need:
+            return (
+                f"{readings} readings in {filled} of {per_window} stretches of the {name} "
+                f"{w / 60:g} min (needs {MIN_POINTS} in {need})"
+            )
+    return ""
+
+
+def _dating(
+    ya: np.ndarray, yb: np.ndarray, scale: float, tolerance: float, variance: float, t_q: float
+) -> tuple[float, bool, float, float]:
+    """Where the signal dates the check (rule, line 9), whether B is flat, B's half-to-half
+    step and its standard error."""
+    level_b = float(yb.mean())
+    halves = [float(h.mean()) for h in (*np.array_split(ya, 2), *np.array_split(yb, 2))]
+    settled_from = float(len(halves) - 1)
+    for k in range(len(halves) - 2, -1, -1):
+        if abs(halves[k] - level_b) * scale >= tolerance:
+            break
+        settled_from = float(k)
+    steps = np.diff(halves)
+    b_half = yb.size // 2
+    b_se = math.sqrt(variance * (1 / b_half + 1 / (yb.size - b_half)))
+    b_flat = (abs(steps[-1]) + t_q * b_se) * scale < tolerance
+    monotone = bool(np.all(steps <= 0) or np.all(steps >= 0))
+    if not b_flat:  # B still moves: its level is not the kept one; no earlier than A | B
+        settled_from = max(settled_from, 1.5)
+    elif settled_from <= 1 and monotone:
+        settled_from = 0.5  # a monotone approach: A's centre
+    return settled_from, bool(b_flat), float(steps[-1]), b_se
+
+
+def drift(
+    signal: str,
+    s: Series,
+    t_check: float,
+    windows: Windows,
+    *,
+    absolute_c: float | None = None,
+    window_s: float | None = None,
+) -> Drift:
+    """The test on one signal at one check (rule, lines 4–7). With ``absolute_c`` the
+    tolerance is in the signal's unit (temperature); otherwise it is
+    ``eq_rel_tolerance_pct`` of window B's level and the change is in % of that level."""
+    w = windows.eq_window_s if window_s is None else window_s
+    relative = absolute_c is None
+    tolerance = windows.eq_rel_tolerance_pct if relative else absolute_c
+    unit = "%" if relative else "°C"
+    # Batches are eq_window_s / BATCHES long at every scale; the longer scale's windows hold
+    # ``segments`` short windows' worth, each detrended on its own.
+    segments = max(1, round(w / windows.eq_window_s))
+    per_window = BATCHES * segments
+    parts = pieces(s, t_check, w, per_window)
+    note = _too_few(parts, segments, w)
+    if note:
+        return Drift(signal, unit, tolerance, note=note)
+    squares, df = residuals(parts)
+    if df < 2:
+        return Drift(signal, unit, tolerance, note="too few batches to measure its noise")
+    ya = np.concatenate([p.finite for p in parts[:segments]])
+    yb = np.concatenate([p.finite for p in parts[segments:]])
+    level_a, level_b = float(ya.mean()), float(yb.mean())
+    if relative and level_b == 0:
+        return Drift(signal, unit, tolerance, note="its level is 0, so no relative change")
+    scale = 100.0 / abs(level_b) if relative else 1.0
+    variance = squares / df
+    t_q = t_quantile(df)
+    change = (level_b - level_a) * scale
+    noise = math.sqrt(variance * (1 / ya.size + 1 / yb.size)) * scale
+    settled_from, b_flat, b_step, b_se = _dating(ya, yb, scale, tolerance, variance, t_q)
+    most = abs(change) + t_q * noise
+    if not b_flat and segments == 1 and most < tolerance:
+        # B still moves: A and B agreeing says nothing (a hump: rise in A, fall in B). Only
+        # the longer scale, whose windows span a fan cycle, may pass it.
+        half_change = b_step * scale
+        note = (
+            f"the last {w / 60:g} min still move: their halves differ by {half_change:+.2f} "
+            f"{unit} (± {b_se * scale:.2f}); tolerance {tolerance:g} {unit}"
+        )
+        most = max(most, abs(half_change) + t_q * b_se * scale)
+    return Drift(signal, unit, tolerance, change, noise, most, level_b, settled_from, note, b_flat)
+
+
+def check_window(
+    t_check: float, signals: Signals, windows: Windows, basis: str, window_s: float | None = None
+) -> CheckResult:
+    """The check of the two windows that end at ``t_check``, each ``window_s`` long
+    (``eq_window_s`` unless given: the longer scale, rule line 7)."""
+    w = windows.eq_window_s if window_s is None else window_s
+    judged = signals.judged(basis, windows, t_check - 2 * w, t_check)
+    drifts = [
+        drift(name, series, t_check, windows, absolute_c=absolute, window_s=w)
+        for name, series, absolute in judged
+    ]
+    passed = bool(drifts) and (basis != "throughput" or bool(signals.rates))
+    passed = passed and all(d.passed for d in drifts)
+    # The centre of the first half-window from which on every signal stays within its
+    # tolerance of its last half-window's level (rule, line 9).
+    first = max((d.settled_from for d in drifts if d.settled_from is not None), default=3)
+    centre = t_check - 2 * w + first * w / 2 + w / 4
+    return CheckResult(t_check, passed, tuple(drifts), basis, centre, w)
+
+
+def first_check_s(load_start_s: float, windows: Windows) -> float:
+    return load_start_s + 2 * windows.eq_window_s
+
+
+def shortest_confirmation_s(windows: Windows) -> float:
+    """The least load after which the rule can have confirmed equilibrium."""
+    return 2 * windows.eq_window_s + (windows.eq_checks - 1) * windows.eq_check_interval_s
+
+
+def check_times(load_start_s: float, end_s: float, windows: Windows) -> np.ndarray:
+    first = first_check_s(load_start_s, windows)
+    if end_s < first:
+        return np.empty(0)
+    count = math.floor((end_s - first) / windows.eq_check_interval_s + 1e-9) + 1
+    return first + windows.eq_check_interval_s * np.arange(count)

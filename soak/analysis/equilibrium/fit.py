@@ -1,0 +1,110 @@
+"""The exponential fit: the live view's forecast of when equilibrium comes (not the rule)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from soak.analysis.equilibrium.levels import MIN_POINTS
+from soak.config import Windows
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """T(t) = T∞ − ΔT·e^(−(t − t0)/τ), fitted to temperature since load start."""
+
+    t0_s: float
+    t_inf_c: float
+    delta_c: float
+    tau_s: float
+    rms_c: float
+
+    def predicted_check_s(self, windows: Windows) -> float:
+        """The first check the model passes: when the difference of two adjacent window
+        means, |ΔT|·(τ/W)·(e^(W/τ) − 1)²·e^(−(t − t0)/τ), falls under the tolerance (noise
+        left out)."""
+        w, tau = windows.eq_window_s, self.tau_s
+        if abs(self.delta_c) <= 0 or tau <= 0 or w <= 0:
+            return self.t0_s + 2 * w
+        x = w / tau  # log(e^x - 1) without overflow: x + log(1 - e^-x) for a long window
+        log_expm1 = math.log(math.expm1(x)) if x < 30 else x + math.log1p(-math.exp(-x))
+        log_change = math.log(abs(self.delta_c)) + math.log(tau / w) + 2 * log_expm1
+        settle = tau * (log_change - math.log(windows.eq_temp_tolerance_c))
+        return self.t0_s + max(settle, 2 * w)
+
+
+def fit_exponential(t: np.ndarray, y: np.ndarray, t0: float) -> Fit | None:
+    """Fit T∞ − ΔT·e^(−(t−t0)/τ) by a search over τ with T∞ and ΔT linear at each τ."""
+    mask = np.isfinite(y) & (t >= t0)
+    t, y = t[mask] - t0, y[mask]
+    if t.size < MIN_POINTS or np.ptp(t) <= 0:
+        return None
+    if t.size > 2000:  # a fit needs shape, not every tick
+        idx = np.linspace(0, t.size - 1, 2000).astype(int)
+        t, y = t[idx], y[idx]
+    span = float(np.ptp(t))
+
+    def sse(tau: float) -> tuple[float, float, float]:
+        basis = np.column_stack([np.ones_like(t), -np.exp(-t / tau)])
+        coef, *_ = np.linalg.lstsq(basis, y, rcond=None)
+        resid = y - basis @ coef
+        return float(resid @ resid), float(coef[0]), float(coef[1])
+
+    taus = np.geomspace(5.0, max(10 * span, 10.0), 48)
+    errors = [sse(tau)[0] for tau in taus]
+    best = int(np.argmin(errors))
+    lo = math.log(taus[max(best - 1, 0)])
+    hi = math.log(taus[min(best + 1, len(taus) - 1)])
+    for _ in range(30):  # golden-section refinement in log τ
+        a = hi - 0.618 * (hi - lo)
+        b = lo + 0.618 * (hi - lo)
+        if sse(math.exp(a))[0] < sse(math.exp(b))[0]:
+            hi = b
+        else:
+            lo = a
+    tau = math.exp((lo + hi) / 2)
+    err, t_inf, delta = sse(tau)
+    return Fit(t0, t_inf, delta, tau, math.sqrt(err / t.size))
+
+
+class CoarseHistory:
+    """Temperature since load start, averaged into bins that widen as the run grows, so a
+    fit over hours of data costs the same as over minutes."""
+
+    def __init__(self, bin_s: float = 5.0, max_bins: int = 1024) -> None:
+        self.bin_s = bin_s
+        self.max_bins = max_bins
+        self._bins: list[list[float]] = []  # [t_sum, y_sum, n]
+        self._origin: float | None = None
+
+    def add(self, t: float, y: float) -> None:
+        if self._origin is None:
+            self._origin = t
+        index = int((t - self._origin) // self.bin_s)
+        while index >= len(self._bins):
+            self._bins.append([0.0, 0.0, 0.0])
+        b = self._bins[index]
+        b[0] += t
+        b[1] += y
+        b[2] += 1
+        if len(self._bins) > self.max_bins:
+            self._merge()
+
+    def _merge(self) -> None:
+        merged = []
+        for i in range(0, len(self._bins), 2):
+            pair = self._bins[i : i + 2]
+            merged.append(
+                [sum(b[0] for b in pair), sum(b[1] for b in pair), sum(b[2] for b in pair)]
+            )
+        self._bins = merged
+        self.bin_s *= 2
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        full = [b for b in self._bins if b[2] > 0]
+        if not full:
+            return np.empty(0), np.empty(0)
+        data = np.array(full)
+        return data[:, 0] / data[:, 2], data[:, 1] / data[:, 2]

@@ -1,0 +1,243 @@
+"""The state machine: searching → dated → withdrawn → dated …, one check at a time.
+
+``Machine.step(t, signals)`` makes the check scheduled at ``t`` and returns what changed
+(``Dated``, ``Withdrawn``). The online detector steps it as checks fall due; ``detect``
+replays it over the stored series, so both find the same times by construction.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+from soak.analysis.equilibrium.check import CheckResult, check_window, drift
+from soak.analysis.equilibrium.levels import LONG_SCALE, Level, level_of
+from soak.analysis.equilibrium.refutation import MOVED, STEPPED, Refutation, Withdrawal, compare
+from soak.analysis.equilibrium.signals import Signals
+from soak.config import Windows
+
+
+class Phase(enum.StrEnum):
+    SEARCHING = "searching"  # no date yet
+    DATED = "dated"  # a date stands; later levels are watched
+    WITHDRAWN = "withdrawn"  # a date was withdrawn; searching again, none before the floor
+
+
+@dataclass(frozen=True, slots=True)
+class Dated:
+    """Equilibrium is dated at ``time_s``, confirmed by the check at ``confirmed_s``."""
+
+    time_s: float
+    confirmed_s: float
+    basis: str
+    again: bool = False  # after a withdrawal
+
+
+@dataclass(frozen=True, slots=True)
+class Withdrawn:
+    """A date was withdrawn; the machine searches again."""
+
+    withdrawal: Withdrawal
+
+
+Event = Dated | Withdrawn
+
+
+def look_back_s(windows: Windows) -> float:
+    """How far before a check the machine reads: two 10-min windows, and the checks made
+    again after a withdrawal."""
+    return 2 * LONG_SCALE * windows.eq_window_s + windows.eq_checks * windows.eq_check_interval_s
+
+
+class Machine:
+    """One device's equilibrium rule, from one scheduled check to the next."""
+
+    def __init__(self, windows: Windows, load_start_s: float | None = None) -> None:
+        self.windows = windows
+        self.load_start_s = load_start_s  # the longer scale needs 4 windows of load
+        self.basis: str | None = None
+        self.last: CheckResult | None = None
+        self.time_s: float | None = None  # the date: the first counted passing check's centre
+        self.confirmed_s: float | None = None  # the check that completed the count
+        self.withdrawn: list[Withdrawal] = []
+        self._passes: list[CheckResult] = []  # the counted passes of the last window's time
+        self._anchor: dict[str, Level] | None = None  # the 5 min from the date, per signal
+        self._stepped: dict[str, float] = {}  # signal -> the check it first stepped at
+        self._floor_s: float | None = None  # no date before this (after a withdrawal)
+
+    @property
+    def phase(self) -> Phase:
+        if self.time_s is not None:
+            return Phase.DATED
+        return Phase.WITHDRAWN if self.withdrawn else Phase.SEARCHING
+
+    def idle(self, t_check: float) -> bool:
+        """Whether the step at ``t_check`` has nothing to do: dated, and the older of the
+        check's two 5-min windows does not yet start at the date."""
+        date = self.time_s
+        return date is not None and t_check < date + 2 * self.windows.eq_window_s
+
+    def step(self, t_check: float, signals: Signals) -> list[Event]:
+        """The check scheduled at ``t_check``, on series holding its windows' data."""
+        events: list[Event] = []
+        if self.time_s is not None and not self.idle(t_check):
+            gone = self._watch(t_check, signals)
+            if gone is not None:
+                events.append(Withdrawn(gone))
+                events += self._replay(t_check, signals)
+        if self.time_s is None:
+            events += self._search(t_check, signals)
+        return events
+
+    def reason(self, load_s: float) -> str:
+        """Why equilibrium is not dated after a load of ``load_s`` seconds ("" where it is)."""
+        if self.time_s is not None:
+            return ""
+        return not_reached_reason(load_s, self.last, self.windows, len(self._passes), self._floor_s)
+
+    def passes_needed(self) -> int:
+        """How many more passing checks a date needs (0 once dated)."""
+        if self.time_s is not None:
+            return 0
+        return max(self.windows.eq_checks - len(self._passes), 0)
+
+    def _search(self, t_check: float, signals: Signals) -> list[Event]:
+        """Make the check; a date where it completes the count of passes."""
+        result = self._check(t_check, signals)
+        w = self.windows
+        recent = [r for r in self._passes if r.t_s > t_check - w.eq_window_s]
+        floor = self._floor_s
+        counts = result.passed and (floor is None or result.centre_s >= floor)
+        self._passes = [*recent, result] if counts else recent
+        if len(self._passes) < w.eq_checks:
+            return []
+        self.time_s, self.confirmed_s = self._passes[0].centre_s, result.t_s
+        self._anchor, self._stepped = None, {}
+        assert self.basis is not None
+        return [Dated(self.time_s, result.t_s, self.basis, again=bool(self.withdrawn))]
+
+    def _check(self, t_check: float, signals: Signals) -> CheckResult:
+        """The check on the 5-min scale, and where it fails on the 10-min one."""
+        w = self.windows.eq_window_s
+        basis = signals.basis(t_check - 2 * w, t_check, self.basis)
+        if basis != self.basis:  # a better sensor came: its passes start their own count
+            self.basis, self._passes = basis, []
+        result = check_window(t_check, signals, self.windows, basis)
+        long_w = LONG_SCALE * w
+        start = self.load_start_s
+        if not result.passed and start is not None and t_check - 2 * long_w >= start:
+            longer = check_window(t_check, signals, self.windows, basis, long_w)
+            if longer.passed:
+                result = longer
+        self.last = result
+        return result
+
+    def _replay(self, t_check: float, signals: Signals) -> list[Event]:
+        """After a withdrawal: the checks of the last window's time made again, so that a
+        device settled since is dated again now; the check at ``t_check`` follows."""
+        events: list[Event] = []
+        interval = self.windows.eq_check_interval_s
+        for k in range(self.windows.eq_checks - 1, 0, -1):
+            if self.time_s is None:
+                events += self._search(t_check - k * interval, signals)
+        return events
+
+    def _watch(self, t_check: float, signals: Signals) -> Withdrawal | None:
+        """Whether later levels refute the date; if they do, withdraw it."""
+        date, w = self.time_s, self.windows.eq_window_s
+        assert date is not None and self.basis is not None
+        judged = signals.judged(self.basis, self.windows, t_check - 2 * LONG_SCALE * w, t_check)
+        if self._anchor is None:  # the first watch: the 5 min from the date are in
+            self._anchor = self._levels_from_date(signals)
+        found = []
+        for name, series, absolute in judged:
+            refutation = self._refute(t_check, name, series, absolute)
+            if refutation is not None:
+                found.append(refutation)
+        if not found:
+            return None
+        gone = Withdrawal(date, t_check, tuple(found))
+        self.withdrawn.append(gone)
+        self.time_s = self.confirmed_s = None
+        self._passes = []
+        self._floor_s = max(gone.floor_s, -math.inf if self._floor_s is None else self._floor_s)
+        return gone
+
+    def _refute(
+        self, t_check: float, name: str, series, absolute: float | None
+    ) -> Refutation | None:
+        """One signal's refutation of the date at ``t_check``: its step from the date's
+        level (rule, line 12), else its movement between adjacent 10-min levels (line 11)."""
+        date, w, long_w = (
+            self.time_s,
+            self.windows.eq_window_s,
+            LONG_SCALE * self.windows.eq_window_s,
+        )
+        assert date is not None and self._anchor is not None
+        anchor_end = date + w  # the end of the 5 min from the date
+        soon = t_check - w - anchor_end <= long_w  # a step soon after the date: noted
+        if soon and drift(name, series, t_check, self.windows, absolute_c=absolute).stepped:
+            self._stepped.setdefault(name, t_check)
+        now = level_of(series, t_check, self.windows)
+        if now is None:
+            return None
+        since = self._anchor.get(name)
+        after = t_check - long_w - anchor_end  # when the 10-min window starts
+        if name in self._stepped and since is not None and 0 <= after <= long_w:
+            floor = self._stepped[name] - w  # the step's newer window
+            step = compare(name, since, now, self.windows, absolute, STEPPED, t_check, floor)
+            if step is not None and step.refutes:
+                return step
+        if t_check < date + 2 * long_w:
+            return None
+        before = level_of(series, t_check - long_w, self.windows)
+        if before is None:
+            return None
+        moved = compare(name, before, now, self.windows, absolute, MOVED, t_check, t_check - long_w)
+        return moved if moved is not None and moved.refutes else None
+
+    def _levels_from_date(self, signals: Signals) -> dict[str, Level]:
+        """Each judged signal's level over the 5 min from the date: what the date says the
+        signal had come to (rule, line 12)."""
+        date, w = self.time_s, self.windows.eq_window_s
+        assert date is not None and self.basis is not None
+        out = {}
+        for name, series, _ in signals.judged(self.basis, self.windows, date, date + w):
+            level = level_of(series, date + w, self.windows, windows_n=1)
+            if level is not None:
+                out[name] = level
+        return out
+
+
+def not_reached_reason(
+    load_s: float,
+    last: CheckResult | None,
+    windows: Windows,
+    counted: int = 0,
+    floor_s: float | None = None,
+) -> str:
+    """Why equilibrium was not reached over a load of ``load_s`` seconds: ``counted`` passes
+    of the last window's time, no date before ``floor_s`` (after a withdrawal)."""
+    need = 2 * windows.eq_window_s + (windows.eq_checks - 1) * windows.eq_check_interval_s
+    if load_s < need:
+        return (
+            f"load of {load_s / 60:.1f} min is too short to confirm equilibrium: the rule "
+            f"compares two {windows.eq_window_s / 60:g}-min windows at {windows.eq_checks} "
+            f"checks {windows.eq_check_interval_s:g} s apart, {need / 60:.1f} min at least"
+        )
+    if last is None:
+        return "no check could be made"
+    if last.passed and floor_s is not None and last.centre_s < floor_s:
+        return (
+            f"the last check passed but dates {last.centre_s:.0f} s, before {floor_s:.0f} s, "
+            f"where the window that withdrew an earlier date starts; no date comes before it"
+        )
+    if last.passed:
+        return (
+            f"{counted} check(s) of the last {windows.eq_window_s / 60:g} min passed, fewer "
+            f"than the {windows.eq_checks} it needs"
+        )
+    moved = any(d.change is not None and not d.passed for d in last.drifts)
+    verdict = "still moving" if moved else "could not be judged"
+    return f"{verdict} at the end of the load: {last.reason}"

@@ -1,0 +1,47 @@
+"""The offline pass: the state machine replayed over a device's stored series."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from soak.analysis.equilibrium.check import CheckResult, check_times
+from soak.analysis.equilibrium.fit import Fit, fit_exponential
+from soak.analysis.equilibrium.machine import Machine, look_back_s
+from soak.analysis.equilibrium.refutation import Withdrawal
+from soak.analysis.equilibrium.signals import Signals, choose_basis
+from soak.config import Windows
+
+
+@dataclass(frozen=True, slots=True)
+class Equilibrium:
+    reached: bool
+    time_s: float | None  # the date: the centre of the first counted passing check
+    basis: str
+    fit: Fit | None
+    last_check: CheckResult | None
+    confirmed_s: float | None = None  # when the rule had its ``eq_checks`` passes
+    reason: str = ""  # why it was not reached ("" when it was)
+    withdrawn: tuple[Withdrawal, ...] = ()  # earlier dates later levels refuted
+
+
+def detect(load_start_s: float, end_s: float, signals: Signals, windows: Windows) -> Equilibrium:
+    """The same checks the online detector makes, replayed over stored series."""
+    machine = Machine(windows, load_start_s)
+    cached = signals.cached(look_back_s(windows) + windows.eq_window_s)
+    for t_check in check_times(load_start_s, end_s, windows):
+        machine.step(float(t_check), cached)
+    basis = machine.basis or choose_basis(signals.temp, signals.power)
+    fit = None
+    if basis == "temperature":
+        since = signals.temp.window(load_start_s, end_s)
+        fit = fit_exponential(since.t, since.y, load_start_s)
+    return Equilibrium(
+        machine.time_s is not None,
+        machine.time_s,
+        basis,
+        fit,
+        machine.last,
+        machine.confirmed_s,
+        machine.reason(end_s - load_start_s),
+        tuple(machine.withdrawn),
+    )
