@@ -812,12 +812,13 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def _print_verdict(analysis) -> None:
     """The reasons, then the verdict: with the report path after it, the last two lines."""
     from soak.analysis.analyze import merge_windows
+    from soak.units import plural
 
     devices, stop = len(analysis.devices), analysis.stop_reason
     for reason in merge_windows(analysis.reasons):
         where = "server" if reason.device is None else f"device {reason.device}"
         print(f"  {reason.status.upper():4}  {where}: {reason.check}: {reason.message}")
-    print(f"verdict: {analysis.verdict} ({devices} devices, stop: {stop})")
+    print(f"verdict: {analysis.verdict} ({plural(devices, 'device')}, stop: {stop})")
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -101,9 +101,14 @@ def _subject(message: str) -> str:
     return re.sub(r"\d[\d.,]*", "#", _WINDOW_WORD.sub("W", message, count=1))
 
 
+_CLAUSE_END = re.compile(r":\s|;\s|\s\(")
+
+
 def _both(steady: str, final: str) -> str:
-    """One message for both windows, each with its own numbers."""
-    return f"{steady}; {final}"
+    """One message for both windows: the steady one whole, the final one's first clause
+    (its own headline numbers; what follows says the same as the steady one's)."""
+    end = _CLAUSE_END.search(final)
+    return f"{steady}; {final[: end.start()] if end else final}"
 
 
 @dataclass(frozen=True, slots=True)

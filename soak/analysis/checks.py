@@ -20,7 +20,7 @@ from soak.analysis.equilibrium import Equilibrium
 from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowStats
 from soak.config import Profile
 from soak.model import RATE_UNITS, ClockReason, WorkerOutcome
-from soak.units import pct, si
+from soak.units import duration, pct, si
 
 
 class Status(enum.StrEnum):
@@ -517,7 +517,12 @@ def check_equilibrium(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     eq = f.equilibrium
     withdrawn = "".join(f"; {w.describe()}" for w in eq.withdrawn) if eq is not None else ""
     if eq is not None and eq.reached:
-        message = f"thermal equilibrium at {eq.time_s:.0f} s (basis: {eq.basis}){withdrawn}"
+        when = (
+            f"{duration(eq.time_s - f.load_start_s)} after load start"
+            if f.load_start_s is not None
+            else f"at {eq.time_s:.0f} s of the run"
+        )
+        message = f"thermal equilibrium {when} (basis: {eq.basis}){withdrawn}"
         return [CheckResult("equilibrium", Status.PASS, message, f.index)]
     status = Status.FAIL if profile.checks.require_equilibrium else Status.WARN
     message = "equilibrium not reached; steady figures are from the last minutes of the run"
