@@ -425,20 +425,55 @@ def _inventory(analysis: Analysis) -> list[dict[str, str]]:
                 "bus": text(i.pci_bus_id),
                 "vbios": text(i.vbios),
                 "memory": num(memory, ".1f", " GiB"),
-                "power": f"{watts(i.power_limit_w)} (default {watts(i.default_power_limit_w)})",
-                "clocks": f"{num(i.max_sm_clock_mhz, '.0f')} / {num(i.max_mem_clock_mhz, '.0f')}",
-                "temps": " / ".join(
-                    celsius(v)
-                    for v in (
-                        i.slowdown_temp_c,
-                        i.shutdown_temp_c,
-                        i.max_operating_temp_c,
-                        i.mem_max_temp_c,
-                    )
+                "power": _limit(watts(i.power_limit_w), watts(i.default_power_limit_w)),
+                "clocks": _all_or_none(
+                    [num(i.max_sm_clock_mhz, ".0f"), num(i.max_mem_clock_mhz, ".0f")]
+                ),
+                "temps": _all_or_none(
+                    [
+                        celsius(v)
+                        for v in (
+                            i.slowdown_temp_c,
+                            i.shutdown_temp_c,
+                            i.max_operating_temp_c,
+                            i.mem_max_temp_c,
+                        )
+                    ]
                 ),
             }
         )
     return rows
+
+
+def _limit(enforced: str, default: str) -> str:
+    if enforced == default == NOT_AVAILABLE:
+        return NOT_AVAILABLE
+    return f"{enforced} (default {default})"
+
+
+def _all_or_none(values: list[str]) -> str:
+    """ "89 °C / 92 °C"; one "not available" where none is, not one per value."""
+    if all(v == NOT_AVAILABLE for v in values):
+        return NOT_AVAILABLE
+    return " / ".join(values)
+
+
+def _overview_columns(analysis: Analysis) -> dict[str, Any]:
+    """The server table's columns of readings some device of the run can take; one no
+    device's backend can read is left out and named."""
+
+    def some(metric: str) -> bool:
+        return not analysis.devices or any(
+            not _lacks(analysis, d.index, metric) for d in analysis.devices
+        )
+
+    shown = {"power": some("power_w"), "temp": some("temp_c"), "reasons": some("clock_reasons")}
+    names = {"power": "power", "temp": "temperature", "reasons": "clock-event reasons"}
+    return {
+        **shown,
+        "missing": [names[k] for k, v in shown.items() if not v],
+        "span": 1 + shown["power"] + 2 * shown["temp"] + 2 * shown["reasons"] + 1,
+    }
 
 
 def _capabilities(analysis: Analysis) -> dict[str, Any]:
@@ -736,6 +771,7 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
         "not_checked": _not_checked(analysis),
         "profile_hot_spot_margin": f"{analysis.profile.checks.hot_spot_margin_c:g} °C",
         "overview": [_overview(d, part, analysis.units) for d in analysis.devices],
+        "overview_columns": _overview_columns(analysis),
         "part": part,
         "sync_loss": pct(loss, 2),
         "slowest": slowest,
