@@ -106,9 +106,12 @@ _CLAUSE_END = re.compile(r":\s|;\s|\s\(")
 
 def _both(steady: str, final: str) -> str:
     """One message for both windows: the steady one whole, the final one's first clause
-    (its own headline numbers; what follows says the same as the steady one's)."""
-    end = _CLAUSE_END.search(final)
-    return f"{steady}; {final[: end.start()] if end else final}"
+    that holds a number (its own headline figures; what follows says the same as the
+    steady one's)."""
+    for end in _CLAUSE_END.finditer(final):
+        if re.search(r"\d", final[: end.start()]):
+            return f"{steady}; {final[: end.start()]}"
+    return f"{steady}; {final}"
 
 
 @dataclass(frozen=True, slots=True)

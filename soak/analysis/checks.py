@@ -444,7 +444,8 @@ def check_hardware_errors(f: DeviceFacts, profile: Profile) -> list[CheckResult]
             continue
         new = counter.delta or 0
         status = Status.PASS if new <= 0 else Status.FAIL
-        message = f"{int(new)} new {label} (from {int(counter.first)} to {int(counter.last)})"
+        noun = label.removesuffix("s") if int(new) == 1 else label  # "1 new ... error"
+        message = f"{int(new)} new {noun} (from {int(counter.first)} to {int(counter.last)})"
         out.append(CheckResult(key, status, message, f.index))
     for key in (k for k in fields.FOLLOWED if fields.BY_NAME[k].kind is fields.Kind.FLAG):
         label = fields.label(key)

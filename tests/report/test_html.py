@@ -200,3 +200,13 @@ def test_the_load_length_is_one_figure_throughout(faulty_run):
     header = re.search(r"([\d.]+ min) of load", text).group(1)
     reproduce = re.search(r"length asked / load run \S+ min / ([\d.]+ min)", text).group(1)
     assert header == reproduce
+
+
+def test_a_final_window_joins_its_steady_row_with_its_own_figures_only():
+    from soak.analysis.analyze import merge_windows
+    from soak.analysis.checks import CheckResult, Status
+
+    steady = "steady temperature (p90) 87 °C is 2 °C below slowdown 89 °C; margin needed 5 °C"
+    final = "final temperature (p90) 86 °C is 3 °C below slowdown 89 °C; margin needed 5 °C"
+    (row,) = merge_windows([CheckResult("temp_margin", Status.FAIL, m, 3) for m in (steady, final)])
+    assert row.message == f"{steady}; final temperature (p90) 86 °C is 3 °C below slowdown 89 °C"
