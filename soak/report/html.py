@@ -334,7 +334,8 @@ def _device(
         if energy_basis
         else "Energy: not available (neither an energy counter nor power readings)",
         "windows": windows,
-        "equilibrium": _equilibrium(d),
+        # τ and T∞ are fitted to the temperature: no rows for them without one
+        "equilibrium": _equilibrium(d) | {"fitted": not _lacks(analysis, d.index, "temp_c")},
         "reason_rows": _reason_rows(d, analysis, missing),
         "unknown_bits": f"{f.steady.unknown_reason_bits:#x}"
         if f.steady is not None and f.steady.unknown_reason_bits

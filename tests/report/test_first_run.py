@@ -63,6 +63,7 @@ def test_what_a_backend_cannot_read_is_said_once_and_drawn_nowhere(faulty_run, t
     assert text.count(line) == 4  # once per device
     assert "HBM temperature not available" not in text
     assert "SW power cap" not in text  # no table of reason shares that cannot be known
+    assert "time constant τ" in text  # the temperature is read: its fit is shown
     assert "<td>PCIe replays</td>" not in html and "<td>retired pages</td>" not in html
 
 
