@@ -330,6 +330,7 @@ def _device(
         "rows": _metric_rows(d, analysis, missing),
         "part_rows": _part_rows(d, analysis.units, with_energy=bool(energy_basis)),
         "mixed": len(f.units) > 1,
+        "energy_shown": bool(energy_basis),
         "energy_note": f"Energy from the {', '.join(sorted(energy_basis))}"
         if energy_basis
         else "Energy: not available (neither an energy counter nor power readings)",

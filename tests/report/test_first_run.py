@@ -52,17 +52,22 @@ def test_what_a_backend_cannot_read_is_said_once_and_drawn_nowhere(faulty_run, t
     run_dir = copy_run(faulty_run, tmp_path / "run")
     conn = sqlite3.connect(run_dir / STORE_NAME)
     with conn:
-        for metric in ("clock_reasons", "mem_temp_c", "pcie_replay"):
+        for metric in ("clock_reasons", "mem_temp_c", "pcie_replay", "power_w", "energy_j"):
             conn.execute("UPDATE capabilities SET status='not supported' WHERE metric=?", (metric,))
-        conn.execute("UPDATE telemetry SET mem_temp_c=NULL, clock_reasons=NULL, pcie_replay=NULL")
+        conn.execute(
+            "UPDATE telemetry SET mem_temp_c=NULL, clock_reasons=NULL, pcie_replay=NULL, "
+            "power_w=NULL, energy_j=NULL"
+        )
     conn.close()
     _, report = build_outputs(run_dir)
     html = report.read_text()
     text = _visible_text(html)
-    line = "Not available on this backend, so not shown: HBM temperature, clock-event reasons"
+    line = "Not available on this backend, so not shown: HBM temperature, power, clock-event"
     assert text.count(line) == 4  # once per device
     assert "HBM temperature not available" not in text
     assert "SW power cap" not in text  # no table of reason shares that cannot be known
+    assert "energy per FLOP" not in text and "Energy: not available" in text
+    assert "each is charged the device's whole power" not in text  # no energy to charge
     assert "time constant τ" in text  # the temperature is read: its fit is shown
     assert "<td>PCIe replays</td>" not in html and "<td>retired pages</td>" not in html
 
