@@ -168,8 +168,9 @@ class Tracker:
         row = d.telemetry
         if row is not None and row.clock_reasons and row.clock_reasons & NOTABLE:
             return f"throttled: {reason_names(row.clock_reasons & NOTABLE)}"
-        if d.equilibrium_s is not None:
-            return f"steady at {d.equilibrium_s / 60:.1f} min"
+        if d.equilibrium_s is not None:  # timed from the device's load start, as the report
+            since = d.equilibrium_s - (d.work_start_s or 0.0)
+            return f"steady at {since / 60:.1f} min"
         if d.work_start_s is None:
             return "starting"
         return "warming" if d.eta_s is None else f"warming, ~{d.eta_s / 60:.0f} min to go"
