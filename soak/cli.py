@@ -8,6 +8,7 @@ nothing.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import math
 import os
@@ -31,10 +32,41 @@ VERDICT_EXIT = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of printing usage and exiting."""
+    """argparse that raises instead of printing usage and exiting, and suggests the option
+    meant for a misspelt one."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise ConfigError(message)
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            raise ConfigError(_unrecognized(self, parsed, extras))
+        return parsed
+
+
+def _unrecognized(parser: argparse.ArgumentParser, parsed, extras: Sequence[str]) -> str:
+    """ "unrecognized argument --minuets: did you mean --minutes?", from the options of the
+    (sub)command that was parsed."""
+    options = list(parser._option_string_actions)
+    found = True
+    while found:
+        found = False
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(parsed, action.dest, None) or "")
+                if chosen is not None:
+                    parser, found = chosen, True
+                    options += list(chosen._option_string_actions)
+                break
+    words = []
+    for extra in extras:
+        close = []
+        if extra.startswith("--"):
+            close = difflib.get_close_matches(extra.split("=", 1)[0], options, n=1, cutoff=0.6)
+        words.append(f"{extra} (did you mean {close[0]}?)" if close else extra)
+    plural = "s" if len(extras) > 1 else ""
+    return f"unrecognized argument{plural}: {' '.join(words)}"
 
 
 def _positive(name: str, cast: type = float, allow_zero: bool = False):
@@ -613,6 +645,8 @@ def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         duration = args.minutes * 60
     else:
         duration = 7200.0
+    profile = load_profile(args.profile)
+    _check_length(args, duration, profile.windows)
     options = _workload_options(args.option)
     if args.backend != "sim":
         from workloads.base import WorkloadOptions
@@ -643,7 +677,7 @@ def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         interval_s=args.interval,
         baseline_s=args.baseline,
         devices=args.devices,
-        profile=load_profile(args.profile),
+        profile=profile,
         out=args.out,
         seed=seed,
         tags=dict(args.tag),
@@ -654,6 +688,42 @@ def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         heartbeat_timeout_s=args.heartbeat_timeout,
         ranks=args.ranks,
         command=shlex.join(["soak", *argv]),
+    )
+
+
+MIN_COLD_MEASURED_S = 15.0  # the least of the cold window whose rate is worth comparing
+
+
+def _length_flag(args: argparse.Namespace) -> str:
+    return f"--hours {args.hours:g}" if args.hours is not None else f"--minutes {args.minutes:g}"
+
+
+def _check_length(args: argparse.Namespace, duration_s: float, windows) -> None:
+    """Refuse a load too short to measure a cold rate (nothing could be compared)."""
+    least = windows.cold_start_s + MIN_COLD_MEASURED_S
+    if duration_s < least:
+        raise ConfigError(
+            f"{_length_flag(args)}: {duration_s:.1f} s of load measures nothing: the cold "
+            f"window starts {windows.cold_start_s:g} s into the load and a cold rate needs "
+            f"{MIN_COLD_MEASURED_S:g} s of it; at least {least:g} s "
+            f"(--minutes {math.ceil(least / 60 * 100) / 100:g})"
+        )
+
+
+def length_note(duration_s: float, windows) -> str | None:
+    """One line for a load that can run but cannot confirm thermal equilibrium: the verdict
+    will say equilibrium was not reached, and what length would reach it."""
+    from soak.analysis.equilibrium import shortest_confirmation_s
+
+    need = shortest_confirmation_s(windows)
+    if duration_s >= need:
+        return None
+    full = need + windows.steady_length_s
+    return (
+        f"soak: note: {duration_s / 60:.3g} min of load is too short to confirm thermal "
+        f"equilibrium, which needs {need / 60:g} min at least (--minutes {math.ceil(need / 60)});"
+        f" with its {windows.steady_length_s / 60:g}-min steady window, "
+        f"--minutes {math.ceil(full / 60)} or more"
     )
 
 
@@ -690,6 +760,23 @@ def _workload_options(pairs: Sequence[tuple[str, str]]) -> dict[str, object]:
         raise ConfigError(f"--option {exc}") from None
 
 
+class _FirstTick:
+    """A watcher that prints one line at the run's first tick, after every check of the
+    input has passed."""
+
+    def __init__(self, line: str, stream) -> None:
+        self.line: str | None = line
+        self.stream = stream
+
+    def update(self, progress) -> None:
+        if self.line is not None:
+            print(self.line, file=self.stream, flush=True)
+            self.line = None
+
+    def close(self) -> None:
+        pass
+
+
 def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from soak.live.view import make_view
     from soak.report import build_outputs
@@ -700,6 +787,9 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     windows = config.profile.windows
     cold_end = windows.cold_start_s + windows.cold_length_s
     watchers: list = [make_view(sys.stderr, windows.cold_start_s, cold_end)]
+    note = length_note(config.duration_s, windows)
+    if note is not None:  # once the run has started: bad input is one line, the error's
+        watchers.insert(0, _FirstTick(note, sys.stderr))
     if args.metrics_port is not None:  # bound now: a port in use is bad input, before any soak
         from soak.live.exporter import MetricsExporter
 
@@ -722,12 +812,13 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def _print_verdict(analysis) -> None:
     """The reasons, then the verdict: with the report path after it, the last two lines."""
     from soak.analysis.analyze import merge_windows
+    from soak.units import plural
 
     devices, stop = len(analysis.devices), analysis.stop_reason
     for reason in merge_windows(analysis.reasons):
         where = "server" if reason.device is None else f"device {reason.device}"
         print(f"  {reason.status.upper():4}  {where}: {reason.check}: {reason.message}")
-    print(f"verdict: {analysis.verdict} ({devices} devices, stop: {stop})")
+    print(f"verdict: {analysis.verdict} ({plural(devices, 'device')}, stop: {stop})")
 
 
 def cmd_report(args: argparse.Namespace) -> int:

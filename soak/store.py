@@ -463,7 +463,12 @@ def make_run_dir(out: Path, host: str, now: dt.datetime) -> Path:
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
         raise ConfigError(f"--out {out}: not a writable folder ({probe} is not writable)")
-    free = shutil.disk_usage(probe).free
+    usage = shutil.disk_usage(probe)
+    if usage.total == 0:  # /proc, /sys: a filesystem that holds no files
+        raise ConfigError(
+            f"--out {out}: cannot create the folder: {probe} is on a filesystem that holds no files"
+        )
+    free = usage.free
     if free < MIN_FREE_BYTES:
         raise ConfigError(
             f"--out {out}: only {free / 2**20:.0f} MiB free; soak needs at least 64 MiB"

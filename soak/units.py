@@ -37,3 +37,19 @@ def pct(value: float | None, digits: int = 1) -> str:
     if value is None or not math.isfinite(value):
         return NOT_AVAILABLE
     return f"{100 * value:.{digits}f} %"
+
+
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """ "1 device", "3 devices", "0 failures": a count and its noun, singular only for one."""
+    return f"{count:,} {word if count == 1 else words or word + 's'}"
+
+
+def duration(seconds: float | None) -> str:
+    """A length of time for people: "95 s", "10.8 min", "2.50 h"."""
+    if seconds is None or not math.isfinite(seconds):
+        return NOT_AVAILABLE
+    if abs(seconds) < 120:
+        return f"{seconds:.0f} s"
+    if abs(seconds) < 3 * 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"

@@ -28,6 +28,17 @@ BAD_RUNS = {
     "missing profile": (["--profile", "nope.toml"], "nope.toml"),
     "fault without sim": (["--backend", "cpu", "--sim-fault", "inlet:delta=3"], "--sim-fault"),
     "device not on server": (["--backend", "sim", "--devices", "9"], "--devices"),
+    "a load that measures nothing": (
+        ["--backend", "sim", "--minutes", "0.01"],
+        "--minutes 0.01: 0.6 s of load measures nothing",
+    ),
+    "hours that measure nothing": (["--backend", "sim", "--hours", "0.001"], "at least 20 s"),
+    "misspelt option": (["--minuets", "3"], "--minuets (did you mean --minutes?)"),
+    "misspelt option with its value": (["--bakend=sim"], "(did you mean --backend?)"),
+    "output on a filesystem without files": (
+        ["--backend", "sim", "--out", "/proc/soak-forbidden"],
+        "--out /proc/soak-forbidden: cannot create the folder: /proc is on a filesystem",
+    ),
 }
 
 
@@ -139,3 +150,35 @@ def test_an_internal_error_is_exit_3_with_its_traceback_never_1(monkeypatch, cap
     assert "Traceback" in err and err.strip().splitlines()[-1] == (
         "soak: error: internal error: RuntimeError: a bug"
     )
+
+
+def test_a_misspelt_option_of_a_nested_command_is_matched_against_that_command():
+    from soak.cli import ConfigError, _parser
+
+    with pytest.raises(ConfigError, match=r"--nodess \(did you mean --nodes\?\)"):
+        _parser().parse_args(["fleet", "sbatch", "--nodess", "3"])
+
+
+def test_a_load_too_short_for_equilibrium_runs_and_says_so_once(tmp_path, capsys):
+    code = main(
+        [
+            *("run", "--backend", "sim", "--sim-gpus", "1", "--minutes", "1"),
+            *("--seed", "1", "--out", str(tmp_path)),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code in (0, 1, 3)
+    note = (
+        "soak: note: 1 min of load is too short to confirm thermal equilibrium, which needs "
+        "11 min at least (--minutes 11); with its 10-min steady window, --minutes 21 or more"
+    )
+    assert err.splitlines()[0] == note
+    assert err.count("soak: note:") == 1
+
+
+def test_a_load_long_enough_for_equilibrium_gets_no_note():
+    from soak.cli import length_note
+    from soak.config import Windows
+
+    assert length_note(11 * 60, Windows()) is None
+    assert "--minutes 11" in length_note(3 * 60, Windows())

@@ -101,8 +101,16 @@ def _subject(message: str) -> str:
     return re.sub(r"\d[\d.,]*", "#", _WINDOW_WORD.sub("W", message, count=1))
 
 
+_CLAUSE_END = re.compile(r":\s|;\s|\s\(")
+
+
 def _both(steady: str, final: str) -> str:
-    """One message for both windows, each with its own numbers."""
+    """One message for both windows: the steady one whole, the final one's first clause
+    that holds a number (its own headline figures; what follows says the same as the
+    steady one's)."""
+    for end in _CLAUSE_END.finditer(final):
+        if re.search(r"\d", final[: end.start()]):
+            return f"{steady}; {final[: end.start()]}"
     return f"{steady}; {final}"
 
 

@@ -20,7 +20,7 @@ from soak.analysis.equilibrium import Equilibrium
 from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowStats
 from soak.config import Profile
 from soak.model import RATE_UNITS, ClockReason, WorkerOutcome
-from soak.units import pct, si
+from soak.units import duration, pct, si
 
 
 class Status(enum.StrEnum):
@@ -444,7 +444,8 @@ def check_hardware_errors(f: DeviceFacts, profile: Profile) -> list[CheckResult]
             continue
         new = counter.delta or 0
         status = Status.PASS if new <= 0 else Status.FAIL
-        message = f"{int(new)} new {label} (from {int(counter.first)} to {int(counter.last)})"
+        noun = label.removesuffix("s") if int(new) == 1 else label  # "1 new ... error"
+        message = f"{int(new)} new {noun} (from {int(counter.first)} to {int(counter.last)})"
         out.append(CheckResult(key, status, message, f.index))
     for key in (k for k in fields.FOLLOWED if fields.BY_NAME[k].kind is fields.Kind.FLAG):
         label = fields.label(key)
@@ -517,7 +518,12 @@ def check_equilibrium(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     eq = f.equilibrium
     withdrawn = "".join(f"; {w.describe()}" for w in eq.withdrawn) if eq is not None else ""
     if eq is not None and eq.reached:
-        message = f"thermal equilibrium at {eq.time_s:.0f} s (basis: {eq.basis}){withdrawn}"
+        when = (
+            f"{duration(eq.time_s - f.load_start_s)} after load start"
+            if f.load_start_s is not None
+            else f"at {eq.time_s:.0f} s of the run"
+        )
+        message = f"thermal equilibrium {when} (basis: {eq.basis}){withdrawn}"
         return [CheckResult("equilibrium", Status.PASS, message, f.index)]
     status = Status.FAIL if profile.checks.require_equilibrium else Status.WARN
     message = "equilibrium not reached; steady figures are from the last minutes of the run"

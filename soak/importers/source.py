@@ -50,8 +50,12 @@ class Source:
 
 def describe(path: Path, fmt: str) -> Source:
     """Name, size and sha256 of the file as given (the .zip or .gz itself)."""
-    if not path.is_file():
+    if not path.exists():
         raise ImportFailed(path, None, "no such file")
+    if path.is_dir():
+        raise ImportFailed(path, None, "a folder, not a file")
+    if not path.is_file():
+        raise ImportFailed(path, None, "not a regular file (a device, a pipe or a socket)")
     digest = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(CHUNK_B):

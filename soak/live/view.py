@@ -9,6 +9,8 @@ clock-event reasons already announced) so that the two views say the same things
 from __future__ import annotations
 
 import datetime as dt
+import re
+import textwrap
 import time
 from collections import deque
 from collections.abc import Callable
@@ -17,6 +19,7 @@ from typing import TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.measure import Measurement
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
@@ -143,6 +146,15 @@ class Tracker:
             out.append(text)
         return "  ".join(out) or "-"
 
+    def percents(self, d: DeviceProgress) -> list[tuple[str, float | None]]:
+        """Each part and its latest rate as a % of its cold mean; None until that is known."""
+        out = []
+        for r in d.rates:
+            cold = self.cold_rate(d.index, r.part)
+            known = cold and self._past_cold(d)
+            out.append((r.part, 100 * r.rate / cold if known else None))
+        return out
+
     def _past_cold(self, d: DeviceProgress) -> bool:
         if d.work_start_s is None or d.telemetry is None:
             return False
@@ -156,8 +168,9 @@ class Tracker:
         row = d.telemetry
         if row is not None and row.clock_reasons and row.clock_reasons & NOTABLE:
             return f"throttled: {reason_names(row.clock_reasons & NOTABLE)}"
-        if d.equilibrium_s is not None:
-            return f"steady at {d.equilibrium_s / 60:.1f} min"
+        if d.equilibrium_s is not None:  # timed from the device's load start, as the report
+            since = d.equilibrium_s - (d.work_start_s or 0.0)
+            return f"steady at {since / 60:.1f} min"
         if d.work_start_s is None:
             return "starting"
         return "warming" if d.eta_s is None else f"warming, ~{d.eta_s / 60:.0f} min to go"
@@ -172,18 +185,23 @@ def _event_text(device: int | None, message: str) -> str:
     return message if device is None or message.startswith(prefix) else prefix + message
 
 
-def device_line(tracker: Tracker, d: DeviceProgress) -> str:
-    """One device in one plain line: temperature and trend, clock, power against the limit,
-    throughput against cold, state."""
+def clock_word(backend: str) -> str:
+    """What the view calls the clock it shows: a CPU has no SM."""
+    return "clock" if backend == "cpu" else "SM clock"
+
+
+def device_line(tracker: Tracker, d: DeviceProgress, backend: str = "") -> str:
+    """One device in one plain line, every field named: temperature and trend, clock, power
+    against the limit, throughput against cold, state."""
     row = d.telemetry
-    temp = _num(row and row.temp_c, ".0f", "°C")
     trend = tracker.trend(d.index)
+    temp = _num(row and row.temp_c, ".0f", "°C") + (f" {trend}" if trend else "")
     limit = row and row.power_limit_w
-    power = _num(row and row.power_w, ".0f", "W") + (f" / {limit:.0f} W" if limit else "")
+    power = _num(row and row.power_w, ".0f", "W") + (f" (limit {limit:.0f} W)" if limit else "")
+    clock = _num(row and row.sm_clock_mhz, ".0f", "MHz")
     return (
-        f"device {d.index}: {temp}{' ' + trend if trend else ''}, "
-        f"{_num(row and row.sm_clock_mhz, '.0f', 'MHz')}, {power}, "
-        f"{tracker.rates(d)}, {tracker.state(d)}"
+        f"device {d.index}: temperature {temp}, {clock_word(backend)} {clock}, power {power}, "
+        f"throughput {tracker.rates(d)}, state {tracker.state(d)}"
     )
 
 
@@ -192,6 +210,109 @@ def header_text(p: Progress) -> str:
     planned = "until steady" if p.until_steady else f"{p.planned_s / 60:.0f} min"
     done = "" if load is None else f", load {load / 60:.1f} of {planned}"
     return f"soak {p.backend} · {p.workload} · {p.host} · {p.phase} · {p.t_s / 60:.1f} min{done}"
+
+
+# A number and the word after it ("87 °C", "640 s") stay on one line when a message wraps.
+_NUMBER_UNIT = re.compile(r"(?<=\d) (?=[^\s\d])")
+_GLUE = "\x00"
+
+
+def wrap_message(prefix: str, message: str, width: int) -> list[str]:
+    """A message in lines of at most ``width`` columns, continued under its first word, never
+    parting a number from its unit."""
+    indent = " " * len(prefix)
+    room = max(20, width - len(prefix))
+    glued = _NUMBER_UNIT.sub(_GLUE, message)
+    lines = textwrap.wrap(glued, room, break_on_hyphens=False) or [""]
+    return [
+        (prefix if i == 0 else indent) + line.replace(_GLUE, " ") for i, line in enumerate(lines)
+    ]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """One way of drawing the device table; ``LAYOUTS`` goes from the widest to the
+    narrowest, each giving up the least important detail still shown."""
+
+    trend: str  # "full" ("↑ 2 °C/min"), "short" ("↑2"), "none"
+    power: str  # "limit" ("700 W / 700"), "power" ("700 W"), "none"
+    throughput: str  # "rates" (rate and % of cold), "percents" (% only), "lowest", "none"
+
+
+LAYOUTS = (
+    _Layout("full", "limit", "rates"),
+    _Layout("full", "limit", "percents"),
+    _Layout("full", "power", "percents"),
+    _Layout("short", "power", "percents"),
+    _Layout("short", "power", "lowest"),
+    _Layout("short", "none", "lowest"),
+    _Layout("none", "none", "lowest"),
+    _Layout("none", "none", "none"),
+)
+_THROUGHPUT_HEADER = {
+    "rates": "throughput, % of cold",
+    "percents": "% of cold",
+    "lowest": "lowest % of cold",
+}
+
+
+def _short_trend(trend: str) -> str:
+    """ "↑ 2 °C/min" → "↑2"; "→" stays."""
+    return trend.replace(" °C/min", "").replace(" ", "")
+
+
+def _percents_text(tracker: Tracker, d: DeviceProgress, lowest: bool) -> str:
+    known = [(part, pct) for part, pct in tracker.percents(d) if pct is not None]
+    if not known:
+        return "measuring cold" if d.rates else "-"
+    if lowest:
+        known = [min(known, key=lambda kv: kv[1])]
+    return "  ".join(f"{part} {pct:.1f} %" for part, pct in known)
+
+
+def device_table(tracker: Tracker, p: Progress, layout: _Layout) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("dev", no_wrap=True)
+    table.add_column("temp", no_wrap=True)
+    if layout.trend != "none":
+        table.add_column("trend" if layout.trend == "full" else "°C/min", no_wrap=True)
+    table.add_column(clock_word(p.backend), no_wrap=True)
+    if layout.power != "none":
+        table.add_column("power / limit" if layout.power == "limit" else "power", no_wrap=True)
+    if layout.throughput != "none":
+        table.add_column(_THROUGHPUT_HEADER[layout.throughput], no_wrap=True)
+    table.add_column("state")  # the only column that may wrap, at the narrowest layout
+    for d in p.devices:
+        row = d.telemetry
+        cells = [str(d.index), _num(row and row.temp_c, ".0f", "°C")]
+        trend = tracker.trend(d.index)
+        if layout.trend != "none":
+            cells.append(trend if layout.trend == "full" else _short_trend(trend))
+        cells.append(_num(row and row.sm_clock_mhz, ".0f", "MHz"))
+        power = _num(row and row.power_w, ".0f", "W")
+        limit = row and row.power_limit_w
+        if layout.power == "limit":
+            cells.append(power + (f" / {limit:.0f}" if limit else ""))
+        elif layout.power == "power":
+            cells.append(power)
+        if layout.throughput == "rates":
+            cells.append(tracker.rates(d, short=True))
+        elif layout.throughput != "none":
+            cells.append(_percents_text(tracker, d, lowest=layout.throughput == "lowest"))
+        state = tracker.state(d)
+        style = "red" if state in ("lost", "failed") or state.startswith("throttled") else ""
+        table.add_row(*cells, Text(state, style=style))
+    return table
+
+
+def fitting_table(console: Console, tracker: Tracker, p: Progress, width: int) -> Table:
+    """The widest layout of the device table that fits ``width`` columns."""
+    wide = console.options.update_width(10_000)
+    for layout in LAYOUTS:
+        table = device_table(tracker, p, layout)
+        if Measurement.get(console, wide, table).maximum <= width:
+            return table
+    return table  # the narrowest: its state column wraps
 
 
 class LiveView:
@@ -215,26 +336,8 @@ class LiveView:
         self._latest: Progress | None = None
         self._started = False
 
-    def render(self, p: Progress) -> Group:
-        table = Table(box=None, pad_edge=False, header_style="bold")
-        columns = ("dev", "temp", "trend", "SM clock", "power / limit", "throughput, % of cold")
-        for col in (*columns, "state"):
-            table.add_column(col, no_wrap=True)
-        for d in p.devices:
-            row = d.telemetry
-            limit = row and row.power_limit_w
-            power = _num(row and row.power_w, ".0f", "W") + (f" / {limit:.0f}" if limit else "")
-            state = self.tracker.state(d)
-            style = "red" if state in ("lost", "failed") or state.startswith("throttled") else ""
-            table.add_row(
-                str(d.index),
-                _num(row and row.temp_c, ".0f", "°C"),
-                self.tracker.trend(d.index),
-                _num(row and row.sm_clock_mhz, ".0f", "MHz"),
-                power,
-                self.tracker.rates(d, short=True),
-                Text(state, style=style),
-            )
+    def render(self, p: Progress, width: int | None = None) -> Group:
+        table = fitting_table(self.console, self.tracker, p, width or self.console.width)
         parts: list = [Text(header_text(p), style="bold")]
         if p.load_elapsed_s is not None and not p.until_steady and p.planned_s > 0:
             done = min(p.load_elapsed_s, p.planned_s)
@@ -249,7 +352,9 @@ class LiveView:
     def update(self, progress: Progress) -> None:
         self._latest = progress
         for message in self.tracker.add(progress):
-            self.console.print(f"[{progress.t_s / 60:6.1f} min] {message}", markup=False)
+            prefix = f"[{progress.t_s / 60:6.1f} min] "
+            for line in wrap_message(prefix, message, self.console.width):
+                self.console.print(line, markup=False, overflow="ignore", crop=False)
         now = self._wall()
         if self._last is not None and now - self._last < self.refresh_s:
             return
@@ -300,7 +405,10 @@ class PlainView:
         if progress.t_s >= self._next:
             self._next = (progress.t_s // self.every_s + 1) * self.every_s
             lines.append(f"{stamp} {header_text(progress)}")
-            lines += [f"{stamp} {device_line(self.tracker, d)}" for d in progress.devices]
+            lines += [
+                f"{stamp} {device_line(self.tracker, d, progress.backend)}"
+                for d in progress.devices
+            ]
         self._write(lines)
 
     def close(self) -> None:

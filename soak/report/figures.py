@@ -234,77 +234,112 @@ def device_timeline(
     work: dict[str, dict[str, np.ndarray]],
 ) -> str:
     """Temperature, clocks, power and throughput of one device over the run, the cold and
-    steady windows shaded, equilibrium dotted, clock-event reasons as bands underneath."""
+    steady windows shaded, equilibrium dotted, clock-event reasons as bands underneath. A
+    panel with nothing readable in it is not drawn; the figure names it once at the top."""
     t0 = d.load_start_s or 0.0
     t = tele["t_s"]
     scale, unit = time_scale(float(t[-1] - t[0]) if t.size else 0.0)
     rel = t - t0
-    fig = Figure(figsize=(WIDTH_IN, 8.4))
-    n_reasons = len(REASON_ROWS) + 2
+    temp, hbm = envelope(rel, tele["temp_c"]), envelope(rel, tele["mem_temp_c"])
+    sm, mem = envelope(rel, tele["sm_clock_mhz"]), envelope(rel, tele["mem_clock_mhz"])
+    power = envelope(rel, tele["power_w"])
+    has = {
+        "temperature": not (temp.empty and hbm.empty),
+        "clock": not (sm.empty and mem.empty),
+        "power": not power.empty,
+        "throughput": True,  # says "not available" itself: the load's own measure
+        "clock-event reasons": bool(np.isfinite(tele["clock_reasons"]).any()),
+    }
+    heights = {"temperature": 1, "clock": 1, "power": 1, "throughput": 1.1}
+    heights["clock-event reasons"] = 0.12 * (len(REASON_ROWS) + 2)
+    drawn = [name for name in heights if has[name]]
+    fig = Figure(figsize=(WIDTH_IN, 1.2 + 1.8 * sum(heights[n] for n in drawn)))
     axes = fig.subplots(
-        5, 1, sharex=True, gridspec_kw={"height_ratios": [1, 1, 1, 1.1, 0.12 * n_reasons]}
-    )
-    ax_temp, ax_clock, ax_power, ax_rate, ax_reason = axes
-
-    temp = envelope(rel, tele["temp_c"])
-    hbm = envelope(rel, tele["mem_temp_c"])
-    if temp.empty and hbm.empty:
-        _not_available(ax_temp, "temperature")
-    if not temp.empty:
-        _plot(ax_temp, temp, scale, "#cf222e", d.info.kind)
-    if not hbm.empty:
-        _plot(ax_temp, hbm, scale, "#8250df", "HBM")
-    if d.info.slowdown_temp_c is not None:
-        ax_temp.axhline(d.info.slowdown_temp_c, color="#cf222e", linestyle="--", linewidth=0.8)
-        ax_temp.annotate(
-            f"slowdown {d.info.slowdown_temp_c:.0f} °C",
-            (0.005, d.info.slowdown_temp_c),
-            xycoords=("axes fraction", "data"),
-            va="bottom",
-            fontsize=6.5,
-            color="#cf222e",
+        len(drawn),
+        1,
+        sharex=True,
+        squeeze=False,
+        gridspec_kw={"height_ratios": [heights[n] for n in drawn]},
+    )[:, 0]
+    ax = dict(zip(drawn, axes, strict=True))
+    missing = [name for name in heights if not has[name]]
+    if missing:
+        fig.suptitle(
+            f"not drawn, nothing readable: {', '.join(missing)}",
+            x=0.01,
+            ha="left",
+            fontsize=7,
+            color="#6e7781",
         )
-    ax_temp.set_ylabel("temperature (°C)")
-    handles, _ = ax_temp.get_legend_handles_labels()
+    first = axes[0]
+    if "temperature" in ax:
+        _temperature_panel(ax["temperature"], d, temp, hbm, scale)
+    if "clock" in ax:
+        _clock_panel(ax["clock"], d, sm, mem, scale)
+    if "power" in ax:
+        _power_panel(ax["power"], power, envelope(rel, tele["power_limit_w"]), scale)
+    _throughput_panel(ax["throughput"], d, work, t0, scale)
+    if "clock-event reasons" in ax:
+        _reason_strip(ax["clock-event reasons"], t, tele["clock_reasons"], t0, scale)
+    handles, _ = first.get_legend_handles_labels()
     handles += [
         Patch(color=COLD_COLOR, alpha=0.35, label="cold window"),
         Patch(color=STEADY_COLOR, alpha=0.35, label="steady window"),
     ]
-    ax_temp.legend(handles=handles, **LEGEND_RIGHT)
+    first.legend(handles=handles, **LEGEND_RIGHT)
+    axes[-1].set_xlabel(f"{unit} since load start")
+    _shade(axes, d, t0, scale)
+    fig.align_ylabels(axes)
+    return to_data_uri(fig)
 
-    sm = envelope(rel, tele["sm_clock_mhz"])
+
+def _temperature_panel(ax: Axes, d: DeviceResult, temp: Envelope, hbm: Envelope, scale: float):
+    if not temp.empty:
+        _plot(ax, temp, scale, "#cf222e", d.info.kind)
+    if not hbm.empty:
+        _plot(ax, hbm, scale, "#8250df", "memory" if d.info.kind == "CPU" else "HBM")
+    slowdown = d.info.slowdown_temp_c
+    if slowdown is not None:
+        ax.axhline(slowdown, color="#cf222e", linestyle="--", linewidth=0.8)
+        low, high = ax.get_ylim()
+        # room above the line, so that the line is not the frame and its label below it
+        # stays inside the panel
+        ax.set_ylim(min(low, slowdown - 10), max(high, slowdown + 0.08 * (high - low) + 1))
+        ax.annotate(
+            f"slowdown {slowdown:.0f} °C",
+            (0.005, slowdown),
+            xycoords=("axes fraction", "data"),
+            xytext=(0, -2),
+            textcoords="offset points",
+            va="top",
+            fontsize=6.5,
+            color="#cf222e",
+        )
+    ax.set_ylabel("temperature (°C)")
+
+
+def _clock_panel(ax: Axes, d: DeviceResult, sm: Envelope, mem: Envelope, scale: float):
+    name = "clock" if d.info.kind == "CPU" else "SM clock"
     if sm.empty:
-        _not_available(ax_clock, "SM clock")
+        _not_available(ax, name)
     else:
-        _plot(ax_clock, sm, scale, "#0969da", "SM")
-    ax_clock.set_ylabel("SM clock (MHz)", color="#0969da")
-    mem = envelope(rel, tele["mem_clock_mhz"])
+        _plot(ax, sm, scale, "#0969da", name)
+    ax.set_ylabel(f"{name} (MHz)", color="#0969da")
     if not mem.empty:
-        ax_mem = ax_clock.twinx()
+        ax_mem = ax.twinx()
         ax_mem.grid(False)
         _plot(ax_mem, mem, scale, "#1a7f37", "memory")
         ax_mem.set_ylabel("memory\nclock (MHz)", color="#1a7f37")
 
-    power = envelope(rel, tele["power_w"])
-    if power.empty:
-        _not_available(ax_power, "power")
-    else:
-        _plot(ax_power, power, scale, "#bc4c00", "power")
-    limit = envelope(rel, tele["power_limit_w"])
+
+def _power_panel(ax: Axes, power: Envelope, limit: Envelope, scale: float):
+    _plot(ax, power, scale, "#bc4c00", "power")
     if not limit.empty:
-        ax_power.plot(
+        ax.plot(
             limit.t / scale, limit.hi, color="#57606a", linestyle="--", linewidth=0.8, label="limit"
         )
-    if ax_power.lines:
-        ax_power.legend(**LEGEND_RIGHT)
-    ax_power.set_ylabel("power (W)")
-
-    _throughput_panel(ax_rate, d, work, t0, scale)
-    _reason_strip(ax_reason, t, tele["clock_reasons"], t0, scale)
-    ax_reason.set_xlabel(f"{unit} since load start")
-    _shade(axes, d, t0, scale)
-    fig.align_ylabels(axes)
-    return to_data_uri(fig)
+    ax.legend(**LEGEND_RIGHT)
+    ax.set_ylabel("power (W)")
 
 
 def _throughput_panel(
@@ -345,8 +380,11 @@ def server_view(
     """Every device's temperature and throughput of the main workload part together."""
     spans = [float(tele[d.index]["t_s"][-1]) - t0 for d in results if tele[d.index]["t_s"].size]
     scale, unit = time_scale(max(spans, default=0.0))
-    fig = Figure(figsize=(WIDTH_IN, 5.4))
-    ax_temp, ax_rate = fig.subplots(2, 1, sharex=True)
+    with_temp = any(np.isfinite(tele[d.index]["temp_c"]).any() for d in results)
+    fig = Figure(figsize=(WIDTH_IN, 5.4 if with_temp else 3.0))
+    # no device reads a temperature: no empty frame for it
+    axes = fig.subplots(2 if with_temp else 1, 1, sharex=True, squeeze=False)[:, 0]
+    ax_temp, ax_rate = (axes[0], axes[1]) if with_temp else (None, axes[0])
     cmap = matplotlib.colormaps["tab10" if len(results) <= 10 else "tab20"]
     rates = {d.index: work_rates(work[d.index][part]) for d in results if part in work[d.index]}
     finite = [r[np.isfinite(r)] for _, r in rates.values()]
@@ -354,26 +392,25 @@ def server_view(
     for i, d in enumerate(results):
         color = cmap(i % cmap.N)
         temp = envelope(tele[d.index]["t_s"] - t0, tele[d.index]["temp_c"])
-        if not temp.empty:
+        if ax_temp is not None and not temp.empty:
             _plot(ax_temp, temp, scale, color, d.info.label)
         if d.index in rates:
             mid, rate = rates[d.index]
             e = envelope(mid - t0, rate)
             if not e.empty:
                 _plot(ax_rate, e, scale, color, d.info.label, factor=1.0 / prefix_scale)
-    ax_temp.set_ylabel("temperature (°C)")
-    if not ax_temp.lines:
-        _not_available(ax_temp, "temperature")
+    if ax_temp is not None:
+        ax_temp.set_ylabel("temperature (°C)")
     rate_label = f"{prefix}{rate_unit}"
     ax_rate.set_ylabel(f"{part or 'throughput'}" + (f" ({rate_label})" if rate_label else ""))
     if not ax_rate.lines:
         _not_available(ax_rate, "throughput")
     ax_rate.set_xlabel(f"{unit} since load start")
-    if ax_temp.lines:
-        ax_temp.legend(
+    if axes[0].lines:
+        axes[0].legend(
             loc="lower left", bbox_to_anchor=(0, 1.0), ncols=min(len(results), 8), frameon=False
         )
-    fig.align_ylabels([ax_temp, ax_rate])
+    fig.align_ylabels(axes)
     return to_data_uri(fig)
 
 
@@ -410,11 +447,12 @@ def heatmap(
     part: str | None,
     t0: float,
     hot_spots: dict[int, str] | None = None,
-) -> str:
+) -> str | None:
     """Device × time: the hottest reading and the lowest throughput (percent of the
     server's median cold throughput) in each time bin, so a brief event still colours its
     cell. ``hot_spots`` (device → "warn" or "fail") marks the devices the hot-spot rule
-    flagged on the temperature map."""
+    flagged on the temperature map. A map with nothing readable is left out; None when
+    neither has anything."""
     t_end = max(float(tele[d.index]["t_s"][-1]) for d in results if tele[d.index]["t_s"].size)
     scale, unit = time_scale(t_end - t0)
     ticks = max(int(np.sum(tele[d.index]["t_s"] >= t0)) for d in results)
@@ -438,8 +476,6 @@ def heatmap(
             rows.append(np.full(bins, np.nan))
     rates = np.vstack(rows)
     height = 0.9 + 0.2 * len(results)
-    fig = Figure(figsize=(WIDTH_IN, 2 * height), layout="constrained")
-    axes = fig.subplots(2, 1, sharex=True)
     extent = (0.0, (t_end - t0) / scale, len(results) - 0.5, -0.5)
     labels = [d.info.label for d in results]
     panels = (
@@ -452,11 +488,14 @@ def heatmap(
             105,
         ),
     )
+    panels = tuple(p for p in panels if np.isfinite(p[0]).any())  # nothing readable: no map
+    if not panels:
+        return None
+    fig = Figure(figsize=(WIDTH_IN, len(panels) * height), layout="constrained")
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     hot_spots = hot_spots or {}
-    for number, (ax, (data, cmap, label, vmin, vmax)) in enumerate(zip(axes, panels, strict=True)):
-        if not np.isfinite(data).any():
-            _not_available(ax, label.split(" in each bin")[0])
-            continue
+    for ax, (data, cmap, label, vmin, vmax) in zip(axes, panels, strict=True):
+        number = 0 if data is temps else 1
         finite = data[np.isfinite(data)]
         if vmin is not None:
             vmin, vmax = min(vmin, float(finite.min())), max(vmax, float(finite.max()))

@@ -33,7 +33,7 @@ from soak.record import StopRecord
 from soak.report import figures
 from soak.report.junit import case_names, run_cases
 from soak.report.sync import ddp_context
-from soak.units import NOT_AVAILABLE, num, pct, si
+from soak.units import NOT_AVAILABLE, duration, num, pct, plural, si
 
 MAX_EVENTS = 2000  # event rows shown; the store keeps every one
 SMALL_PREFIXES = ((1e-3, "m"), (1e-6, "µ"), (1e-9, "n"), (1e-12, "p"), (1e-15, "f"))
@@ -94,6 +94,8 @@ CHECK_MEANINGS = {
     "outlier_min_rel": "within-server rule: rel in median − max(k·MAD, rel·median)",
     "max_jitter_cv": "steady throughput coefficient of variation above this warns",
     "require_equilibrium": "fail (not warn) when equilibrium is not reached",
+    "min_power_limit_fraction": "an enforced power limit below this share of the default "
+    "limit warns",
     "ddp_straggler_share": "ddp: share of steady steps a rank must set the pace in to be judged",
     "ddp_straggler_warn": "ddp: its compute time above the median rank's that warns",
     "ddp_straggler_fail": "ddp: its compute time above the median rank's that fails",
@@ -134,16 +136,6 @@ def small_si(value: float | None, unit: str, digits: int = 3) -> str:
     return f"{scaled:.{decimals}f} {prefix}{unit}"
 
 
-def duration(seconds: float | None) -> str:
-    if seconds is None or not math.isfinite(seconds):
-        return NOT_AVAILABLE
-    if abs(seconds) < 120:
-        return f"{seconds:.0f} s"
-    if abs(seconds) < 3 * 3600:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.2f} h"
-
-
 def clock_time(seconds: float) -> str:
     sign = "−" if seconds < 0 else ""
     s = abs(seconds)
@@ -154,23 +146,45 @@ def _ratio(cold: float | None, steady: float | None) -> str:
     return num(steady / cold if cold and steady is not None else None, ".3f")
 
 
+NOT_ON_BACKEND = "not supported"  # the capability status of a metric the device lacks
+COUNTER_CAPABILITY = {"remap_pending": "remap_pending", "remap_failure": "remap_failure"}
+
+
+def words(kind: str) -> dict[str, str]:
+    """The report's names for what a device of ``kind`` has: a CPU has no SM and no HBM."""
+    if kind == "CPU":
+        return {"sm_clock": "clock", "mem_temp": "memory temperature", "mem_max": "memory max"}
+    return {"sm_clock": "SM clock", "mem_temp": "HBM temperature", "mem_max": "HBM max"}
+
+
+def _lacks(analysis: Analysis, index: int, metric: str) -> bool:
+    """The device cannot read ``metric`` at all on its backend (probed at the start)."""
+    return analysis.capabilities.get(index, {}).get(metric) == NOT_ON_BACKEND
+
+
 def _stat(stats: WindowStats | None, attr: str, key: str) -> float | None:
     return getattr(stats, attr).get(key) if stats is not None else None
 
 
-def _metric_rows(d: DeviceResult) -> list[dict[str, str]]:
+def _metric_rows(d: DeviceResult, analysis: Analysis, missing: list[str]) -> list[dict[str, str]]:
+    """The cold vs steady rows of the readings; one the backend cannot read at all is left
+    out and named in ``missing``."""
     f = d.facts
+    word = words(d.info.kind)
     metrics: tuple[tuple[str, str, Callable[[float | None], str]], ...] = (
-        ("SM clock", "sm_clock_mhz", lambda v: num(v, ".0f", " MHz")),
+        (word["sm_clock"], "sm_clock_mhz", lambda v: num(v, ".0f", " MHz")),
         ("memory clock", "mem_clock_mhz", lambda v: num(v, ".0f", " MHz")),
         ("temperature", "temp_c", lambda v: num(v, ".0f", " °C")),
-        ("HBM temperature", "mem_temp_c", lambda v: num(v, ".0f", " °C")),
+        (word["mem_temp"], "mem_temp_c", lambda v: num(v, ".0f", " °C")),
         ("power", "power_w", lambda v: num(v, ".0f", " W")),
         ("utilisation", "util_pct", lambda v: num(v, ".0f", " %")),
     )
     rows = []
     for label, key, fmt in metrics:
         cold, steady = _stat(f.cold, "median", key), _stat(f.steady, "median", key)
+        if cold is None and steady is None and _lacks(analysis, d.index, key):
+            missing.append(label)
+            continue
         lo, hi = _stat(f.steady, "p10", key), _stat(f.steady, "p90", key)
         spread = f"{fmt(lo)} – {fmt(hi)}" if lo is not None and hi is not None else NOT_AVAILABLE
         rows.append(
@@ -178,14 +192,26 @@ def _metric_rows(d: DeviceResult) -> list[dict[str, str]]:
                 "label": label,
                 "cold": fmt(cold),
                 "steady": fmt(steady),
-                "ratio": _ratio(cold, steady),
+                "ratio": _change(key, cold, steady),
                 "spread": spread,
             }
         )
     return rows
 
 
-def _part_rows(d: DeviceResult, units: dict[str, str]) -> list[dict[str, str]]:
+def _change(key: str, cold: float | None, steady: float | None) -> str:
+    """Steady against cold: a ratio, except for a temperature, whose ratio means nothing
+    (°C has no true zero): the difference in °C, "+16 °C"."""
+    if not key.endswith("_c"):
+        return _ratio(cold, steady)
+    if cold is None or steady is None:
+        return NOT_AVAILABLE
+    return f"{steady - cold:+.0f} °C"
+
+
+def _part_rows(
+    d: DeviceResult, units: dict[str, str], with_energy: bool = True
+) -> list[dict[str, str]]:
     f = d.facts
     cold_energy = f.cold.energy_per_work() if f.cold else {}
     steady_energy = f.steady.energy_per_work() if f.steady else {}
@@ -205,6 +231,8 @@ def _part_rows(d: DeviceResult, units: dict[str, str]) -> list[dict[str, str]]:
             }
         )
         e_cold, e_steady = cold_energy.get(part), steady_energy.get(part)
+        if e_cold is None and e_steady is None and not with_energy:
+            continue  # the energy note says why, once
         rows.append(
             {
                 "label": f"energy per {unit or 'unit'} ({part})",
@@ -217,8 +245,11 @@ def _part_rows(d: DeviceResult, units: dict[str, str]) -> list[dict[str, str]]:
     return rows
 
 
-def _reason_rows(d: DeviceResult) -> list[dict[str, str]]:
+def _reason_rows(d: DeviceResult, analysis: Analysis, missing: list[str]) -> list[dict[str, str]]:
     f = d.facts
+    if _lacks(analysis, d.index, "clock_reasons"):
+        missing.append("clock-event reasons")
+        return []
     rows = []
     for reason in REASONS:
         name = reason.key
@@ -233,9 +264,12 @@ def _reason_rows(d: DeviceResult) -> list[dict[str, str]]:
     return rows
 
 
-def _counter_rows(d: DeviceResult) -> list[dict[str, str]]:
+def _counter_rows(d: DeviceResult, analysis: Analysis, missing: list[str]) -> list[dict[str, str]]:
     rows = []
     for key, c in d.facts.counters.items():
+        if not c.readable and _lacks(analysis, d.index, key):
+            missing.append(fields.label(key))
+            continue
         rows.append(
             {
                 "label": fields.label(key),
@@ -278,6 +312,7 @@ def _device(
     parts = sorted(analysis.units)
     energy_basis = {s.energy_basis for s in (f.cold, f.steady) if s is not None and s.energy_basis}
     windows = {}
+    missing: list[str] = []  # what the backend cannot read: named once, drawn nowhere
     t0 = d.load_start_s or 0.0
     for name, stats in (("cold", f.cold), ("steady", f.steady)):
         windows[name] = (
@@ -292,19 +327,22 @@ def _device(
         "diagnosis": d.diagnosis,
         "diagnosis_text": DIAGNOSES.get(d.diagnosis, ""),
         "diagnosis_evidence": list(d.diagnosis_evidence),
-        "rows": _metric_rows(d),
-        "part_rows": _part_rows(d, analysis.units),
+        "rows": _metric_rows(d, analysis, missing),
+        "part_rows": _part_rows(d, analysis.units, with_energy=bool(energy_basis)),
         "mixed": len(f.units) > 1,
+        "energy_shown": bool(energy_basis),
         "energy_note": f"Energy from the {', '.join(sorted(energy_basis))}"
         if energy_basis
         else "Energy: not available (neither an energy counter nor power readings)",
         "windows": windows,
-        "equilibrium": _equilibrium(d),
-        "reason_rows": _reason_rows(d),
+        # τ and T∞ are fitted to the temperature: no rows for them without one
+        "equilibrium": _equilibrium(d) | {"fitted": not _lacks(analysis, d.index, "temp_c")},
+        "reason_rows": _reason_rows(d, analysis, missing),
         "unknown_bits": f"{f.steady.unknown_reason_bits:#x}"
         if f.steady is not None and f.steady.unknown_reason_bits
         else None,
-        "counters": _counter_rows(d),
+        "counters": _counter_rows(d, analysis, missing),
+        "missing": missing,
         "checks": _checks(d.checks, parts),
         "outcome": f.outcome.value if f.outcome else NOT_AVAILABLE,
         "outcome_detail": f.outcome_detail,
@@ -389,20 +427,55 @@ def _inventory(analysis: Analysis) -> list[dict[str, str]]:
                 "bus": text(i.pci_bus_id),
                 "vbios": text(i.vbios),
                 "memory": num(memory, ".1f", " GiB"),
-                "power": f"{watts(i.power_limit_w)} (default {watts(i.default_power_limit_w)})",
-                "clocks": f"{num(i.max_sm_clock_mhz, '.0f')} / {num(i.max_mem_clock_mhz, '.0f')}",
-                "temps": " / ".join(
-                    celsius(v)
-                    for v in (
-                        i.slowdown_temp_c,
-                        i.shutdown_temp_c,
-                        i.max_operating_temp_c,
-                        i.mem_max_temp_c,
-                    )
+                "power": _limit(watts(i.power_limit_w), watts(i.default_power_limit_w)),
+                "clocks": _all_or_none(
+                    [num(i.max_sm_clock_mhz, ".0f"), num(i.max_mem_clock_mhz, ".0f")]
+                ),
+                "temps": _all_or_none(
+                    [
+                        celsius(v)
+                        for v in (
+                            i.slowdown_temp_c,
+                            i.shutdown_temp_c,
+                            i.max_operating_temp_c,
+                            i.mem_max_temp_c,
+                        )
+                    ]
                 ),
             }
         )
     return rows
+
+
+def _limit(enforced: str, default: str) -> str:
+    if enforced == default == NOT_AVAILABLE:
+        return NOT_AVAILABLE
+    return f"{enforced} (default {default})"
+
+
+def _all_or_none(values: list[str]) -> str:
+    """ "89 °C / 92 °C"; one "not available" where none is, not one per value."""
+    if all(v == NOT_AVAILABLE for v in values):
+        return NOT_AVAILABLE
+    return " / ".join(values)
+
+
+def _overview_columns(analysis: Analysis) -> dict[str, Any]:
+    """The server table's columns of readings some device of the run can take; one no
+    device's backend can read is left out and named."""
+
+    def some(metric: str) -> bool:
+        return not analysis.devices or any(
+            not _lacks(analysis, d.index, metric) for d in analysis.devices
+        )
+
+    shown = {"power": some("power_w"), "temp": some("temp_c"), "reasons": some("clock_reasons")}
+    names = {"power": "power", "temp": "temperature", "reasons": "clock-event reasons"}
+    return {
+        **shown,
+        "missing": [names[k] for k, v in shown.items() if not v],
+        "span": 1 + shown["power"] + 2 * shown["temp"] + 2 * shown["reasons"] + 1,
+    }
 
 
 def _capabilities(analysis: Analysis) -> dict[str, Any]:
@@ -432,8 +505,13 @@ def _events(analysis: Analysis, t0: float) -> dict[str, Any]:
 
 def _profile(analysis: Analysis) -> dict[str, Any]:
     p = analysis.profile
+    clock = words(device_kind(analysis))["sm_clock"]
     windows = [
-        (f.name, getattr(p.windows, f.name), WINDOW_MEANINGS.get(f.name, ""))
+        (
+            f.name,
+            getattr(p.windows, f.name),
+            WINDOW_MEANINGS.get(f.name, "").replace("SM clock", clock),
+        )
         for f in dataclasses.fields(Windows)
     ]
     checks = [
@@ -457,7 +535,7 @@ def _profile(analysis: Analysis) -> dict[str, Any]:
 def _setups(analysis: Analysis) -> list[tuple[str, str]]:
     """Per device, what its workload set up and why (dtype, size), from its LOAD_START."""
     return [
-        (f"GPU {e.device}", e.message.removeprefix(f"device {e.device}: "))
+        (_label(analysis, e.device), e.message.removeprefix(f"device {e.device}: "))
         for e in analysis.events
         if e.kind is EventKind.LOAD_START and e.device is not None
     ]
@@ -468,19 +546,49 @@ def _reproduce(analysis: Analysis, run_dir: Path) -> dict[str, Any]:
     stop = analysis.stop or StopRecord()
     return {
         "command": text(run.command),
-        "seed": text(run.seed),
+        "seed": _seed(run),
         "started": text(run.started_utc),
         "stop": text(stop.reason),
         "stop_detail": stop.detail or "",
         "asked": duration(run.duration_asked_s),
-        "load": duration(stop.duration_s),
+        "load": _load_length(analysis, stop),
         "interval": num(run.interval_s, "g", " s"),
         "until_steady": "yes" if run.until_steady else "no",
         "tags": dict(run.tags),
         "workload_options": dict(run.workload_options),
         "sim": run.sim,
-        "run_dir": run_dir.name,
+        "rebuild": rebuild_command(run.command, run_dir),
     }
+
+
+def _seed(run) -> str:
+    """The seed, or what is true where none was given: a real run's workers seed their
+    inputs with 0 plus the device's index."""
+    if run.seed is not None:
+        return str(run.seed)
+    if run.backend in ("sim", "import", None):
+        return NOT_AVAILABLE
+    return "none given (the workloads' inputs are seeded with 0 + the device's index)"
+
+
+def rebuild_command(command: str | None, run_dir: Path) -> str:
+    """``soak report DIR`` as it runs from the folder the run was started in: the run's
+    ``--out`` (default ``reports``) joined with its host and stamp folders."""
+    import shlex
+
+    out = "reports"
+    try:
+        argv = shlex.split(command or "")
+    except ValueError:
+        argv = []
+    for i, arg in enumerate(argv):
+        if arg == "--out" and i + 1 < len(argv):
+            out = argv[i + 1]
+        elif arg.startswith("--out="):
+            out = arg.removeprefix("--out=")
+    if not command or argv[1:2] != ["run"]:
+        return shlex.join(["soak", "report", str(run_dir)])
+    return shlex.join(["soak", "report", str(Path(out) / run_dir.parent.name / run_dir.name)])
 
 
 def _header(analysis: Analysis) -> dict[str, Any]:
@@ -593,12 +701,29 @@ def _reasons(analysis: Analysis) -> list[dict[str, Any]]:
     ]
 
 
+def _counts(analysis: Analysis, reasons: list[dict[str, Any]]) -> dict[str, str]:
+    """The reasons' summary line: failures and warnings as the rows listed under it (a
+    check about the steady and the final window that says the same is one row, and counted
+    once), of every check made (as the devices' tables and junit.xml list them)."""
+    judged = [c for c in analysis.checks if c.status is not Status.NOT_CHECKED]
+    n_checks = len(judged) + len(run_cases(analysis))
+    n_fail = sum(r["status"] == str(Status.FAIL) for r in reasons)
+    n_warn = sum(r["status"] == str(Status.WARN) for r in reasons)
+    not_checked = len(_not_checked(analysis))
+    return {
+        "n_checks": plural(n_checks, "check"),
+        "n_fail": plural(n_fail, "failure"),
+        "n_warn": plural(n_warn, "warning"),
+        "n_not_checked": f"{not_checked:,}",
+    }
+
+
 def _not_checked(analysis: Analysis) -> list[dict[str, Any]]:
     """Checks that could not run for want of a signal, each listed once with the devices
     it concerns."""
     rows: dict[tuple[str, str], list[str]] = {}
     for c in analysis.not_checked:
-        where = "server" if c.device is None else f"GPU {c.device}"
+        where = "server" if c.device is None else _label(analysis, c.device)
         rows.setdefault((c.check, c.message), []).append(where)
     return [
         {"check": check, "message": message, "where": ", ".join(where)}
@@ -637,18 +762,18 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
             analysis.devices, tele, work, part, t0, _hot_spots(analysis)
         )
     host_rows = _host_rows(meta, analysis)
+    reasons = _reasons(analysis)
     return {
         "verdict": analysis.verdict,
         "kind": device_kind(analysis),
+        "words": words(device_kind(analysis)),
         "header": _header(analysis),
-        "reasons": _reasons(analysis),
-        "n_checks": len(analysis.checks) - len(analysis.not_checked) + len(run_cases(analysis)),
-        "n_fail": sum(c.status is Status.FAIL for c in analysis.checks),
-        "n_warn": sum(c.status is Status.WARN for c in analysis.checks),
-        "n_not_checked": len(analysis.not_checked),
+        "reasons": reasons,
+        **_counts(analysis, reasons),
         "not_checked": _not_checked(analysis),
         "profile_hot_spot_margin": f"{analysis.profile.checks.hot_spot_margin_c:g} °C",
         "overview": [_overview(d, part, analysis.units) for d in analysis.devices],
+        "overview_columns": _overview_columns(analysis),
         "part": part,
         "sync_loss": pct(loss, 2),
         "slowest": slowest,

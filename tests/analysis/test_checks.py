@@ -116,7 +116,7 @@ def test_hardware_counters_fail_on_new_errors_and_warn_when_unsupported():
     )
     by_check = {r.check: r for r in c.check_hardware_errors(f, P)}
     assert by_check["ecc_uncorrected"].status is Status.FAIL
-    assert by_check["ecc_uncorrected"].message == "1 new uncorrectable ECC errors (from 2 to 3)"
+    assert by_check["ecc_uncorrected"].message == "1 new uncorrectable ECC error (from 2 to 3)"
     assert by_check["remap_pending"].status is Status.FAIL
     # not supported: never "0 errors", and not a warning either: listed apart
     assert by_check["remap_failure"].status is Status.NOT_CHECKED

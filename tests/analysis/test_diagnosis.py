@@ -32,7 +32,7 @@ def test_errors_the_device_reported_are_a_hardware_fault():
     ecc = _with(server(8), 2, counters={"ecc_uncorrected": Counter(0, 1, 1)})
     found = _diagnose(ecc, 2)
     assert found.cause == "hardware-fault"
-    assert "1 new uncorrectable ECC errors (from 0 to 1)" in found.evidence
+    assert "1 new uncorrectable ECC error (from 0 to 1)" in found.evidence
     lost = _with(server(8), 4, lost=True, outcome=WorkerOutcome.DEVICE_LOST)
     assert _diagnose(lost, 4).cause == "hardware-fault"
 

@@ -3,6 +3,7 @@ and the report header, the last line the report path; every bad file is one line
 file and line, exit 2, and no run folder."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -110,6 +111,23 @@ def test_bad_options_exit_2(extra, needle, tmp_path, capsys):
 def test_missing_file_exit_2(tmp_path, capsys):
     code = main(["import", "gpu-burn", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "o")])
     assert code == 2 and "nope.txt: no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "make,needle",
+    [
+        (lambda tmp: Path("/dev/null"), "/dev/null: not a regular file"),
+        (lambda tmp: tmp, "a folder, not a file"),
+        (lambda tmp: (tmp / "empty.csv").open("w").close() or tmp / "empty.csv", "empty file"),
+    ],
+    ids=["a device", "a folder", "an empty file"],
+)
+def test_what_is_not_a_trace_file_is_named_for_what_it_is(make, needle, tmp_path, capsys):
+    path = make(tmp_path)
+    code = main(["import", "nvidia-smi", str(path), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and "no such file" not in err
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.slow

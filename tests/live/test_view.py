@@ -29,8 +29,12 @@ def test_plain_lines_one_per_device_per_minute_stamped_and_without_escape_codes(
     assert "\x1b" not in stream.getvalue()
     header = "soak sim · mix · node1 · load · 1.0 min, load 0.8 of 60 min"
     assert lines[3] == f"2026-12-01T12:00:00Z t=1.0min {header}"
-    # device 1 reads no temperature: "not available", never a number
-    assert lines[5].startswith("2026-12-01T12:00:00Z t=1.0min device 1: not available, 1980 MHz")
+    # device 1 reads no temperature: "not available", never a number; every field is named
+    assert lines[5] == (
+        "2026-12-01T12:00:00Z t=1.0min device 1: temperature not available, "
+        "SM clock 1980 MHz, power not available (limit 700 W), "
+        "throughput gemm 650 TFLOP/s  membw 3.10 TB/s, state warming"
+    )
 
 
 def test_rates_are_shown_against_their_cold_mean_once_the_cold_window_is_over() -> None:
@@ -97,3 +101,92 @@ def test_a_message_that_names_its_device_is_not_prefixed_twice() -> None:
     view.update(snapshot(30.0, events=[named]))
     assert "device 0: device 0:" not in stream.getvalue()
     assert "t=0.5min device 0: mix running gemm dtype=bf16" in stream.getvalue()
+
+
+def _server(t_s: float) -> tuple:
+    """Eight devices of a mix soak: one throttled by two reasons, one warming with a
+    prediction, one steady, all drawing power."""
+    from dataclasses import replace
+
+    from soak.progress import Rate
+
+    out = []
+    for i in range(8):
+        kw: dict = {}
+        if i == 3:
+            kw["reasons"] = int(ClockReason.SW_THERMAL | ClockReason.HW_SLOWDOWN)
+        if i == 5:
+            kw["eta_s"] = 720.0
+        if i == 6:
+            kw["equilibrium_s"] = 640.0
+        d = device(i, t_s, temp_c=60.0 + t_s / 30 + i, **kw)
+        telemetry = replace(d.telemetry, power_w=690.0 + i)
+        out.append(
+            replace(d, telemetry=telemetry, rates=(*d.rates, Rate("train", 1.47e4, "token")))
+        )
+    return tuple(out)
+
+
+def _drawn(width: int) -> list[str]:
+    from rich.console import Console
+
+    view = LiveView(io.StringIO())
+    for t in range(10, 200):
+        view.tracker.add(snapshot(float(t), _server(float(t))))
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(view.render(snapshot(200.0, _server(200.0)), width=width))
+    return console.export_text().splitlines()
+
+
+def _device_rows(lines: list[str]) -> dict[int, str]:
+    first = next(i for i, line in enumerate(lines) if line.startswith("dev "))
+    return {int(line.split()[0]): line for line in lines[first + 1 : first + 9]}
+
+
+def test_the_live_table_fits_80_120_and_200_columns_with_every_device_and_its_temperature() -> None:
+    for width in (80, 120, 200):
+        lines = _drawn(width)
+        assert max(len(line.rstrip()) for line in lines) <= width, width
+        assert not any("…" in line for line in lines), width
+        rows = _device_rows(lines)
+        assert sorted(rows) == list(range(8)), width
+        for i, row in rows.items():
+            assert f"{67 + i} °C" in row and "1980 MHz" in row, (width, row)
+        assert "throttled: hw_slowdown, sw_thermal" in rows[3]
+        assert "warming, ~12 min to go" in rows[5]
+        assert "steady at 10.5 min" in rows[6]  # 640 s, from load start at 10 s
+
+
+def test_the_live_table_gives_up_detail_from_the_least_important_column_first() -> None:
+    wide, middle, narrow = _drawn(200), _drawn(120), _drawn(80)
+    # 200 columns: rates, trend and the power limit
+    assert "gemm 650 TFLOP/s 100.0 %" in _device_rows(wide)[0]
+    assert "↑ 2 °C/min" in _device_rows(wide)[0] and "690 W / 700" in _device_rows(wide)[0]
+    # 120: each part's % of cold without its rate
+    assert "gemm 100.0 %  membw 100.0 %  train 100.0 %" in _device_rows(middle)[0]
+    assert "TFLOP/s" not in "\n".join(middle)
+    # 80: the lowest part only
+    assert "lowest % of cold" in "\n".join(narrow)
+    assert "membw" not in "\n".join(narrow)
+
+
+def test_a_wrapped_message_never_leaves_a_unit_alone_on_a_line() -> None:
+    from soak.live.view import wrap_message
+
+    message = (
+        "equilibrium withdrawn: the date 656 s was withdrawn at 1210 s: the 10-min level "
+        "moved 1.2 °C from the date's level 64.3 °C"
+    )
+    for width in range(40, 120):
+        lines = wrap_message("[  20.2 min] ", message, width)
+        assert all(len(line) <= width for line in lines)
+        assert not any(line.strip().startswith(("°C", "s:", "s ")) for line in lines[1:]), lines
+        assert " ".join(line.strip() for line in lines).endswith("64.3 °C")
+        assert all(line.startswith(" " * 13) for line in lines[1:])
+
+
+def test_a_cpu_is_not_given_an_sm_clock() -> None:
+    from soak.live.view import device_line
+
+    line = device_line(Tracker(), device(0, 30.0), backend="cpu")
+    assert ", clock 1980 MHz," in line and "SM" not in line

@@ -85,3 +85,34 @@ def test_heat_map_cells_keep_the_extreme_and_stay_blank_without_readings():
     hot = binned(t, y, edges, "max")
     assert hot[0] == 90.0 and np.isnan(hot[1]) and hot[2] == 60.0 and hot[3] == 61.0
     assert binned(t, y, edges, "min")[0] == 50.0
+
+
+def _svgs(html: str) -> list[str]:
+    prefix = 'src="data:image/svg+xml;base64,'
+    return [
+        base64.b64decode(chunk[: chunk.index('"')]).decode() for chunk in html.split(prefix)[1:]
+    ]
+
+
+def test_a_reading_no_device_has_gets_no_empty_frame(faulty_run, tmp_path):
+    import sqlite3
+
+    from soak.report import build_outputs
+    from soak.store import STORE_NAME
+    from tests.report.conftest import copy_run
+
+    run_dir = copy_run(faulty_run, tmp_path / "run")
+    conn = sqlite3.connect(run_dir / STORE_NAME)
+    with conn:
+        conn.execute(
+            "UPDATE telemetry SET temp_c=NULL, mem_temp_c=NULL, power_w=NULL, clock_reasons=NULL"
+        )
+    conn.close()
+    _, report = build_outputs(run_dir)
+    server, heatmap, *timelines = _svgs(report.read_text())
+    assert "temperature (°C)" not in server and "gemm (TFLOP/s)" in server
+    assert "hottest temperature" not in heatmap and "lowest gemm" in heatmap
+    for svg in timelines:
+        assert "not drawn, nothing readable: temperature, power, clock-event reasons" in svg
+        assert "temperature (°C)" not in svg and "power (W)" not in svg
+        assert "sw_power_cap" not in svg and "SM clock (MHz)" in svg

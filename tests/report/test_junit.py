@@ -60,8 +60,19 @@ def test_the_server_suite_has_the_run_and_the_synchronous_loss(faulty_run):
 def test_junit_counts_the_checks_the_report_counts(faulty_run):
     root, _ = _suites(faulty_run)
     html = (faulty_run / "report.html").read_text()
-    counted = re.search(r"of (\d+) checks", html)
-    assert counted is not None and int(counted.group(1)) == int(root.get("tests"))
+    counted = re.search(r"in ([\d,]+) checks", html)
+    assert counted is not None and int(counted.group(1).replace(",", "")) == int(root.get("tests"))
+
+
+def test_the_reasons_line_counts_the_rows_it_lists(faulty_run):
+    html = (faulty_run / "report.html").read_text()
+    reasons = html[html.index('id="reasons"') : html.index("</section>")]
+    line = re.search(
+        r"<b>(\d+) failures?</b> and <b>(\d+) warnings?</b> in ([\d,]+) checks", reasons
+    )
+    assert line is not None
+    rows = re.findall(r'<span class="badge (fail|warn)">', reasons)
+    assert int(line.group(1)) == rows.count("fail") and int(line.group(2)) == rows.count("warn")
 
 
 def test_an_interrupted_run_is_an_error_not_a_pass(faulty_run, tmp_path):
