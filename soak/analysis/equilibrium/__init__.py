@@ -76,7 +76,13 @@ Modules: ``levels`` (levels and their noise), ``check`` (the test and dating), `
 ``online`` (the detector fed every tick), ``fit`` (the live forecast; not part of the rule).
 """
 
-from soak.analysis.equilibrium.check import CheckResult, Drift, check_window, drift
+from soak.analysis.equilibrium.check import (
+    CheckResult,
+    Drift,
+    check_window,
+    drift,
+    shortest_confirmation_s,
+)
 from soak.analysis.equilibrium.fit import Fit, fit_exponential
 from soak.analysis.equilibrium.levels import Level, Series, level_of
 from soak.analysis.equilibrium.machine import (
@@ -115,4 +121,5 @@ __all__ = [
     "fit_exponential",
     "level_of",
     "not_reached_reason",
+    "shortest_confirmation_s",
 ]
