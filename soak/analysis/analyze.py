@@ -17,6 +17,12 @@ from soak.analysis.checks import (
     Status,
     run_checks,
 )
+from soak.analysis.contention import (
+    Contention,
+    foreign_mask,
+    foreign_processes,
+    window_contention,
+)
 from soak.analysis.diagnosis import diagnose, peers_of
 from soak.analysis.equilibrium import Equilibrium, Series, detect
 from soak.analysis.noise import Noise, noise
@@ -135,9 +141,9 @@ class Analysis:
 
     @property
     def reasons(self) -> list[CheckResult]:
-        """Every failing and warning result, failures first. A check that could not run
-        for want of a signal is not a reason: see ``not_checked``."""
-        order = {Status.FAIL: 0, Status.WARN: 1}
+        """Every failing, incomplete and warning result, failures first. A check that
+        could not run for want of a signal is not a reason: see ``not_checked``."""
+        order = {Status.FAIL: 0, Status.INCOMPLETE: 1, Status.WARN: 2}
         bad = [c for c in self.checks if c.status in order]
         return sorted(
             bad, key=lambda c: (order[c.status], c.device if c.device is not None else -1)
@@ -298,6 +304,12 @@ def device_facts(
         steady = window_stats(steady_window(equilibrium.time_s, start, end, windows), tele, work)
         whole = window_stats(Window(start, end), tele, work)
         final = window_stats(steady_window(None, start, end, windows), tele, work)
+    mask = foreign_mask(tele)
+    contention: dict[str, Contention] = {
+        label: window_contention(stats.window, tele, work, mask)
+        for label, stats in (("cold", cold), ("steady", steady), ("final", final))
+        if stats is not None
+    }
 
     mine = [e for e in events if e.device == info.index]
     outcome, detail = _outcome(mine)
@@ -347,6 +359,8 @@ def device_facts(
         foreign_load=foreign,
         capabilities=dict(capabilities or {}),
         idle_temp_c=_idle_temp(tele, start),
+        contention=contention,
+        foreign_processes=foreign_processes(events, info.index),
     )
     return facts, start, end
 
@@ -429,7 +443,9 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     for info, facts in zip(infos, all_facts, strict=True):
         mine = [c for c in checks if c.device == info.index]
         failed = any(c.status is Status.FAIL for c in mine)
-        verdict = Verdict.FAIL if failed else Verdict.INCOMPLETE if incomplete else Verdict.PASS
+        # a check the device could not be judged on alone (contention) accepts nothing
+        unjudged = incomplete or any(c.status is Status.INCOMPLETE for c in mine)
+        verdict = Verdict.FAIL if failed else Verdict.INCOMPLETE if unjudged else Verdict.PASS
         start, end = spans[info.index]
         found = diagnose(facts, mine, peers)
         launched = meta.get("load_start_s")
@@ -462,8 +478,10 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         c.status is Status.FAIL for c in server_checks
     ):
         verdict = Verdict.FAIL
+    elif incomplete or any(r.verdict is Verdict.INCOMPLETE for r in results):
+        verdict = Verdict.INCOMPLETE
     else:
-        verdict = Verdict.INCOMPLETE if incomplete else Verdict.PASS
+        verdict = Verdict.PASS
     return Analysis(
         meta,
         profile,

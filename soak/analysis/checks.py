@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from soak import fields
+from soak.analysis.contention import Contention, ForeignProcess, review
 from soak.analysis.equilibrium import Equilibrium
 from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowStats
 from soak.config import Profile
@@ -28,6 +29,9 @@ class Status(enum.StrEnum):
     WARN = "warn"
     FAIL = "fail"
     NOT_CHECKED = "not_checked"  # the signal the check needs is not available
+    # Something other than soak used the device while the check's figure was measured and
+    # the figure fell with it: the device could not be judged alone (analysis/contention.py)
+    INCOMPLETE = "incomplete"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +116,10 @@ class DeviceFacts:
     foreign_load: bool = False
     capabilities: dict[str, str] = field(default_factory=dict)  # telemetry field -> capability
     idle_temp_c: float | None = None  # before the load: the base of the temperature rise
+    # What else used the device over the cold, steady and final windows (by label), and
+    # the compute processes not soak's that the backend saw on it.
+    contention: dict[str, Contention] = field(default_factory=dict)
+    foreign_processes: tuple[ForeignProcess, ...] = ()
 
 
 def _rate(value: float | None, part: str, facts: DeviceFacts) -> str:
@@ -322,9 +330,8 @@ def _retention_result(
     )
     if split.drift == 0 and split.thermal == 0:
         status = Status.PASS if split.ratio >= floor else Status.FAIL
-        return CheckResult(
-            "throughput_retention", status, f"{head}; floor {pct(floor, 0)}", f.index
-        )
+        text = f"{head}; floor {pct(floor, 0)}"
+        return _contended("throughput_retention", status, text, f, label, part, profile)
     drifts = _peer_drifts(peers, f, label, part, profile)
     around = []
     if drifts:
@@ -339,7 +346,46 @@ def _retention_result(
     )
     ok = split.drift <= drift_floor and split.strict_ratio >= floor
     status = Status.PASS if ok else Status.FAIL
-    return CheckResult("throughput_retention", status, text, f.index)
+    return _contended("throughput_retention", status, text, f, label, part, profile)
+
+
+def _contended(
+    check: str,
+    status: Status,
+    text: str,
+    f: DeviceFacts,
+    label: str,
+    part: str,
+    profile: Profile,
+    alone_limit: float | None = None,
+) -> CheckResult:
+    """A failing throughput figure measured while something else used the device: the
+    check is incomplete, or fails as before where the loss stays without the foreign load
+    (``contention.review``). ``alone_limit`` is the lowest rate that passes; None: the
+    retention floor times the cold rate (and a contended cold window counts too)."""
+    if status is not Status.FAIL:
+        return CheckResult(check, status, text, f.index)
+    cold = f.cold.throughput.get(part) if f.cold else None
+    if alone_limit is None and cold is None:
+        return CheckResult(check, status, text, f.index)
+    limit = alone_limit
+    if limit is None:
+        limit = profile.checks.min_throughput_retention * cold  # type: ignore[operator]
+    found = review(
+        f.contention,
+        label,
+        part,
+        lambda rate: rate >= limit,
+        profile.windows.cold_length_s,
+        f.foreign_processes,
+        cold_matters=alone_limit is None,
+        rate_text=lambda rate: _rate(rate, part, f),
+    )
+    if found is None:
+        return CheckResult(check, status, text, f.index)
+    return CheckResult(
+        check, Status.FAIL if found.stays else Status.INCOMPLETE, f"{text}; {found.note}", f.index
+    )
 
 
 def check_sw_thermal(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
@@ -575,7 +621,7 @@ def check_floors(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
                 f"{label} {part} {_rate(rate, part, f)} is {pct(rate / floor)} of the "
                 f"{profile.name} floor {_rate(floor, part, f)}{src}"
             )
-            out.append(CheckResult("floor", status, message, f.index))
+            out.append(_contended("floor", status, message, f, label, part, profile, floor))
     return out
 
 
@@ -689,7 +735,8 @@ def _outliers(devices: Sequence[DeviceFacts], profile: Profile, label: str) -> l
                 f"{label} {part} {_rate(rate, part, facts)} is {pct(rate / median)} of the "
                 f"server median {_rate(median, part, facts)}; limit {pct(limit / median)}"
             )
-            out.append(CheckResult("outlier", status, message, index))
+            result = _contended("outlier", status, message, facts, label, part, profile, limit)
+            out.append(result)
     return out
 
 

@@ -584,7 +584,8 @@ def test_fan_and_retired_pages_are_not_supported_on_sxm_and_read_none() -> None:
     caps = server.capabilities()
     assert set(caps) == {0, 1} and set(caps[0]) == {*TELEMETRY_METRICS, "xid_events"}
     unsupported = {m for m, c in caps[0].items() if c != Capability.SUPPORTED}
-    assert unsupported == {"fan_pct", "retired_pages"}
+    # a GPU's foreign load is its foreign processes; NVML gives no share of the device
+    assert unsupported == {"fan_pct", "retired_pages", "foreign_load_pct"}
     assert caps[0]["fan_pct"] == Capability.NOT_SUPPORTED
     row = server.sample(0.0)[0]
     assert row.fan_pct is None and row.retired_pages is None
