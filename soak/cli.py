@@ -697,9 +697,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     config = _run_config(args, argv)
     _check_node_group(config.workload, config.backend, os.environ)
-    windows = config.profile.windows
-    cold_end = windows.cold_start_s + windows.cold_length_s
-    watchers: list = [make_view(sys.stderr, windows.cold_start_s, cold_end)]
+    watchers: list = [make_view(sys.stderr)]
     if args.metrics_port is not None:  # bound now: a port in use is bad input, before any soak
         from soak.live.exporter import MetricsExporter
 

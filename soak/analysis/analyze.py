@@ -31,6 +31,7 @@ from soak.analysis.windows import (
     Window,
     WindowStats,
     cold_window,
+    load_start,
     steady_window,
     window_stats,
     work_rates,
@@ -189,10 +190,10 @@ def _load_span(
     unit of work is complete, of every part it runs: what comes before (imports, set-up,
     calibration, the first step's compilation or autotuning) is warm-up, never counted as
     load."""
-    starts = [w["t_end_s"].min() for w in work.values() if w["t_end_s"].size]
+    first = load_start([float(w["t_end_s"].min()) for w in work.values() if w["t_end_s"].size])
     ends = [w["t_end_s"].max() for w in work.values() if w["t_end_s"].size]
-    if starts:
-        return float(max(starts)), float(max(ends))
+    if first is not None:
+        return first, float(max(ends))
     start = meta.get("load_start_s")
     stop = StopRecord.of(meta)
     end = None if stop is None else stop.load_stop_s
