@@ -221,6 +221,13 @@ def _outcome(events: Sequence[Event]) -> tuple[WorkerOutcome | None, str]:
     return outcome, last.details.get("detail", "") or ""
 
 
+def _outcome_phase(events: Sequence[Event]) -> str | None:
+    """Where the worker's load ended abnormally: "setup", "run" or "stop"; None if unsaid."""
+    ends = [e for e in events if e.kind is EventKind.WORKER_OUTCOME]
+    phase = ends[-1].details.get("phase") if ends else None
+    return phase if isinstance(phase, str) else None
+
+
 def hw_episodes(t: np.ndarray, reasons: np.ndarray) -> tuple[HwEpisode, ...] | None:
     """Stretches of consecutive readings with a HW protection reason bit set; None where no
     clock reason was readable. Each lasts to its last reading plus one reading interval."""
@@ -345,6 +352,7 @@ def device_facts(
         xids=[int(e.details.get("code", -1)) for e in mine if e.kind is EventKind.XID],
         outcome=outcome,
         outcome_detail=detail,
+        outcome_phase=_outcome_phase(mine),
         verification_checked=int(np.sum(np.isfinite(verified))),
         verification_failed=int(np.sum(verified == 0)) + len(mismatches),
         verification_max_error=float(failed_errors.max()) if failed_errors.size else None,

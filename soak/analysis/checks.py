@@ -91,6 +91,7 @@ class DeviceFacts:
     xids: list[int] = field(default_factory=list)
     outcome: WorkerOutcome | None = None
     outcome_detail: str = ""
+    outcome_phase: str | None = None  # where an abnormal end came: "setup", "run", "stop"
     verification_checked: int = 0
     verification_failed: int = 0
     verification_max_error: float | None = None
@@ -541,6 +542,14 @@ def check_outcome(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     if f.outcome is WorkerOutcome.OK:
         return [CheckResult("worker", Status.PASS, "load ran to the end", f.index)]
     detail = f": {f.outcome_detail}" if f.outcome_detail else ""
+    final = f.contention.get("final")
+    if f.outcome is WorkerOutcome.HUNG and f.outcome_phase == "stop" and final and final.contended:
+        # every figure was taken; only the stop was slow, on a host busy with other work
+        message = (
+            f"load ended: {f.outcome.value}{detail}; "
+            f"{final.describe(f.foreign_processes, 'final')}; rerun on an idle host"
+        )
+        return [CheckResult("worker", Status.INCOMPLETE, message, f.index)]
     if f.outcome is WorkerOutcome.PEER_LOST:  # ddp: another rank ended; its device fails
         message = f"load ended early: another rank was lost{detail}"
         return [CheckResult("worker", Status.WARN, message, f.index)]

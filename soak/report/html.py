@@ -645,6 +645,7 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
         "n_checks": len(analysis.checks) - len(analysis.not_checked) + len(run_cases(analysis)),
         "n_fail": sum(c.status is Status.FAIL for c in analysis.checks),
         "n_warn": sum(c.status is Status.WARN for c in analysis.checks),
+        "n_incomplete": sum(c.status is Status.INCOMPLETE for c in analysis.checks),
         "n_not_checked": len(analysis.not_checked),
         "not_checked": _not_checked(analysis),
         "profile_hot_spot_margin": f"{analysis.profile.checks.hot_spot_margin_c:g} °C",

@@ -27,6 +27,7 @@ def _run(
     backend: str = "cpu",
     procs: Callable[[float], float] | None = None,
     events: list[Event] = (),
+    ending: dict | None = None,
 ) -> RunData:
     """One device under ``train`` for LOAD_S: 1-s steps at ``rate(t)``, readings each second
     with ``foreign(t)`` % foreign load (None: not measured), steady temperature and clock."""
@@ -59,6 +60,8 @@ def _run(
         "host": {},
     }
     outcome = Event(LOAD_S, EventKind.WORKER_OUTCOME, "ok", 0, {"outcome": "ok"})
+    if ending is not None:
+        outcome = Event(LOAD_S, EventKind.WORKER_OUTCOME, "ended", 0, ending)
     return RunData(
         meta=meta,
         devices=[DeviceInfo(0, backend, "Test CPU" if backend == "cpu" else "Test GPU")],
@@ -169,6 +172,26 @@ def test_another_process_on_a_gpu_is_named_with_its_pid_name_and_memory() -> Non
     assert device.verdict is Verdict.INCOMPLETE
     evidence = " ".join(device.diagnosis_evidence)
     assert "another process on the device: pid 4242 (python3), 8192 MiB, during 100 %" in evidence
+
+
+STOP_HUNG = {"outcome": "hung", "phase": "stop", "detail": "did not stop within 10 s; killed"}
+
+
+def test_a_worker_slow_to_stop_on_a_busy_host_is_contention_not_a_hang() -> None:
+    data = _run(rate=lambda t: RATE, foreign=lambda t: 70.0, ending=STOP_HUNG)
+    analysis = analyze_run(data, load_profile(None))
+    (device,) = analysis.devices
+    assert device.verdict is Verdict.INCOMPLETE and device.diagnosis == "host contention"
+    (worker,) = [c for c in analysis.checks if c.check == "worker"]
+    assert worker.status is Status.INCOMPLETE
+    assert worker.message == (
+        "load ended: hung: did not stop within 10 s; killed; host contention: other work used "
+        "70 % of the device during 100 % of the final window; rerun on an idle host"
+    )
+    idle = analyze_run(_run(rate=lambda t: RATE, foreign=lambda t: 1.0, ending=STOP_HUNG),
+                       load_profile(None))  # fmt: skip
+    assert idle.devices[0].verdict is Verdict.FAIL
+    assert idle.devices[0].diagnosis == "hardware-fault"
 
 
 def test_junit_carries_an_incomplete_check_as_an_error(tmp_path) -> None:
