@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from soak.devices import select
-from soak.devices.common import LogOnce, temp_ok
+from soak.devices.common import LogOnce, own_pids, temp_ok
 from soak.errors import BackendUnavailable, ConfigError
 from soak.model import TELEMETRY_METRICS, Capability, DeviceInfo, Event, Telemetry
 
@@ -227,19 +227,14 @@ class ForeignLoadReader:
 
 
 def _own_jiffies(root: Path, pid: int) -> dict[int, int]:
-    """CPU jiffies of ``pid`` and each of its descendants, found through the main thread's
-    ``children`` file (soak starts its workers from its main thread); a process that ended
-    between the two reads is left out."""
-    out: dict[int, int] = {}
-    todo = [pid]
-    while todo:
-        p = todo.pop()
+    """CPU jiffies of ``pid`` and each of its descendants (``own_pids``); a process that
+    ended between the two reads is left out."""
+    out = {pid: _pid_jiffies(_read_text(root / f"proc/{pid}/stat"))}
+    for p in own_pids(root, pid) - {pid}:
         try:
             out[p] = _pid_jiffies(_read_text(root / f"proc/{p}/stat"))
-            todo += [int(c) for c in _read_text(root / f"proc/{p}/task/{p}/children").split()]
         except (OSError, ValueError):
-            if p == pid:
-                raise
+            continue
     return out
 
 
