@@ -564,6 +564,9 @@ def check_jitter(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
             continue
         status = Status.PASS if cv <= limit else Status.WARN
         message = f"steady {part} throughput varies by {pct(cv)} (CV); limit {pct(limit)}"
+        steady = f.contention.get("steady")
+        if status is Status.WARN and steady is not None and steady.contended:
+            message += f"; {steady.describe(f.foreign_processes)}"
         out.append(CheckResult("jitter", status, message, f.index))
     return out
 

@@ -106,6 +106,16 @@ def test_a_loss_while_other_work_used_the_cpu_is_host_contention_not_a_fault() -
     assert not any(c.status is Status.FAIL for c in analysis.checks)
 
 
+def test_jitter_while_other_work_ran_says_so() -> None:
+    rate = lambda t: RATE * (0.5 if int(t) % 2 else 1.0)  # noqa: E731
+    data = _run(rate=rate, foreign=lambda t: 55.0)
+    (jitter,) = [c for c in analyze_run(data, load_profile(None)).checks if c.check == "jitter"]
+    assert jitter.status is Status.WARN
+    assert jitter.message.endswith(
+        "; host contention: other work used 55 % of the device during 100 % of the window"
+    )
+
+
 def test_the_same_loss_with_no_foreign_load_still_fails_as_a_device_fault() -> None:
     for foreign in (lambda t: 2.0, None):  # an idle host, and a backend that cannot tell
         data = _run(rate=_after(300, 0.58 * RATE, RATE), foreign=foreign)
