@@ -76,6 +76,10 @@ class Contention:
     def describe(self, processes: Sequence[ForeignProcess] = (), label: str = "") -> str:
         """ "host contention: other work used 48 % of the device during 97 % of the window"
         (or the processes on a GPU); ``label`` names a window other than the check's."""
+        return f"{self.cause}: {self.figures(processes, label)}"
+
+    def figures(self, processes: Sequence[ForeignProcess] = (), label: str = "") -> str:
+        """What ``describe`` says after the cause."""
         window = f"the {label} window" if label else "the window"
         over = f"during {100 * (self.share or 0.0):.0f} % of {window}"
         if self.procs:
@@ -83,9 +87,9 @@ class Contention:
                 f"{self.procs} process{'es' if self.procs > 1 else ''}"
                 + (f", {self.mem_mib:.0f} MiB" if self.mem_mib else "")
             )
-            return f"{PROCESS}: {named}, {over}"
+            return f"{named}, {over}"
         load = f"{self.load_pct:.0f} % of the device" if self.load_pct is not None else "it"
-        return f"{HOST}: other work used {load} {over}"
+        return f"other work used {load} {over}"
 
 
 def foreign_mask(tele: dict[str, np.ndarray]) -> np.ndarray | None:
@@ -205,7 +209,11 @@ def review(
     if late_hit and late is not None:
         notes.append(late.describe(processes))
     if cold_hit and cold is not None:
-        notes.append(cold.describe(processes, "cold"))
+        if late_hit and late is not None and late.cause == cold.cause:
+            load = f"{cold.load_pct:.0f} % " if cold.cause == HOST and cold.load_pct else ""
+            notes[-1] += f", and {load}during {100 * (cold.share or 0):.0f} % of the cold window"
+        else:
+            notes.append(cold.describe(processes, "cold"))
     hit = late if late_hit and late is not None else cold
     assert hit is not None
     note = "; ".join(notes)

@@ -152,6 +152,18 @@ def test_a_loss_only_while_the_foreign_load_ran_is_incomplete_with_the_rate_with
     assert "1.00 ktoken/s over the 300 s without it; rerun on an idle host" in steady.message
 
 
+def test_a_host_busy_throughout_says_both_windows_figures_once() -> None:
+    data = _run(rate=_after(300, 0.7 * RATE, RATE), foreign=lambda t: 88.0 if t < 300 else 91.0)
+    steady = next(
+        c for c in _retention(analyze_run(data, load_profile(None))) if "steady" in c.message
+    )
+    assert steady.status is Status.INCOMPLETE
+    assert steady.message.endswith(
+        "floor 95 %; host contention: other work used 91 % of the device during 100 % of the "
+        "window, and 88 % during 100 % of the cold window; rerun on an idle host"
+    )
+
+
 def test_a_contended_cold_window_makes_a_failing_retention_incomplete() -> None:
     # the other work ran during the cold minute only: the cold figure is its, not the CPU's
     data = _run(rate=_after(300, 0.8 * RATE, RATE), foreign=lambda t: 50.0 if t < 80 else 0.0)
