@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from soak import fields
-from soak.analysis.contention import Contention, ForeignProcess, review
+from soak.analysis.contention import RERUN, Contention, ForeignProcess, review
 from soak.analysis.equilibrium import Equilibrium
 from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowStats
 from soak.config import Profile
@@ -363,7 +363,13 @@ def _contended(
     """A failing throughput figure measured while something else used the device: the
     check is incomplete, or fails as before where the loss stays without the foreign load
     (``contention.review``). ``alone_limit`` is the lowest rate that passes; None: the
-    retention floor times the cold rate (and a contended cold window counts too)."""
+    retention floor times the cold rate (and a contended cold window counts too).
+
+    A retention that passes only against a cold window the foreign load held down (and a
+    late window without it) is incomplete too: the ratio is flattered, and a real loss
+    could hide in it."""
+    if status is Status.PASS and alone_limit is None:
+        return _flattered(check, text, f, label, profile)
     if status is not Status.FAIL:
         return CheckResult(check, status, text, f.index)
     cold = f.cold.throughput.get(part) if f.cold else None
@@ -387,6 +393,15 @@ def _contended(
     return CheckResult(
         check, Status.FAIL if found.stays else Status.INCOMPLETE, f"{text}; {found.note}", f.index
     )
+
+
+def _flattered(check: str, text: str, f: DeviceFacts, label: str, profile: Profile) -> CheckResult:
+    cold, late = f.contention.get("cold"), f.contention.get(label)
+    floor = profile.checks.min_throughput_retention
+    if floor <= 0 or cold is None or not cold.contended or (late is not None and late.contended):
+        return CheckResult(check, Status.PASS, text, f.index)
+    note = f"{cold.describe(f.foreign_processes, 'cold')}, not of the {label} window"
+    return CheckResult(check, Status.INCOMPLETE, f"{text}; {note}; {RERUN}", f.index)
 
 
 def check_sw_thermal(f: DeviceFacts, profile: Profile) -> list[CheckResult]:

@@ -12,8 +12,9 @@ it says about the device (DESIGN.md, Verdict).
    Otherwise the check is incomplete: the device could not be measured alone, which is
    never a device fault; the operator's next step is to rerun on an idle host.
 4. A retention check whose cold window is contended compares against a figure the foreign
-   load set: the same applies, judged on the late window alone only where the cold one was
-   not contended.
+   load set: a failing one is incomplete as above, and so is a passing one whose late
+   window is not contended (the ratio is flattered; a real loss could hide in it), where
+   the profile has a retention floor at all.
 """
 
 from __future__ import annotations

@@ -164,6 +164,26 @@ def test_a_host_busy_throughout_says_both_windows_figures_once() -> None:
     )
 
 
+def test_a_retention_that_passes_only_against_a_contended_cold_window_is_incomplete() -> None:
+    # held down to 80 % during the cold minute by other work, then a real 12 % loss: 88/80
+    data = _run(
+        rate=lambda t: 0.8 * RATE if t < 80 else (RATE if t < 300 else 0.88 * RATE),
+        foreign=lambda t: 50.0 if t <= 80 else 1.0,
+    )
+    analysis = analyze_run(data, load_profile(None))
+    steady = next(c for c in _retention(analysis) if c.message.startswith("steady"))
+    assert steady.status is Status.INCOMPLETE
+    assert steady.message == (
+        "steady train 880 token/s is 110.0 % of cold 800 token/s; floor 95 %; host contention: "
+        "other work used 50 % of the device during 100 % of the cold window, not of the steady "
+        "window; rerun on an idle host"
+    )
+    assert analysis.devices[0].diagnosis == "host contention"
+    # the same figures, on a host busy during both windows alike, compare like with like
+    alike = _run(rate=lambda t: RATE, foreign=lambda t: 50.0)
+    assert all(c.status is Status.PASS for c in _retention(analyze_run(alike, load_profile(None))))
+
+
 def test_a_contended_cold_window_makes_a_failing_retention_incomplete() -> None:
     # the other work ran during the cold minute only: the cold figure is its, not the CPU's
     data = _run(rate=_after(300, 0.8 * RATE, RATE), foreign=lambda t: 50.0 if t < 80 else 0.0)
