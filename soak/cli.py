@@ -785,8 +785,7 @@ def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     config = _run_config(args, argv)
     _check_node_group(config.workload, config.backend, os.environ)
     windows = config.profile.windows
-    cold_end = windows.cold_start_s + windows.cold_length_s
-    watchers: list = [make_view(sys.stderr, windows.cold_start_s, cold_end)]
+    watchers: list = [make_view(sys.stderr)]
     note = length_note(config.duration_s, windows)
     if note is not None:  # once the run has started: bad input is one line, the error's
         watchers.insert(0, _FirstTick(note, sys.stderr))

@@ -99,6 +99,13 @@ FIELDS: tuple[Field, ...] = (
           "retired_pages"),
     Field("pcie_replay", Kind.COUNTER, "", "PCIe replays", "PCIe replay counter", F,
           "pcie_replay"),
+    Field("foreign_load_pct", Kind.GAUGE, "%", "foreign load", "share of the device's "
+          "capacity used by work that is not soak's (a CPU: other processes and steal time)",
+          W, "foreign_load_ratio", 0.01),
+    Field("foreign_procs", Kind.GAUGE, "", "foreign processes", "compute processes on the "
+          "device that are not soak's", W, "foreign_processes"),
+    Field("foreign_mem_mib", Kind.GAUGE, "MiB", "foreign memory", "device memory used by "
+          "compute processes that are not soak's", W, "foreign_memory_bytes", 2**20),
 )  # fmt: skip
 
 BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}

@@ -77,6 +77,7 @@ class EventKind(enum.StrEnum):
     WORKER_OUTCOME = "worker_outcome"
     VERIFICATION_FAILED = "verification_failed"
     WARNING = "warning"
+    FOREIGN_PROCESS = "foreign_process"  # a process not soak's appeared on a device
     STOP = "stop"
 
 
@@ -182,6 +183,11 @@ class Telemetry:
     remap_failure: int | None = None
     retired_pages: int | None = None
     pcie_replay: int | None = None
+    # What else used the device: the share of its capacity other work took (a CPU: other
+    # processes and steal time), and the compute processes on it that are not soak's.
+    foreign_load_pct: float | None = None
+    foreign_procs: int | None = None
+    foreign_mem_mib: float | None = None
 
 
 TELEMETRY_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Telemetry))

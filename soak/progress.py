@@ -41,6 +41,10 @@ class DeviceProgress:
     uuid: str | None
     telemetry: Telemetry | None  # the latest row read this run
     rates: tuple[Rate, ...] = ()
+    # Each part's throughput over the cold window once it is over, and over the steady
+    # window so far once equilibrium is dated: the analysis's own figures (LiveWork)
+    cold: tuple[Rate, ...] = ()
+    steady: tuple[Rate, ...] = ()
     work_start_s: float | None = None  # the device's first completed work (its load start)
     equilibrium_s: float | None = None  # once the online rule has confirmed it
     equilibrium_basis: str | None = None

@@ -27,6 +27,7 @@ from types import FrameType
 
 from soak import __version__
 from soak.analysis.equilibrium import Dated, OnlineDetector, Withdrawn
+from soak.analysis.windows import LiveWork
 from soak.clock import Clock, VirtualClock, WallClock
 from soak.config import RunConfig
 from soak.devices import BackendOptions, open_backend
@@ -236,6 +237,7 @@ class Runner:
         self.store = RunStore.create(run_dir / STORE_NAME, max_commit_delay_s=delay)
         self.detectors = {d.index: OnlineDetector(config.profile.windows) for d in self.devices}
         self.load_start_by_device: dict[int, float] = {}
+        self.live_work = {d.index: LiveWork(config.profile.windows) for d in self.devices}
         self.t0 = clock.now()
         self.load_started_s: float | None = None
         self.running_since_s: float | None = None  # every device has finished work
@@ -308,6 +310,11 @@ class Runner:
                 rates=tuple(
                     sorted(self.latest_rate.get(info.index, {}).values(), key=lambda r: r.part)
                 ),
+                cold=self._figures(info.index, self.live_work[info.index].cold(t)),
+                steady=self._figures(
+                    info.index,
+                    self.live_work[info.index].steady(self.detectors[info.index].equilibrium_s, t),
+                ),
                 work_start_s=self.load_start_by_device.get(info.index),
                 equilibrium_s=self.detectors[info.index].equilibrium_s,
                 equilibrium_basis=self.detectors[info.index].basis,
@@ -334,6 +341,14 @@ class Runner:
             events=tuple(events),
         )
 
+    def _figures(self, index: int, rates: dict[str, float | None]) -> tuple[Rate, ...]:
+        work = self.live_work[index]
+        return tuple(
+            Rate(part, rate, work.unit(part))
+            for part, rate in sorted(rates.items())
+            if rate is not None
+        )
+
     def publish(self, progress: Progress) -> None:
         """Hand the snapshot to the test hook, then to every watcher. A watcher that raises is
         logged and dropped: watching must never stop a soak."""
@@ -353,6 +368,9 @@ class Runner:
                 row.t_s, row.temp_c, row.power_w, row.sm_clock_mhz
             )
         first: dict[int, float] = {}  # devices whose first work arrives now: its end
+        for s in update.samples:
+            if s.device in self.live_work:
+                self.live_work[s.device].add(s.part, s.unit, s.t_start_s, s.t_end_s, s.work)
         for s in update.samples:
             if s.device not in self.load_start_by_device and s.t_end_s > s.t_start_s:
                 first[s.device] = max(first.get(s.device, s.t_end_s), s.t_end_s)

@@ -358,13 +358,16 @@ class RunStore:
         """Every telemetry column of one device as float arrays ordered by time; NaN where
         the value could not be read."""
         with _reading(self.path):
+            present = set(_table_columns(self._conn, "telemetry"))
+            names = [m for m in TELEMETRY_FIELDS[1:] if m in present]
             rows = self._conn.execute(
-                f"SELECT {', '.join(TELEMETRY_FIELDS[1:])} FROM telemetry "
-                "WHERE device=? ORDER BY t_s",
+                f"SELECT {', '.join(names)} FROM telemetry WHERE device=? ORDER BY t_s",
                 (device,),
             ).fetchall()
-            array = np.array(rows, dtype=float).reshape(len(rows), len(TELEMETRY_FIELDS) - 1)
-        return {name: array[:, i] for i, name in enumerate(TELEMETRY_FIELDS[1:])}
+            array = np.array(rows, dtype=float).reshape(len(rows), len(names))
+        columns = {name: array[:, i] for i, name in enumerate(names)}
+        # A column a store written before its field existed lacks: not read, NaN throughout.
+        return {m: columns.get(m, np.full(len(rows), np.nan)) for m in TELEMETRY_FIELDS[1:]}
 
     def work(self, device: int) -> dict[str, dict[str, np.ndarray]]:
         """Per workload part: t_start_s, t_end_s, work, verified (1/0/NaN), verify_error."""
@@ -567,10 +570,19 @@ def _salvage_table(
     return _read_range(src, sql, 1, int(top), [SALVAGE_FAILED_READS])
 
 
-def _insert(dst: sqlite3.Connection, table: str, rows: list[tuple[Any, ...]]) -> None:
-    """Rows into the salvaged copy; one row too damaged to keep (a NULL where the table
-    forbids it) is left out alone."""
-    sql = f"INSERT OR IGNORE INTO {table} VALUES ({', '.join('?' * len(rows[0]))})"
+def _table_columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    """The columns ``table`` has in this store, in order (a store written before a
+    telemetry field existed has no column for it)."""
+    return [row[1] for row in conn.execute(f"PRAGMA table_info({table})").fetchall()]
+
+
+def _insert(
+    dst: sqlite3.Connection, table: str, rows: list[tuple[Any, ...]], columns: list[str]
+) -> None:
+    """Rows into the salvaged copy, by the source's column names; one row too damaged to
+    keep (a NULL where the table forbids it) is left out alone."""
+    names = ", ".join(columns[: len(rows[0])])
+    sql = f"INSERT OR IGNORE INTO {table} ({names}) VALUES ({', '.join('?' * len(rows[0]))})"
     try:
         dst.executemany(sql, rows)
     except sqlite3.Error:
@@ -635,10 +647,11 @@ def _salvage_copy(path: Path, copy: Path) -> tuple[RunStore, Salvage]:
         for table in _TABLES:
             try:
                 rows, whole[table] = _salvage_table(src, table, size)
+                columns = _table_columns(src, table)
             except sqlite3.DatabaseError:  # the table's own schema is unreadable
                 rows, whole[table] = [], False
             if rows:
-                _insert(dst, table, rows)
+                _insert(dst, table, rows, columns or _table_columns(dst, table))
     finally:
         src.close()
     store = RunStore(path, dst)

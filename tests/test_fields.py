@@ -38,7 +38,7 @@ def test_prometheus_names_carry_a_base_unit_and_are_unique() -> None:
     names = [f.prom for f in fields.FIELDS if f.prom]
     assert len(names) == len(set(names))
     units = ("_celsius", "_hertz", "_watts", "_ratio", "_joules", "_errors", "_pending",
-             "_failure", "_pages", "_replay")  # fmt: skip
+             "_failure", "_pages", "_replay", "_processes", "_bytes")  # fmt: skip
     assert all(n.endswith(units) for n in names), names
 
 

@@ -17,6 +17,12 @@ from soak.analysis.checks import (
     Status,
     run_checks,
 )
+from soak.analysis.contention import (
+    Contention,
+    foreign_mask,
+    foreign_processes,
+    window_contention,
+)
 from soak.analysis.diagnosis import diagnose, peers_of
 from soak.analysis.equilibrium import Equilibrium, Series, Signals, detect
 from soak.analysis.noise import Noise, noise
@@ -25,6 +31,7 @@ from soak.analysis.windows import (
     Window,
     WindowStats,
     cold_window,
+    load_start,
     steady_window,
     window_stats,
     work_rates,
@@ -143,9 +150,9 @@ class Analysis:
 
     @property
     def reasons(self) -> list[CheckResult]:
-        """Every failing and warning result, failures first. A check that could not run
-        for want of a signal is not a reason: see ``not_checked``."""
-        order = {Status.FAIL: 0, Status.WARN: 1}
+        """Every failing, incomplete and warning result, failures first. A check that
+        could not run for want of a signal is not a reason: see ``not_checked``."""
+        order = {Status.FAIL: 0, Status.INCOMPLETE: 1, Status.WARN: 2}
         bad = [c for c in self.checks if c.status in order]
         return sorted(
             bad, key=lambda c: (order[c.status], c.device if c.device is not None else -1)
@@ -191,10 +198,10 @@ def _load_span(
     unit of work is complete, of every part it runs: what comes before (imports, set-up,
     calibration, the first step's compilation or autotuning) is warm-up, never counted as
     load."""
-    starts = [w["t_end_s"].min() for w in work.values() if w["t_end_s"].size]
+    first = load_start([float(w["t_end_s"].min()) for w in work.values() if w["t_end_s"].size])
     ends = [w["t_end_s"].max() for w in work.values() if w["t_end_s"].size]
-    if starts:
-        return float(max(starts)), float(max(ends))
+    if first is not None:
+        return first, float(max(ends))
     start = meta.get("load_start_s")
     stop = StopRecord.of(meta)
     end = None if stop is None else stop.load_stop_s
@@ -220,6 +227,13 @@ def _outcome(events: Sequence[Event]) -> tuple[WorkerOutcome | None, str]:
     except ValueError:
         return WorkerOutcome.CRASHED, f"unknown outcome {last.details.get('outcome')!r}"
     return outcome, last.details.get("detail", "") or ""
+
+
+def _outcome_phase(events: Sequence[Event]) -> str | None:
+    """Where the worker's load ended abnormally: "setup", "run" or "stop"; None if unsaid."""
+    ends = [e for e in events if e.kind is EventKind.WORKER_OUTCOME]
+    phase = ends[-1].details.get("phase") if ends else None
+    return phase if isinstance(phase, str) else None
 
 
 def hw_episodes(t: np.ndarray, reasons: np.ndarray) -> tuple[HwEpisode, ...] | None:
@@ -304,6 +318,12 @@ def device_facts(
         steady = window_stats(steady_window(equilibrium.time_s, start, end, windows), tele, work)
         whole = window_stats(Window(start, end), tele, work)
         final = window_stats(steady_window(None, start, end, windows), tele, work)
+    mask = foreign_mask(tele)
+    contention: dict[str, Contention] = {
+        label: window_contention(stats.window, tele, work, mask)
+        for label, stats in (("cold", cold), ("steady", steady), ("final", final))
+        if stats is not None
+    }
 
     mine = [e for e in events if e.device == info.index]
     outcome, detail = _outcome(mine)
@@ -338,6 +358,7 @@ def device_facts(
         xids=[int(e.details.get("code", -1)) for e in mine if e.kind is EventKind.XID],
         outcome=outcome,
         outcome_detail=detail,
+        outcome_phase=_outcome_phase(mine),
         verification_checked=int(np.sum(np.isfinite(verified))),
         verification_failed=int(np.sum(verified == 0)) + len(mismatches),
         verification_max_error=float(failed_errors.max()) if failed_errors.size else None,
@@ -353,6 +374,8 @@ def device_facts(
         foreign_load=foreign,
         capabilities=dict(capabilities or {}),
         idle_temp_c=_idle_temp(tele, start),
+        contention=contention,
+        foreign_processes=foreign_processes(events, info.index),
     )
     return facts, start, end
 
@@ -435,7 +458,9 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     for info, facts in zip(infos, all_facts, strict=True):
         mine = [c for c in checks if c.device == info.index]
         failed = any(c.status is Status.FAIL for c in mine)
-        verdict = Verdict.FAIL if failed else Verdict.INCOMPLETE if incomplete else Verdict.PASS
+        # a check the device could not be judged on alone (contention) accepts nothing
+        unjudged = incomplete or any(c.status is Status.INCOMPLETE for c in mine)
+        verdict = Verdict.FAIL if failed else Verdict.INCOMPLETE if unjudged else Verdict.PASS
         start, end = spans[info.index]
         found = diagnose(facts, mine, peers)
         launched = meta.get("load_start_s")
@@ -468,8 +493,10 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         c.status is Status.FAIL for c in server_checks
     ):
         verdict = Verdict.FAIL
+    elif incomplete or any(r.verdict is Verdict.INCOMPLETE for r in results):
+        verdict = Verdict.INCOMPLETE
     else:
-        verdict = Verdict.INCOMPLETE if incomplete else Verdict.PASS
+        verdict = Verdict.PASS
     return Analysis(
         meta,
         profile,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from soak import fields
+from soak.analysis.contention import RERUN, Contention, ForeignProcess, review
 from soak.analysis.equilibrium import Equilibrium
 from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowStats
 from soak.config import Profile
@@ -28,6 +29,9 @@ class Status(enum.StrEnum):
     WARN = "warn"
     FAIL = "fail"
     NOT_CHECKED = "not_checked"  # the signal the check needs is not available
+    # Something other than soak used the device while the check's figure was measured and
+    # the figure fell with it: the device could not be judged alone (analysis/contention.py)
+    INCOMPLETE = "incomplete"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +91,7 @@ class DeviceFacts:
     xids: list[int] = field(default_factory=list)
     outcome: WorkerOutcome | None = None
     outcome_detail: str = ""
+    outcome_phase: str | None = None  # where an abnormal end came: "setup", "run", "stop"
     verification_checked: int = 0
     verification_failed: int = 0
     verification_max_error: float | None = None
@@ -112,6 +117,10 @@ class DeviceFacts:
     foreign_load: bool = False
     capabilities: dict[str, str] = field(default_factory=dict)  # telemetry field -> capability
     idle_temp_c: float | None = None  # before the load: the base of the temperature rise
+    # What else used the device over the cold, steady and final windows (by label), and
+    # the compute processes not soak's that the backend saw on it.
+    contention: dict[str, Contention] = field(default_factory=dict)
+    foreign_processes: tuple[ForeignProcess, ...] = ()
 
 
 def _rate(value: float | None, part: str, facts: DeviceFacts) -> str:
@@ -322,9 +331,8 @@ def _retention_result(
     )
     if split.drift == 0 and split.thermal == 0:
         status = Status.PASS if split.ratio >= floor else Status.FAIL
-        return CheckResult(
-            "throughput_retention", status, f"{head}; floor {pct(floor, 0)}", f.index
-        )
+        text = f"{head}; floor {pct(floor, 0)}"
+        return _contended("throughput_retention", status, text, f, label, part, profile)
     drifts = _peer_drifts(peers, f, label, part, profile)
     around = []
     if drifts:
@@ -339,7 +347,61 @@ def _retention_result(
     )
     ok = split.drift <= drift_floor and split.strict_ratio >= floor
     status = Status.PASS if ok else Status.FAIL
-    return CheckResult("throughput_retention", status, text, f.index)
+    return _contended("throughput_retention", status, text, f, label, part, profile)
+
+
+def _contended(
+    check: str,
+    status: Status,
+    text: str,
+    f: DeviceFacts,
+    label: str,
+    part: str,
+    profile: Profile,
+    alone_limit: float | None = None,
+) -> CheckResult:
+    """A failing throughput figure measured while something else used the device: the
+    check is incomplete, or fails as before where the loss stays without the foreign load
+    (``contention.review``). ``alone_limit`` is the lowest rate that passes; None: the
+    retention floor times the cold rate (and a contended cold window counts too).
+
+    A retention that passes only against a cold window the foreign load held down (and a
+    late window without it) is incomplete too: the ratio is flattered, and a real loss
+    could hide in it."""
+    if status is Status.PASS and alone_limit is None:
+        return _flattered(check, text, f, label, profile)
+    if status is not Status.FAIL:
+        return CheckResult(check, status, text, f.index)
+    cold = f.cold.throughput.get(part) if f.cold else None
+    if alone_limit is None and cold is None:
+        return CheckResult(check, status, text, f.index)
+    limit = alone_limit
+    if limit is None:
+        limit = profile.checks.min_throughput_retention * cold  # type: ignore[operator]
+    found = review(
+        f.contention,
+        label,
+        part,
+        lambda rate: rate >= limit,
+        profile.windows.cold_length_s,
+        f.foreign_processes,
+        cold_matters=alone_limit is None,
+        rate_text=lambda rate: _rate(rate, part, f),
+    )
+    if found is None:
+        return CheckResult(check, status, text, f.index)
+    return CheckResult(
+        check, Status.FAIL if found.stays else Status.INCOMPLETE, f"{text}; {found.note}", f.index
+    )
+
+
+def _flattered(check: str, text: str, f: DeviceFacts, label: str, profile: Profile) -> CheckResult:
+    cold, late = f.contention.get("cold"), f.contention.get(label)
+    floor = profile.checks.min_throughput_retention
+    if floor <= 0 or cold is None or not cold.contended or (late is not None and late.contended):
+        return CheckResult(check, Status.PASS, text, f.index)
+    note = f"{cold.describe(f.foreign_processes, 'cold')}, not of the {label} window"
+    return CheckResult(check, Status.INCOMPLETE, f"{text}; {note}; {RERUN}", f.index)
 
 
 def check_sw_thermal(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
@@ -496,6 +558,14 @@ def check_outcome(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     if f.outcome is WorkerOutcome.OK:
         return [CheckResult("worker", Status.PASS, "load ran to the end", f.index)]
     detail = f": {f.outcome_detail}" if f.outcome_detail else ""
+    final = f.contention.get("final")
+    if f.outcome is WorkerOutcome.HUNG and f.outcome_phase == "stop" and final and final.contended:
+        # every figure was taken; only the stop was slow, on a host busy with other work
+        message = (
+            f"load ended: {f.outcome.value}{detail}; "
+            f"{final.describe(f.foreign_processes, 'final')}; rerun on an idle host"
+        )
+        return [CheckResult("worker", Status.INCOMPLETE, message, f.index)]
     if f.outcome is WorkerOutcome.PEER_LOST:  # ddp: another rank ended; its device fails
         message = f"load ended early: another rank was lost{detail}"
         return [CheckResult("worker", Status.WARN, message, f.index)]
@@ -510,6 +580,9 @@ def check_jitter(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
             continue
         status = Status.PASS if cv <= limit else Status.WARN
         message = f"steady {part} throughput varies by {pct(cv)} (CV); limit {pct(limit)}"
+        steady = f.contention.get("steady")
+        if status is Status.WARN and steady is not None and steady.contended:
+            message += f"; {steady.describe(f.foreign_processes)}"
         out.append(CheckResult("jitter", status, message, f.index))
     return out
 
@@ -581,7 +654,7 @@ def check_floors(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
                 f"{label} {part} {_rate(rate, part, f)} is {pct(rate / floor)} of the "
                 f"{profile.name} floor {_rate(floor, part, f)}{src}"
             )
-            out.append(CheckResult("floor", status, message, f.index))
+            out.append(_contended("floor", status, message, f, label, part, profile, floor))
     return out
 
 
@@ -695,7 +768,8 @@ def _outliers(devices: Sequence[DeviceFacts], profile: Profile, label: str) -> l
                 f"{label} {part} {_rate(rate, part, facts)} is {pct(rate / median)} of the "
                 f"server median {_rate(median, part, facts)}; limit {pct(limit / median)}"
             )
-            out.append(CheckResult("outlier", status, message, index))
+            result = _contended("outlier", status, message, facts, label, part, profile, limit)
+            out.append(result)
     return out
 
 

@@ -17,6 +17,12 @@ and for a device that is slow (throughput retention, the within-server rule or a
   limit (leakage grows with temperature);
 - **hardware-fault** for what is left: slower with no thermal, input or power explanation.
 
+A device whose figures fell while something else used it, and that failed nothing else,
+is diagnosed **host contention** (the host's other load on a CPU) or **another process on
+the device** (a GPU: its pid, name and memory), with the figures; its checks are
+incomplete, never a hardware fault (``analysis/contention.py``). A loss that stays when the
+foreign load is gone fails and is diagnosed as above.
+
 A device that did not fail is **healthy** (**not measured** when an incomplete run stopped
 before any of its work was measured), and so is one that failed only a requirement of
 the run (equilibrium not reached where the profile requires it): its FAIL has no device
@@ -34,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from soak.analysis import contention
 from soak.analysis.checks import CLOCK_OF_UNIT, CheckResult, DeviceFacts, Status
 from soak.analysis.windows import WindowStats
 from soak.model import ClockReason
@@ -44,7 +51,9 @@ POWER = "power-limited"
 HOST = "host-bound"
 HARDWARE = "hardware-fault"
 NOT_MEASURED = "not measured"  # an incomplete run that stopped before any work was measured
-CAUSES = (HEALTHY, THERMAL, POWER, HOST, HARDWARE, NOT_MEASURED)
+CONTENTION = contention.HOST  # the host's other load took the device (a CPU)
+FOREIGN = contention.PROCESS  # a compute process not soak's shared the device (a GPU)
+CAUSES = (HEALTHY, THERMAL, POWER, HOST, HARDWARE, NOT_MEASURED, CONTENTION, FOREIGN)
 NEXT_STEPS = {
     HEALTHY: "nothing to do",
     THERMAL: "check the inlet temperature, the fans and the heat sink's contact (thermal pads, "
@@ -54,6 +63,8 @@ NEXT_STEPS = {
     "of the device's process",
     HARDWARE: "RMA the device with the listed events and errors",
     NOT_MEASURED: "run the soak again for longer: no work was measured before it stopped",
+    CONTENTION: contention.NEXT_STEP,
+    FOREIGN: contention.NEXT_STEP,
 }
 
 HARDWARE_CHECKS = frozenset(
@@ -316,7 +327,10 @@ def _work_measured(f: DeviceFacts) -> bool:
 def diagnose(f: DeviceFacts, checks: Sequence[CheckResult], peers: Peers) -> Diagnosis:
     """The likely cause of what this device's checks found; healthy where nothing failed."""
     failing = {c.check for c in checks if c.status is Status.FAIL and c.device == f.index}
+    contended = _contended(f, checks)
     if not failing:
+        if contended is not None:
+            return contended
         if f.run_incomplete and not _work_measured(f):
             return Diagnosis(NOT_MEASURED, ("the run stopped before any work was measured",))
         return Diagnosis(HEALTHY)
@@ -333,6 +347,18 @@ def diagnose(f: DeviceFacts, checks: Sequence[CheckResult], peers: Peers) -> Dia
                 return cause
         message = "slower with no thermal, power or input explanation"
         return Diagnosis(HARDWARE, (message, *_clock_evidence(f, peers)))
+    if contended is not None:
+        return contended
     # What is left failed a requirement of the run, not of the device (equilibrium where
     # the profile requires it): nothing points to a cause, and the verdict says why.
     return Diagnosis(HEALTHY, tuple(_messages(checks, failing)))
+
+
+def _contended(f: DeviceFacts, checks: Sequence[CheckResult]) -> Diagnosis | None:
+    """Checks left incomplete because something else used the device: host contention,
+    or another process on it where the backend saw one (its pid, name and memory)."""
+    messages = [c.message for c in checks if c.status is Status.INCOMPLETE and c.device == f.index]
+    if not messages:
+        return None
+    by_process = f.foreign_processes or any(c.procs for c in f.contention.values())
+    return Diagnosis(FOREIGN if by_process else CONTENTION, tuple(messages))

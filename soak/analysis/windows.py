@@ -8,6 +8,7 @@ first finished unit of work, so that a worker's set-up time is never counted as 
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +78,76 @@ def steady_window(
     return Window(max(start, cold.start_s), end_s)
 
 
+def load_start(first_ends: list[float]) -> float | None:
+    """A device's load start from each part's first finished unit of work: when every part
+    has finished one (what comes before is warm-up); None before any has."""
+    return max(first_ends) if first_ends else None
+
+
+def window_throughput(
+    window: Window, t_start: np.ndarray, t_end: np.ndarray, work: np.ndarray
+) -> float | None:
+    """One part's work per second over ``window``: the work of the samples whose middle
+    falls inside it over their summed time; None where none does or they took no time."""
+    inside = window.mask((t_start + t_end) / 2)
+    durations = (t_end - t_start)[inside]
+    if not inside.any() or durations.sum() <= 0:
+        return None
+    return float(work[inside].sum() / durations.sum())
+
+
+class LiveWork:
+    """One device's work samples as a run receives them, for the live cold and steady
+    figures: the analysis's own load start, windows and ``window_throughput``, so that the
+    live view, the exporter and the report give one figure. Samples are kept compactly
+    (three doubles each) and looked up by time, since each part's arrive in order."""
+
+    def __init__(self, windows: Windows) -> None:
+        self.windows = windows
+        self._parts: dict[str, tuple[array, array, array]] = {}
+        self._units: dict[str, str] = {}
+
+    def add(self, part: str, unit: str, t_start_s: float, t_end_s: float, work: float) -> None:
+        starts, ends, done = self._parts.setdefault(part, (array("d"), array("d"), array("d")))
+        starts.append(t_start_s)
+        ends.append(t_end_s)
+        done.append(work)
+        self._units[part] = unit
+
+    @property
+    def load_start_s(self) -> float | None:
+        return load_start([ends[0] for _, ends, _ in self._parts.values() if ends])
+
+    def cold(self, now_s: float) -> dict[str, float | None]:
+        """Each part's cold throughput once the cold window is over, else nothing."""
+        start = self.load_start_s
+        if start is None:
+            return {}
+        window = cold_window(start, self.windows)
+        return self._over(window) if now_s >= window.end_s else {}
+
+    def steady(self, equilibrium_s: float | None, now_s: float) -> dict[str, float | None]:
+        """Each part's throughput over the steady window so far, once equilibrium is dated."""
+        start = self.load_start_s
+        if start is None or equilibrium_s is None or now_s <= equilibrium_s:
+            return {}
+        return self._over(steady_window(equilibrium_s, start, now_s, self.windows))
+
+    def unit(self, part: str) -> str:
+        return self._units[part]
+
+    def _over(self, window: Window) -> dict[str, float | None]:
+        out = {}
+        for part, (starts, ends, done) in self._parts.items():
+            t0, t1, w = (np.frombuffer(a, dtype=float) for a in (starts, ends, done))
+            # samples arrive in time order: a slice a little wider than the window holds
+            # every sample whose middle is inside it
+            lo = int(np.searchsorted(t1, window.start_s, side="left"))
+            hi = int(np.searchsorted(t0, window.end_s, side="right"))
+            out[part] = window_throughput(window, t0[lo:hi], t1[lo:hi], w[lo:hi])
+        return out
+
+
 def work_rates(w: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Per work sample of one part: its mid time and its rate (NaN where it took no time)."""
     duration = w["t_end_s"] - w["t_start_s"]
@@ -136,10 +207,10 @@ def window_stats(
         durations = (w["t_end_s"] - w["t_start_s"])[inside]
         done = w["work"][inside]
         counts[part] = int(inside.sum())
-        if inside.sum() == 0 or durations.sum() <= 0:
-            throughput[part], cv[part] = None, None
+        throughput[part] = window_throughput(window, w["t_start_s"], w["t_end_s"], w["work"])
+        if throughput[part] is None:
+            cv[part] = None
             continue
-        throughput[part] = float(done.sum() / durations.sum())
         rates = done / durations
         mean = float(np.mean(rates))
         cv[part] = float(np.std(rates)) / mean if rates.size > 1 and mean > 0 else None

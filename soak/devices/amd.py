@@ -47,6 +47,7 @@ from typing import Any
 
 from soak.devices.common import (
     Call,
+    ComputeProcess,
     Device,
     EnergyIntegrator,
     LogOnce,
@@ -370,6 +371,20 @@ def _hotspot(metric: str) -> tuple[Way, ...]:
 
 
 # The per-tick snapshot; ways most direct first, the probe keeps the first that has a value.
+def _processes(listed: Sequence[Any]) -> tuple[ComputeProcess, ...]:
+    """amdsmi_get_gpu_process_list's entries: pid, name and VRAM (bytes; "N/A" is None)."""
+    out = []
+    for p in listed:
+        usage = p.get("memory_usage") if isinstance(p.get("memory_usage"), Mapping) else {}
+        vram = usage.get("vram_mem", p.get("mem"))
+        used = vram / 2**20 if isinstance(vram, int | float) and vram >= 0 else None
+        name = p.get("name") if isinstance(p.get("name"), str) and p["name"] != "N/A" else None
+        out.append(ComputeProcess(int(p["pid"]), name, used))
+    return tuple(out)
+
+
+_PROCESSES = by_call("amdsmi_get_gpu_process_list", convert=_processes, unit="processes, B → MiB")
+
 METRICS: tuple[Metric, ...] = (
     Metric(
         "temp_c",
@@ -490,6 +505,11 @@ METRICS: tuple[Metric, ...] = (
         ),
         integer=True,
     ),
+    # amdsmi gives no share of the device that others use; it lists their processes (raw):
+    # VendorBackend leaves soak's own out
+    Metric("foreign_load_pct", ()),
+    Metric("foreign_procs", (_PROCESSES,), raw=True),
+    Metric("foreign_mem_mib", (_PROCESSES,), raw=True),
 )
 
 # Metrics whose table value is raw material for a per-device state (see `_Device`).

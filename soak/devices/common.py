@@ -19,16 +19,19 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from soak.errors import ConfigError, FunctionMissing, GpuLost, NoPermission, NotSupported, SoakError
 from soak.model import Capability, DeviceInfo, Event, EventKind, Telemetry
 
 SUPPORTED = Capability.SUPPORTED
+NOT_SUPPORTED = Capability.NOT_SUPPORTED
 
 # A read that failed with one of these says the metric cannot be read on this device; any
 # other failure is one missing reading of a readable metric.
@@ -77,6 +80,72 @@ def positive(v: float) -> bool:
 
 def pct(v: float) -> bool:
     return 0 <= v <= 100
+
+
+def own_pids(root: Path = Path("/"), pid: int | None = None) -> frozenset[int]:
+    """soak's own processes: this one (or ``pid``) and its descendants, found through each
+    one's main-thread ``children`` file (soak starts its workers from its main thread); a
+    process that ends between two reads is left out."""
+    found: set[int] = set()
+    todo = [os.getpid() if pid is None else pid]
+    while todo:
+        p = todo.pop()
+        found.add(p)
+        try:
+            with open(root / f"proc/{p}/task/{p}/children", "rb") as f:
+                todo += [int(c) for c in f.read().split() if int(c) not in found]
+        except (OSError, ValueError):
+            continue
+    return frozenset(found)
+
+
+@dataclass(frozen=True, slots=True)
+class ComputeProcess:
+    """One compute process the driver lists on a device; None where it does not say."""
+
+    pid: int
+    name: str | None = None
+    used_mib: float | None = None
+
+
+class ForeignProcesses:
+    """The compute processes on each device that are not soak's, from the driver's lists.
+
+    The driver's pids are trusted once it has listed one of soak's own processes on any
+    device: before that (the baseline, before any worker has a context), or in a container
+    whose pid namespace is not the driver's, no foreign figure is given (None), never 0.
+    Each foreign process is announced once per device, with its pid, name and memory."""
+
+    def __init__(self, names: Callable[[int], str | None] = lambda pid: None) -> None:
+        self._names = names
+        self._agree = False
+        self._seen: dict[int, set[int]] = {}
+
+    def read(
+        self, device: int, listed: Sequence[ComputeProcess] | None, t_s: float
+    ) -> tuple[int | None, float | None, list[Pending]]:
+        """(foreign processes, their memory in MiB, events for the newly seen) this tick."""
+        if listed is None:
+            return None, None, []
+        own = own_pids()
+        self._agree = self._agree or any(p.pid in own for p in listed)
+        if not self._agree:
+            return None, None, []
+        foreign = [p for p in listed if p.pid not in own]
+        seen = self._seen.setdefault(device, set())
+        events = []
+        for p in foreign:
+            if p.pid in seen:
+                continue
+            seen.add(p.pid)
+            name = p.name or self._names(p.pid)
+            mem = f", {p.used_mib:.0f} MiB" if p.used_mib is not None else ""
+            message = f"another process on the device: pid {p.pid}{f' ({name})' if name else ''}"
+            details = {"pid": p.pid, "name": name, "used_mib": p.used_mib}
+            events.append(Pending(EventKind.FOREIGN_PROCESS, message + mem, device, details, t_s))
+        known = [p.used_mib for p in foreign if p.used_mib is not None]
+        mem_mib = float(sum(known)) if len(known) == len(foreign) else None
+        return len(foreign), mem_mib, events
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,6 +421,7 @@ class VendorBackend:
         self._devices: list[Any] = []
         self._info: list[DeviceInfo] = []
         self._open = False
+        self._foreign = ForeignProcesses(self._process_name)
 
     # -- Backend protocol ---------------------------------------------------------------------
 
@@ -411,6 +481,10 @@ class VendorBackend:
         """A raw answer or converted value with the vendor's sentinels made None."""
         return value
 
+    def _process_name(self, pid: int) -> str | None:
+        """The name of a process the driver lists, where its list does not give it."""
+        return None
+
     def _error_name(self, exc: BaseException) -> str:
         """The vendor's name for a failure (its error class or status behind ``exc``)."""
         cause = exc.__cause__
@@ -445,8 +519,8 @@ class VendorBackend:
                     dev.caps[metric.name] = SUPPORTED
                     break
                 failures.extend(bad or [Capability.NOT_SUPPORTED])  # answered a sentinel
-            else:
-                dev.caps[metric.name] = why_not(failures)
+            else:  # a metric with no way is one the vendor has no reading of
+                dev.caps[metric.name] = why_not(failures) if metric.ways else NOT_SUPPORTED
         dev.calls = {r.key: answers[r].capability for r in dict.fromkeys(reads)}
         self._after_probe(dev)
 
@@ -466,7 +540,14 @@ class VendorBackend:
         """One consistent reading of every planned metric of one device."""
         answers = self._read(dev, [r for w in dev.plan.values() for r in w.reads])
         values = {m.name: self._evaluate(m, dev.plan.get(m.name), answers) for m in self.METRICS}
-        return Telemetry(device=dev.index, t_s=t_s, **self._derive(dev, t_s, values))
+        values = self._derive(dev, t_s, values)
+        # the driver's process list (raw): soak's own left out, the others counted
+        listed = values.get("foreign_procs")
+        procs, mem, events = self._foreign.read(dev.index, listed, t_s)
+        values["foreign_procs"], values["foreign_mem_mib"] = procs, mem
+        for event in events:
+            self._event(event)
+        return Telemetry(device=dev.index, t_s=t_s, **values)
 
     def _evaluate(self, metric: Metric, way: Way | None, answers: dict[Any, Answer]) -> Any:
         """Apply a way's conversion to its answers; sentinels and implausible values → None."""

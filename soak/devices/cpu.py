@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import re
 import statistics
 import time
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from soak.devices.common import LogOnce, select, temp_ok
+from soak.devices.common import LogOnce, own_pids, select, temp_ok
 from soak.errors import BackendUnavailable, ConfigError
 from soak.model import TELEMETRY_METRICS, Capability, DeviceInfo, Event, Telemetry
 
@@ -49,6 +50,8 @@ NO_CPU_NOTION: tuple[str, ...] = (
     "remap_failure",
     "retired_pages",
     "pcie_replay",
+    "foreign_procs",  # every process runs on the CPU: its foreign load is foreign_load_pct
+    "foreign_mem_mib",
 )
 
 
@@ -195,6 +198,52 @@ def _proc_stat_jiffies(text: str) -> tuple[int, int]:
             total = sum(ticks)
             return total - ticks[3] - ticks[4], total
     raise ValueError("no 'cpu' line in /proc/stat")
+
+
+@dataclass(slots=True)
+class ForeignLoadReader:
+    """The host's load that is not soak's, as a share of every CPU's time over the tick:
+    /proc/stat's busy jiffies (steal included: the hypervisor ran another guest) less the
+    CPU time of soak's own processes, this one and its descendants (/proc/PID/stat utime,
+    stime and their reaped children's). The first tick has no delta and gives None."""
+
+    root: Path
+    pid: int
+    _last: tuple[int, int] | None = None  # (busy, total) jiffies
+    _own: dict[int, int] = field(default_factory=dict)  # pid -> its CPU jiffies then
+
+    def read(self, now: float) -> dict[str, Value]:
+        busy, total = _proc_stat_jiffies(_read_text(self.root / "proc/stat"))
+        own = _own_jiffies(self.root, self.pid)
+        last, self._last = self._last, (busy, total)
+        before, self._own = self._own, own
+        if last is None or total <= last[1]:
+            return {"foreign_load_pct": None}
+        # a process born since the last tick did all its work since
+        mine = sum(max(0, j - before.get(p, 0)) for p, j in own.items())
+        foreign = max(0, busy - last[0] - mine) / (total - last[1])
+        return {"foreign_load_pct": min(100.0, 100.0 * foreign)}
+
+
+def _own_jiffies(root: Path, pid: int) -> dict[int, int]:
+    """CPU jiffies of ``pid`` and each of its descendants (``own_pids``); a process that
+    ended between the two reads is left out."""
+    out = {pid: _pid_jiffies(_read_text(root / f"proc/{pid}/stat"))}
+    for p in own_pids(root, pid) - {pid}:
+        try:
+            out[p] = _pid_jiffies(_read_text(root / f"proc/{p}/stat"))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _pid_jiffies(text: str) -> int:
+    """utime + stime + cutime + cstime of a /proc/PID/stat line (the name in parentheses
+    may hold spaces: the fields are counted after its closing one)."""
+    rest = text.rsplit(")", 1)[1].split()
+    if len(rest) < 15:
+        raise ValueError("short /proc/PID/stat line")
+    return sum(int(v) for v in rest[11:15])
 
 
 @dataclass(frozen=True, slots=True)
@@ -488,6 +537,20 @@ def _probe_proc_stat(root: Path) -> Probe:
     return Probe(Capability.SUPPORTED, "/proc/stat", ProcStatReader(path))
 
 
+def _probe_foreign_load(root: Path) -> Probe:
+    """Foreign load needs soak's own CPU time: this process's stat and children files."""
+    pid = os.getpid()
+    try:
+        _proc_stat_jiffies(_read_text(root / "proc/stat"))
+        _pid_jiffies(_read_text(root / f"proc/{pid}/stat"))
+        _read_text(root / f"proc/{pid}/task/{pid}/children")
+    except (OSError, ValueError) as exc:
+        log.info("cpu: soak's own CPU time is not readable, no foreign load: %s", exc)
+        return NOT_FOUND
+    source = "/proc/stat busy and steal less /proc/PID/stat of soak's processes"
+    return Probe(Capability.SUPPORTED, source, ForeignLoadReader(root, pid))
+
+
 def _probe_meminfo(root: Path) -> Probe:
     path = root / "proc/meminfo"
     try:
@@ -566,6 +629,12 @@ METRIC_SOURCES: tuple[MetricSource, ...] = (
         ("power_limit_w",), "powercap intel-rapl:N constraint_0_power_limit_uw", _probe_rapl_limit
     ),
     MetricSource(("util_pct",), "/proc/stat aggregate cpu line deltas", _probe_proc_stat),
+    MetricSource(
+        ("foreign_load_pct",),
+        "/proc/stat busy + steal deltas less soak's own processes' /proc/PID/stat CPU time "
+        "(found through /proc/PID/task/PID/children)",
+        _probe_foreign_load,
+    ),
     MetricSource(("mem_util_pct",), "/proc/meminfo MemTotal, MemAvailable", _probe_meminfo),
     MetricSource(("fan_pct",), "hwmon pwmN with fanN_input (mean duty)", _probe_fan),
     MetricSource(

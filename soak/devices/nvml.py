@@ -47,6 +47,7 @@ from soak.devices.common import (
     CAPABILITY_OF,
     Answer,
     Call,
+    ComputeProcess,
     Device,
     EnergyIntegrator,
     LogOnce,
@@ -276,7 +277,22 @@ _RETIRED_PAGES = Way(
     "pages listed",
 )
 
+
 # The per-tick snapshot. Order of ways: newest first; the probe keeps the first that answers.
+def _processes(listed: Sequence[Any]) -> tuple[ComputeProcess, ...]:
+    """nvmlDeviceGetComputeRunningProcesses' structures: pid and used memory (bytes; None
+    where NVML cannot say, as under some virtualisation)."""
+    out = []
+    for p in listed:
+        used = _clean(getattr(p, "usedGpuMemory", None))
+        out.append(ComputeProcess(int(p.pid), None, None if used is None else used / 2**20))
+    return tuple(out)
+
+
+_PROCESSES = by_call(
+    "nvmlDeviceGetComputeRunningProcesses", convert=_processes, unit="processes, B → MiB"
+)
+
 METRICS: tuple[Metric, ...] = (
     Metric(
         "temp_c",
@@ -397,6 +413,11 @@ METRICS: tuple[Metric, ...] = (
         ),
         integer=True,
     ),
+    # NVML gives no share of the device that others use; it lists their processes (raw):
+    # VendorBackend leaves soak's own out
+    Metric("foreign_load_pct", ()),
+    Metric("foreign_procs", (_PROCESSES,), raw=True),
+    Metric("foreign_mem_mib", (_PROCESSES,), raw=True),
 )
 
 _MEMORY_V2 = Call("nvmlDeviceGetMemoryInfo", kwargs=(("version", "nvmlMemory_v2"),))
@@ -738,6 +759,12 @@ class NvmlBackend(VendorBackend):
 
     def _clean(self, value: Any) -> Any:
         return _clean(value)
+
+    def _process_name(self, pid: int) -> str | None:
+        try:
+            return _text(self._q.call("nvmlSystemGetProcessName", pid))
+        except SoakError:
+            return None
 
     def _error_name(self, exc: BaseException) -> str:
         return _error_name(exc)

@@ -174,6 +174,18 @@ def _device_metrics(p: Progress, tally: dict[int, _DeviceTally]) -> Iterator[Met
         "latest measured throughput of a workload part, in its work unit per second",
         labels=(*DEVICE_LABELS, "part", "unit"),
     )
+    cold = GaugeMetricFamily(
+        "soak_device_cold_work_units_per_second",
+        "throughput of a workload part over the cold window, as the report gives it (once "
+        "the window is over)",
+        labels=(*DEVICE_LABELS, "part", "unit"),
+    )
+    steady = GaugeMetricFamily(
+        "soak_device_steady_work_units_per_second",
+        "throughput of a workload part over the steady window so far, as the report takes "
+        "it (once equilibrium is dated)",
+        labels=(*DEVICE_LABELS, "part", "unit"),
+    )
     active = GaugeMetricFamily(
         "soak_device_clock_event_active",
         "1 while the clock-event (throttle) reason is set on the device",
@@ -208,8 +220,9 @@ def _device_metrics(p: Progress, tally: dict[int, _DeviceTally]) -> Iterator[Met
     )
     for labels, d, row in rows:
         t = tally.get(d.index, _DeviceTally())
-        for r in d.rates:
-            rate.add_metric([*labels, r.part, r.unit], r.rate)
+        for family, figures in ((rate, d.rates), (cold, d.cold), (steady, d.steady)):
+            for r in figures:
+                family.add_metric([*labels, r.part, r.unit], r.rate)
         if row is not None and row.clock_reasons is not None:
             for reason in REASONS:
                 on = row.clock_reasons & reason.value
@@ -226,7 +239,7 @@ def _device_metrics(p: Progress, tally: dict[int, _DeviceTally]) -> Iterator[Met
             at.add_metric(labels, d.equilibrium_s)
         bad = d.lost or d.failed or t.protection_after_warmup
         failing.add_metric(labels, 1.0 if bad else 0.0)
-    yield from (rate, active, seconds, xid, eq, eta, at, failing)
+    yield from (rate, cold, steady, active, seconds, xid, eq, eta, at, failing)
 
 
 class MetricsExporter:

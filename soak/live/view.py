@@ -2,8 +2,9 @@
 lines anywhere else (a pipe, ``nohup``, a Slurm log).
 
 Both read only the runner's ``Progress`` snapshots. ``Tracker`` keeps what a view derives
-from the snapshots it has seen (each part's cold rate, the temperature a minute ago, the
-clock-event reasons already announced) so that the two views say the same things.
+from the snapshots it has seen (each part's cold rate as the snapshot last gave it, the
+temperature a minute ago, the clock-event reasons already announced) so that the two views
+say the same things.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ ANNOUNCED = frozenset(
         EventKind.DEVICE_LOST,
         EventKind.VERIFICATION_FAILED,
         EventKind.WARNING,
+        EventKind.FOREIGN_PROCESS,
         EventKind.STOP,
     }
 )
@@ -63,8 +65,7 @@ class _Seen:
     """One device's history as a view needs it."""
 
     temps: deque[tuple[float, float]] = field(default_factory=deque)
-    cold_sum: dict[str, float] = field(default_factory=dict)
-    cold_n: dict[str, int] = field(default_factory=dict)
+    cold: dict[str, float] = field(default_factory=dict)  # the snapshot's, once known
     reasons: int = 0  # notable reasons announced so far
     failed: bool = False
     lost: bool = False
@@ -73,9 +74,7 @@ class _Seen:
 class Tracker:
     """Derives trends, cold rates and new messages from successive snapshots."""
 
-    def __init__(self, cold_start_s: float = 5.0, cold_end_s: float = 65.0) -> None:
-        self.cold_start_s = cold_start_s
-        self.cold_end_s = cold_end_s
+    def __init__(self) -> None:
         self.seen: dict[int, _Seen] = {}
 
     def add(self, progress: Progress) -> list[str]:
@@ -103,12 +102,7 @@ class Tracker:
             if new:
                 seen.reasons |= new
                 messages.append(_event_text(d.index, f"clock event: {reason_names(new)}"))
-        if d.work_start_s is not None and row is not None:
-            since = row.t_s - d.work_start_s
-            if self.cold_start_s <= since <= self.cold_end_s:
-                for r in d.rates:
-                    seen.cold_sum[r.part] = seen.cold_sum.get(r.part, 0.0) + r.rate
-                    seen.cold_n[r.part] = seen.cold_n.get(r.part, 0) + 1
+        seen.cold = {r.part: r.rate for r in d.cold} or seen.cold
         if d.lost and not seen.lost:
             seen.lost = True
         if d.failed and not seen.failed:
@@ -128,10 +122,10 @@ class Tracker:
         return f"{'↑' if per_min > 0 else '↓'} {abs(per_min):.0f} °C/min"
 
     def cold_rate(self, index: int, part: str) -> float | None:
+        """The device's cold throughput of ``part`` as the snapshot gives it (the analysis's
+        figure, once the cold window is over)."""
         seen = self.seen.get(index)
-        if seen is None or not seen.cold_n.get(part):
-            return None
-        return seen.cold_sum[part] / seen.cold_n[part]
+        return seen.cold.get(part) if seen is not None else None
 
     def rates(self, d: DeviceProgress, short: bool = False) -> str:
         """Each part's latest rate in its unit, against its cold mean where one is known
@@ -140,25 +134,20 @@ class Tracker:
         for r in d.rates:
             text = f"{r.part} {si(r.rate, RATE_UNITS.get(r.unit, r.unit + '/s'))}"
             cold = self.cold_rate(d.index, r.part)
-            if cold and self._past_cold(d):
+            if cold:
                 ratio = 100 * r.rate / cold
                 text += f" {ratio:.1f} %" if short else f" ({ratio:.1f} % of cold)"
             out.append(text)
         return "  ".join(out) or "-"
 
     def percents(self, d: DeviceProgress) -> list[tuple[str, float | None]]:
-        """Each part and its latest rate as a % of its cold mean; None until that is known."""
+        """Each part and its latest rate as a % of its cold figure (the snapshot's, given once
+        the cold window is over); None until then."""
         out = []
         for r in d.rates:
             cold = self.cold_rate(d.index, r.part)
-            known = cold and self._past_cold(d)
-            out.append((r.part, 100 * r.rate / cold if known else None))
+            out.append((r.part, 100 * r.rate / cold if cold else None))
         return out
-
-    def _past_cold(self, d: DeviceProgress) -> bool:
-        if d.work_start_s is None or d.telemetry is None:
-            return False
-        return d.telemetry.t_s - d.work_start_s > self.cold_end_s
 
     def state(self, d: DeviceProgress) -> str:
         if d.lost:
@@ -415,9 +404,9 @@ class PlainView:
         self._write([])
 
 
-def make_view(stream: TextIO, cold_start_s: float = 5.0, cold_end_s: float = 65.0):
+def make_view(stream: TextIO):
     """The live table on a terminal, plain lines anywhere else."""
-    tracker = Tracker(cold_start_s, cold_end_s)
+    tracker = Tracker()
     if stream.isatty():
         return LiveView(stream, tracker)
     return PlainView(stream, tracker)

@@ -702,17 +702,19 @@ def _reasons(analysis: Analysis) -> list[dict[str, Any]]:
 
 
 def _counts(analysis: Analysis, reasons: list[dict[str, Any]]) -> dict[str, str]:
-    """The reasons' summary line: failures and warnings as the rows listed under it (a
-    check about the steady and the final window that says the same is one row, and counted
-    once), of every check made (as the devices' tables and junit.xml list them)."""
+    """The reasons' summary line: failures, incomplete checks and warnings as the rows listed
+    under it (a check about the steady and the final window that says the same is one row,
+    and counted once), of every check made (as the devices' tables and junit.xml list them)."""
     judged = [c for c in analysis.checks if c.status is not Status.NOT_CHECKED]
     n_checks = len(judged) + len(run_cases(analysis))
     n_fail = sum(r["status"] == str(Status.FAIL) for r in reasons)
     n_warn = sum(r["status"] == str(Status.WARN) for r in reasons)
+    n_incomplete = sum(r["status"] == str(Status.INCOMPLETE) for r in reasons)
     not_checked = len(_not_checked(analysis))
     return {
         "n_checks": plural(n_checks, "check"),
         "n_fail": plural(n_fail, "failure"),
+        "n_incomplete": plural(n_incomplete, "incomplete check") if n_incomplete else "",
         "n_warn": plural(n_warn, "warning"),
         "n_not_checked": f"{not_checked:,}",
     }

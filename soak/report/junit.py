@@ -5,7 +5,8 @@ One ``<testsuite>`` per device and one for the server, one ``<testcase>`` per ch
 A failing check is a ``<failure>``. JUnit has no "warning": a warning check is ``<skipped>``,
 which every CI shows as wanting attention without failing the job, as a warning does not
 fail the verdict; a check that could not run for want of a signal (``not_checked``) is
-``<skipped>`` too, its message saying so. Every case carries its message (with its
+``<skipped>`` too, its message saying so; a check left incomplete because something else
+used the device is an ``<error>`` of type "incomplete". Every case carries its message (with its
 numbers) in ``<system-out>``, a run that did not complete is an ``<error>`` in the server
 suite. Case names are stable from
 run to run (the check, and the window and workload part it is about where a device has
@@ -68,6 +69,9 @@ def _case(suite: ET.Element, classname: str, name: str, status: Status | str, me
     elif status == Status.NOT_CHECKED:
         text = f"not checked, signal not available: {message}"
         ET.SubElement(case, "skipped", message=_text(text))
+    elif status == Status.INCOMPLETE:  # not judged: something else used the device
+        text = f"incomplete: {message}"
+        ET.SubElement(case, "error", message=_text(text), type="incomplete").text = _text(text)
     elif status == "error":
         ET.SubElement(case, "error", message=_text(message), type="incomplete").text = _text(
             message

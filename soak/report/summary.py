@@ -16,6 +16,9 @@ Schema versions (a later version may add keys; removing or renaming one bumps th
      per device "diagnosis_next_step"; "server.ddp" (the ddp workload's synchronous step
      rate, pace setter, rank timing and busbw; null otherwise); "run.ddp_group" (a
      multi-node ddp group's rank map, soak.nodegroup; null otherwise).
+     Then, still version 1: check status "incomplete" (a throughput figure that fell while
+     something else used the device; in "checks" and "reasons"), diagnoses "host
+     contention" and "another process on the device".
 """
 
 from __future__ import annotations

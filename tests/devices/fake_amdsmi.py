@@ -246,6 +246,7 @@ def baseline_gpu(index: int) -> dict[str, Any]:
         },
         "amdsmi_get_gpu_bad_page_info()": [],
         "amdsmi_get_gpu_pci_replay_counter()": 0,
+        "amdsmi_get_gpu_process_list()": [],
         "amdsmi_get_pcie_info()": {"pcie_metric": {"pcie_replay_count": 0}},
         "amdsmi_get_gpu_enumeration_info()": {
             "drm_render": 128 + index,
@@ -414,6 +415,9 @@ class FakeAmdSmi:
 
     def amdsmi_get_gpu_bad_page_info(self, processor_handle: FakeHandle) -> Any:
         return self._answer("amdsmi_get_gpu_bad_page_info", processor_handle)
+
+    def amdsmi_get_gpu_process_list(self, processor_handle: FakeHandle) -> Any:
+        return self._answer("amdsmi_get_gpu_process_list", processor_handle)
 
     def amdsmi_get_gpu_pci_replay_counter(self, processor_handle: FakeHandle) -> Any:
         return self._answer("amdsmi_get_gpu_pci_replay_counter", processor_handle)

@@ -106,6 +106,7 @@ def baseline_gpu(index: int) -> dict[str, Any]:
         ),
         f"{fi}(NVML_FI_DEV_PCIE_REPLAY_COUNTER)": fv(0),
         "nvmlDeviceGetPcieReplayCounter()": 0,
+        "nvmlDeviceGetComputeRunningProcesses()": [],
     }
 
 

@@ -7,6 +7,7 @@ a healthy MI300X (`fake_amdsmi.baseline_gpu`).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -407,3 +408,18 @@ def test_a_bad_page_with_an_unreadable_status_counts_as_the_worst_case() -> None
     assert pending([]) == 0 and retired([]) == 0
     mystery = [{"page_address": 0x1000, "status": "N/A"}]
     assert pending(mystery) == 1 and retired(mystery) == 1
+
+
+def test_a_compute_process_not_soaks_is_counted_and_named_once(make_fake, open_amd) -> None:
+    fake = make_fake("healthy")
+    own = {"name": "python", "pid": os.getpid(), "memory_usage": {"vram_mem": 2 * 2**30}}
+    other = {"name": "hipcc-job", "pid": 4343, "mem": 4 * 2**30, "memory_usage": "N/A"}
+    fake.tables[0]["amdsmi_get_gpu_process_list()"] = [own, other]
+    backend = open_amd()
+    assert backend.capabilities()[0]["foreign_load_pct"] is Capability.NOT_SUPPORTED
+    s = by_device(backend.sample(5.0))
+    assert (s[0].foreign_procs, s[0].foreign_mem_mib) == (1, 4096.0)
+    assert (s[1].foreign_procs, s[1].foreign_mem_mib) == (0, 0.0)
+    (seen,) = [e for e in backend.poll_events(5.0) if e.kind is EventKind.FOREIGN_PROCESS]
+    assert seen.message == "another process on the device: pid 4343 (hipcc-job), 4096 MiB"
+    assert seen.device == 0 and seen.details["pid"] == 4343

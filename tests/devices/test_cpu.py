@@ -435,3 +435,48 @@ def test_ranks_show_the_cpu_as_one_device_per_rank_sharing_its_telemetry(
     assert len({(t.temp_c, t.sm_clock_mhz) for t in readings}) == 1
     with pytest.raises(ConfigError, match="--devices: cpu has no device 3"):
         CpuBackend(devices=[3], root=tmp_path, time_fn=clock, ranks=3)
+
+
+def _pid_stat(pid: int, name: str, utime: int, stime: int, cutime: int = 0) -> str:
+    """A /proc/PID/stat line with the given CPU times (clock ticks); the rest is filler."""
+    fields = ["S", "1", *["0"] * 9, str(utime), str(stime), str(cutime), "0", *["0"] * 30]
+    return f"{pid} ({name}) {' '.join(fields)}"
+
+
+def test_foreign_load_is_busy_and_steal_time_less_soaks_own_processes(tmp_path: Path) -> None:
+    # soak (pid 100) and its worker (pid 101, a child of 100); user nice system idle iowait
+    # irq softirq steal, over 4 CPUs
+    write(tmp_path, {
+        "proc/stat": "cpu  1000 0 200 4000 0 0 0 0 0 0\n",
+        "proc/100/stat": _pid_stat(100, "soak run", 50, 10),
+        "proc/100/task/100/children": "101",
+        "proc/101/stat": _pid_stat(101, "python (spawn)", 400, 40),
+        "proc/101/task/101/children": "",
+    })  # fmt: skip
+    reader = cpu.ForeignLoadReader(tmp_path, 100)
+    assert reader.read(0.0) == {"foreign_load_pct": None}  # no delta yet
+    # 400 jiffies pass (4 CPUs x 100): 300 busy (60 of them steal), soak's own used 180
+    write(tmp_path, {
+        "proc/stat": "cpu  1200 0 240 4100 0 0 0 60 0 0\n",
+        "proc/100/stat": _pid_stat(100, "soak run", 55, 15),
+        "proc/101/stat": _pid_stat(101, "python (spawn)", 560, 50),
+    })  # fmt: skip
+    assert reader.read(1.0) == {"foreign_load_pct": pytest.approx(100 * (300 - 180) / 400)}
+    # the worker ends and is reaped: its time moves into soak's cutime, not foreign load
+    write(tmp_path, {
+        "proc/stat": "cpu  1300 0 260 4380 0 0 0 60 0 0\n",
+        "proc/100/stat": _pid_stat(100, "soak run", 56, 15, cutime=610),
+        "proc/100/task/100/children": "",
+    })  # fmt: skip
+    (tmp_path / "proc/101/stat").unlink()
+    assert reader.read(2.0) == {"foreign_load_pct": 0.0}
+
+
+def test_this_host_reads_its_foreign_load_as_a_share() -> None:
+    backend = CpuBackend()
+    if backend.capabilities()[0]["foreign_load_pct"] is not Capability.SUPPORTED:
+        pytest.skip("this kernel has no /proc/PID/task/PID/children: soak cannot tell its own")
+    backend.sample(0.0)
+    (t,) = backend.sample(0.1)
+    assert t.foreign_load_pct is None or 0.0 <= t.foreign_load_pct <= 100.0
+    assert t.foreign_procs is None and t.foreign_mem_mib is None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import subprocess
 import sys
 import time
@@ -687,9 +688,10 @@ def test_real_gpu_selected_by_uuid_prefix(real_nvml: NvmlBackend, monkeypatch) -
 
 def test_replayed_h200_probe_reads_like_the_real_one(monkeypatch, clock) -> None:
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(
-        "soak.devices.nvml.pynvml", FakeNvml.from_fixture("nvml_h200.json", strict=True)
-    )
+    fake = FakeNvml.from_fixture("nvml_h200.json", strict=True)
+    # recorded before soak read the process list: an idle GPU lists no compute process
+    fake.set(0, "nvmlDeviceGetComputeRunningProcesses()", [])
+    monkeypatch.setattr("soak.devices.nvml.pynvml", fake)
     backend = NvmlBackend(time_fn=clock, event_wait_ms=10)
     try:
         info = backend.devices()[0]
@@ -702,7 +704,7 @@ def test_replayed_h200_probe_reads_like_the_real_one(monkeypatch, clock) -> None
         assert (info.slowdown_temp_c, info.shutdown_temp_c, info.mem_max_temp_c) == (89, 95, 95)
         caps = backend.capabilities()[0]
         unreadable = {m for m, c in caps.items() if c is not Capability.SUPPORTED}
-        assert unreadable == {"fan_pct", "retired_pages"}
+        assert unreadable == {"fan_pct", "retired_pages", "foreign_load_pct"}
         s = backend.sample(0.0)[0]
         assert (s.temp_c, s.mem_temp_c, s.sm_clock_mhz, s.mem_clock_mhz) == (33, 35, 390, 3201)
         assert s.power_w == pytest.approx(88.661)
@@ -720,3 +722,32 @@ def test_clean_never_passes_a_sentinel_or_impossible_number(value: float) -> Non
         assert out == value
         assert out not in (0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF)
         assert math.isfinite(out) and 0 <= out < 2**63 - 1
+
+
+# -- what else runs on the devices ----------------------------------------------------------
+
+
+def test_a_compute_process_not_soaks_is_counted_and_named_once(make_fake, open_nvml) -> None:
+    own = {"pid": os.getpid(), "usedGpuMemory": 2 * 2**30}
+    other = {"pid": 4242, "usedGpuMemory": 8 * 2**30}
+    fake = make_fake(
+        "healthy",
+        system={"nvmlSystemGetProcessName(4242)": b"python3"},
+    )
+    procs = "nvmlDeviceGetComputeRunningProcesses()"
+    fake.set(0, procs, [other])  # soak's worker has no context yet: whose pids are these?
+    backend = open_nvml()
+    assert backend.capabilities()[0]["foreign_procs"] is Capability.SUPPORTED
+    assert backend.capabilities()[0]["foreign_load_pct"] is Capability.NOT_SUPPORTED
+    first = by_device(backend.sample(1.0))[0]
+    assert (first.foreign_procs, first.foreign_mem_mib) == (None, None)  # not yet known
+    fake.set(1, procs, [own])  # the driver lists soak's own worker: its pids are ours
+    fake.set(0, procs, [own, other])
+    for t in (2.0, 3.0):
+        by_id = by_device(backend.sample(t))
+        assert (by_id[0].foreign_procs, by_id[0].foreign_mem_mib) == (1, 8192.0)
+        assert (by_id[1].foreign_procs, by_id[1].foreign_mem_mib) == (0, 0.0)
+    seen = [e for e in backend.poll_events(3.0) if e.kind is EventKind.FOREIGN_PROCESS]
+    assert len(seen) == 1 and seen[0].device == 0 and seen[0].t_s == 2.0
+    assert seen[0].message == "another process on the device: pid 4242 (python3), 8192 MiB"
+    assert seen[0].details == {"pid": 4242, "name": "python3", "used_mib": 8192.0}

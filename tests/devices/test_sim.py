@@ -47,6 +47,9 @@ NUMERIC = (
     "thermal_violation_s",
     "ecc_uncorrected",
     "remap_pending",
+    "foreign_load_pct",
+    "foreign_procs",
+    "foreign_mem_mib",
 )
 
 
@@ -401,6 +404,22 @@ def test_stall_lowers_utilisation_before_throughput_and_keeps_clocks() -> None:
     assert np.mean(power[starved]) < np.mean(power[before]) - 10
 
 
+def test_contention_takes_throughput_but_not_utilisation_clocks_or_power() -> None:
+    run = run_of(("contention:gpu=2:at=600:fraction=0.4",), minutes=20)
+    util, gemm = run.tel["util_pct"][:, 2], run.rate["gemm"][:, 2]
+    clock, procs = run.tel["sm_clock_mhz"][:, 2], run.tel["foreign_procs"]
+    before, during = run.window(540, 599), run.window(602, 1200)
+    assert np.mean(gemm[during]) == pytest.approx(0.6 * np.mean(gemm[before]), rel=0.02)
+    assert np.all(util[during] == 100) and np.mean(clock[during]) >= np.mean(clock[before]) - 5
+    assert np.all(procs[before] == 0) and np.all(procs[during][:, 2] == 1)
+    assert np.all(procs[during][:, [0, 1, 3]] == 0)
+    assert np.all(run.tel["foreign_mem_mib"][during][:, 2] == 8192)
+    assert np.all(np.isnan(run.tel["foreign_load_pct"]))  # NVML gives processes, not a share
+    (seen,) = run.events_of(EventKind.FOREIGN_PROCESS, 2)
+    assert seen.details == {"pid": 4242, "name": "python3", "used_mib": 8192.0}
+    assert seen.message == "another process on the device: pid 4242 (python3), 8192 MiB"
+
+
 def test_xid_79_loses_the_device_and_ends_its_load_while_others_go_on() -> None:
     run = run_of(("xid:gpu=6:code=79:at=300",), minutes=10)
     present = ~np.isnan(run.tel["temp_c"][:, 6])
@@ -532,6 +551,8 @@ def test_parse_fault_reads_every_kind() -> None:
         ("xid:gpu=6:at=1200", "missing code="),
         ("sdc:gpu=5:rate=1.5", "rate must be above 0 and at most 1"),
         ("stall:gpu=2:fraction=0", "fraction must be above 0"),
+        ("contention:gpu=2:fraction=0.5", "missing at="),
+        ("contention:gpu=2:at=60:fraction=1.5", "fraction must be above 0 and at most 1"),
         ("inlet:delta=99", "delta must be at least -20 and at most 40"),
         ("slow:gpu=3:factor=1.2", "factor must be above 0 and at most 1"),
         ("inlet:delta=5:at=3", "unknown key 'at'"),
@@ -584,7 +605,8 @@ def test_fan_and_retired_pages_are_not_supported_on_sxm_and_read_none() -> None:
     caps = server.capabilities()
     assert set(caps) == {0, 1} and set(caps[0]) == {*TELEMETRY_METRICS, "xid_events"}
     unsupported = {m for m, c in caps[0].items() if c != Capability.SUPPORTED}
-    assert unsupported == {"fan_pct", "retired_pages"}
+    # a GPU's foreign load is its foreign processes; NVML gives no share of the device
+    assert unsupported == {"fan_pct", "retired_pages", "foreign_load_pct"}
     assert caps[0]["fan_pct"] == Capability.NOT_SUPPORTED
     row = server.sample(0.0)[0]
     assert row.fan_pct is None and row.retired_pages is None

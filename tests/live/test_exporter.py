@@ -10,7 +10,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from soak.errors import ConfigError
 from soak.live.exporter import MetricsExporter
-from soak.model import ClockReason
+from soak.model import ClockReason, Telemetry
+from soak.progress import Rate
 
 from .snapshots import device, snapshot, xid
 
@@ -113,3 +114,18 @@ def test_a_device_that_cannot_report_xids_has_no_xid_count_not_zero(exporter) ->
     s = scrape(exporter.url)
     assert value(s, "soak_device_xid_events_total", device="0") == 0.0
     assert value(s, "soak_device_xid_events_total", device="1") is None
+
+
+def test_cold_and_steady_figures_and_foreign_load_come_from_the_snapshot(exporter) -> None:
+    cold = (Rate("gemm", 7.0e14, "FLOP"),)
+    steady = (Rate("gemm", 6.6e14, "FLOP"),)
+    row = Telemetry(0, 900.0, foreign_load_pct=40.0, foreign_procs=1, foreign_mem_mib=8192.0)
+    exporter.update(snapshot(900.0, (device(0, 900.0, cold=cold, steady=steady, telemetry=row),)))
+    s = scrape(exporter.url)
+    assert value(s, "soak_device_cold_work_units_per_second", part="gemm") == 7.0e14
+    assert value(s, "soak_device_steady_work_units_per_second", part="gemm") == 6.6e14
+    assert value(s, "soak_device_foreign_load_ratio", device="0") == pytest.approx(0.4)
+    assert value(s, "soak_device_foreign_processes", device="0") == 1
+    assert value(s, "soak_device_foreign_memory_bytes", device="0") == 8 * 2**30
+    exporter.update(snapshot(10.0, (device(0, 10.0),)))  # before the cold window is over
+    assert value(scrape(exporter.url), "soak_device_cold_work_units_per_second") is None

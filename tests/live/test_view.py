@@ -7,6 +7,7 @@ import io
 
 from soak.live.view import LiveView, PlainView, Tracker, make_view
 from soak.model import ClockReason
+from soak.progress import Rate
 
 from .snapshots import device, snapshot, xid
 
@@ -37,14 +38,18 @@ def test_plain_lines_one_per_device_per_minute_stamped_and_without_escape_codes(
     )
 
 
-def test_rates_are_shown_against_their_cold_mean_once_the_cold_window_is_over() -> None:
+def test_rates_are_shown_against_the_snapshots_cold_figure_once_it_has_one() -> None:
     view, stream = plain()
+    cold = (Rate("gemm", 6.5e14, "FLOP"), Rate("membw", 3.1e12, "B"))
     for t in range(10, 200):
-        rate = 6.5e14 if t < 100 else 6.0e14  # cold window: 15..75 s after work start at 10 s
-        view.update(snapshot(float(t), (device(0, float(t), rate=rate),)))
-    last = stream.getvalue().splitlines()[-1]
-    assert "gemm 600 TFLOP/s (92.3 % of cold)" in last
-    assert "membw 3.10 TB/s (100.0 % of cold)" in last
+        rate = 6.5e14 if t < 100 else 6.0e14
+        known = cold if t >= 75 else ()  # the runner gives it once the cold window is over
+        view.update(snapshot(float(t), (device(0, float(t), rate=rate, cold=known),)))
+    lines = stream.getvalue().splitlines()
+    (early,) = [line for line in lines if "t=1.0min device 0" in line]
+    assert "gemm 650 TFLOP/s  membw" in early  # at 1 min, before the cold figure
+    assert "gemm 600 TFLOP/s (92.3 % of cold)" in lines[-1]
+    assert "membw 3.10 TB/s (100.0 % of cold)" in lines[-1]
 
 
 def test_a_new_throttle_reason_is_announced_once_and_the_state_says_throttled() -> None:
@@ -121,9 +126,10 @@ def _server(t_s: float) -> tuple:
             kw["equilibrium_s"] = 640.0
         d = device(i, t_s, temp_c=60.0 + t_s / 30 + i, **kw)
         telemetry = replace(d.telemetry, power_w=690.0 + i)
-        out.append(
-            replace(d, telemetry=telemetry, rates=(*d.rates, Rate("train", 1.47e4, "token")))
-        )
+        rates = (*d.rates, Rate("train", 1.47e4, "token"))
+        # the snapshot's cold figures (the analysis's), given once the cold window is over
+        cold = rates if t_s > 70 else ()
+        out.append(replace(d, telemetry=telemetry, rates=rates, cold=cold))
     return tuple(out)
 
 

@@ -90,6 +90,12 @@ FAULT_KINDS: dict[str, _Kind] = {
         {"gpu": _GPU, "fraction": _Rule(low=0, low_open=True, high=1)},
         {"at": _AT, "for": _FOR},
     ),
+    "contention": _Kind(
+        "another process takes fraction of the device from at= (for for= seconds): soak's "
+        "throughput x (1 - fraction), the device as busy and as hot",
+        {"gpu": _GPU, "at": _AT, "fraction": _Rule(low=0, low_open=True, high=1)},
+        {"for": _FOR},
+    ),
     "inlet": _Kind(
         "inlet air warmer by delta °C (every GPU, or gpu=)",
         {"delta": _Rule(low=-20, high=40)},
@@ -110,7 +116,9 @@ FAULT_KINDS: dict[str, _Kind] = {
 }
 
 # Kinds that act at a time after the load starts; the others hold from the start.
-_TIMED_KINDS = frozenset({"hw-slowdown", "power-brake", "hw-thermal", "ecc", "xid", "stall"})
+_TIMED_KINDS = frozenset(
+    {"hw-slowdown", "power-brake", "hw-thermal", "ecc", "xid", "stall", "contention"}
+)
 
 
 @dataclass(frozen=True, slots=True)

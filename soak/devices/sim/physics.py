@@ -121,6 +121,9 @@ class Physics:
         self.lost = np.zeros(n, dtype=bool)
         self.stall = np.zeros(n)  # fraction of demand the input pipeline cannot supply
         self.queue_s = np.full(n, self.chassis.prefetch_s)
+        # fraction of the device another process's compute takes (contention): soak's work
+        # slows by it while the device stays as busy and as hot
+        self.foreign = np.zeros(n)
         self.util = np.zeros(n)  # fraction of the last step with fresh input (NVML util)
         self.activity = 0.0
         self.mem_power_frac = 0.0
@@ -430,7 +433,7 @@ class Physics:
         self.thermal_violation_s = self.thermal_violation_s + h * ((r & thermal_bits) != 0)
         if len(self.work):
             rate = self.work_coef[:, :1] * self.sm_mhz + self.work_coef[:, 1:] * self.mem_mhz
-            self.work += rate * (self.perf * busy * self.loaded) * h
+            self.work += rate * (self.perf * busy * (1.0 - self.foreign) * self.loaded) * h
 
     def _busy(self, h: float) -> np.ndarray:
         """Fraction of the next h the device computes at full rate: all of it while the

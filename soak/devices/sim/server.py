@@ -34,7 +34,10 @@ from soak.model import (
 
 MAX_GPUS = 64
 # The Telemetry metrics the sim reads (``_read``); the fan belongs to the chassis (no reading).
-SIM_METRICS = frozenset(TELEMETRY_METRICS) - {"fan_pct"}
+# The share of a GPU another process takes is not a reading NVML gives (its processes are).
+SIM_METRICS = frozenset(TELEMETRY_METRICS) - {"fan_pct", "foreign_load_pct"}
+# The process a contention fault starts: what NVML would list for it.
+FOREIGN_PID, FOREIGN_NAME, FOREIGN_MEM_MIB = 4242, "python3", 8192.0
 XID_FALLEN_OFF_BUS = 79
 
 
@@ -347,6 +350,14 @@ class SimServer:
             p.thermal_alert[g] += 1
         elif f.kind == "stall":
             p.stall[g] = max(p.stall[g], f.fraction or 0.0)
+        elif f.kind == "contention":
+            p.foreign[g] = max(p.foreign[g], f.fraction or 0.0)
+            details = {"pid": FOREIGN_PID, "name": FOREIGN_NAME, "used_mib": FOREIGN_MEM_MIB}
+            message = (
+                f"another process on the device: pid {FOREIGN_PID} ({FOREIGN_NAME}), "
+                f"{FOREIGN_MEM_MIB:.0f} MiB"
+            )
+            self._events.append(Event(t_s, EventKind.FOREIGN_PROCESS, message, g, details))
         elif f.kind == "ecc":
             self._ecc(g, f.count or 1, t_s)
         elif f.kind == "xid":
@@ -367,6 +378,8 @@ class SimServer:
         elif f.kind == "stall":
             p.stall[g] = 0.0
             p.queue_s[g] = self.chassis.prefetch_s  # refilled once the input keeps up
+        elif f.kind == "contention":
+            p.foreign[g] = 0.0
 
     def _ecc(self, g: int, count: int, t_s: float) -> None:
         self.ecc_uncorrected[g] += count
@@ -439,6 +452,8 @@ class SimServer:
             "remap_failure": zeros,
             "retired_pages": zeros,
             "pcie_replay": zeros,
+            "foreign_procs": (p.foreign > 0).astype(int).tolist(),
+            "foreign_mem_mib": np.where(p.foreign > 0, FOREIGN_MEM_MIB, 0.0).tolist(),
         }
         missing = [None] * n
         table = [columns.get(m, missing) for m in self._readable]
