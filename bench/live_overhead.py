@@ -14,7 +14,12 @@ with the work of each tick timed inside the loop.
 
 The third figure is the equilibrium detector's share of the tick: one simulated 8-GPU soak
 with every call into the online detector (readings in, checks made) timed, against the
-tick's own time. Prints the tables and one JSON line.
+tick's own time.
+
+The fourth table is the validity stage (soak/validity.py: every reading screened against its
+plausible range in the store and the runner, and the freeze watch): the same virtual-clock
+run with the stage as it is and with it switched off, alternating. ``validity`` as the
+second argument runs only that table. Prints the tables and one JSON line.
 
 ``python bench/live_overhead.py [ROUNDS]`` (default 3); ``--equilibrium-only`` runs the
 third figure alone.
@@ -35,6 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from soak import store as store_module
 from soak.analysis.equilibrium import OnlineDetector
 from soak.clock import WallClock
 from soak.config import RunConfig
@@ -170,6 +176,36 @@ def equilibrium_share(out: Path, hours: float = HOURS) -> dict:
     return {"detector_s": spent["detector"], "tick_s": spent["tick"], "share": share}
 
 
+@contextlib.contextmanager
+def validity_off():
+    """The run without its validity stage: nothing screened, no freeze watched."""
+    saved = store_module.screen_all, Runner.screen, Runner._watch_freeze
+    store_module.screen_all = lambda rows, limits=None: []  # type: ignore[assignment]
+    Runner.screen = lambda self, telemetry: []  # type: ignore[method-assign]
+    Runner._watch_freeze = lambda self, telemetry: []  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        store_module.screen_all, Runner.screen, Runner._watch_freeze = saved
+
+
+def validity_table(rounds: int) -> list[dict]:
+    results: dict[str, list[float]] = {"off": [], "on": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(rounds):
+            with validity_off():
+                results["off"].append(one("none", Path(tmp))["us_per_tick"])
+            results["on"].append(one("none", Path(tmp))["us_per_tick"])
+    base = statistics.median(results["off"])
+    print(f"\n{'validity stage':>16} {'µs/tick (median)':>17} {'ratio to off':>13}")
+    rows = []
+    for kind, us_all in results.items():
+        us = statistics.median(us_all)
+        rows.append({"validity": kind, "us_per_tick": us, "ratio": us / base})
+        print(f"{kind:>16} {us:>17.0f} {us / base:>13.3f}")
+    return rows
+
+
 def main() -> None:
     if "--equilibrium-only" in sys.argv:
         with tempfile.TemporaryDirectory() as tmp:
@@ -177,6 +213,12 @@ def main() -> None:
         print(json.dumps({"bench": "live_overhead", "equilibrium": share}))
         return
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    if sys.argv[2:] == ["validity"]:
+        rows = validity_table(rounds)
+        print(
+            json.dumps({"bench": "live_overhead", "hours": HOURS, "gpus": GPUS, "validity": rows})
+        )
+        return
     kinds = ("none", "plain view", *SCRAPE_EVERY_S)
     results: dict[str, list[dict]] = {k: [] for k in kinds}
     with tempfile.TemporaryDirectory() as tmp:
@@ -213,6 +255,7 @@ def main() -> None:
         print(f"{kind:>16} {len(t):>6} {mean_ms:>13.2f} {med_ms:>7.2f} {mean_ms / base_ms:>6.3f}")
     with tempfile.TemporaryDirectory() as tmp:
         share = equilibrium_share(Path(tmp))
+    validity = validity_table(rounds)
     print(
         json.dumps(
             {
@@ -222,6 +265,7 @@ def main() -> None:
                 "virtual": rows,
                 "wall_clock": paced_rows,
                 "equilibrium": share,
+                "validity": validity,
             }
         )
     )

@@ -18,6 +18,9 @@ tests/scenarios checks that both paths give the same analysis) over many seeds:
   counts the old measure (declared over a minute before the die, hunt left out, stays within
   1 °C), kept to show what the hunt costs; "away" is that die's distance at the declared
   time;
+- the telemetry faults (``frozen``, ``glitch``, ``gap``, ``reset``) a minute or more into
+  the load: caught when the analysis names each at its time (a telemetry event) and, for a
+  freeze only, fails the device; the others must stay PASS;
 - each fault kind at several severities (``CASES``), on one GPU drawn per seed, timed
   faults at a random time and length (some inside the warm-up, the rest before, inside and
   after the steady window): the detection rate (the faulted device FAILs wherever the fault
@@ -56,8 +59,9 @@ from soak.analysis.checks import retention_split
 from soak.config import Profile, load_profile
 from soak.devices.sim import SimServer
 from soak.devices.sim.params import CHASSIS, SENSORS, Chassis
-from soak.model import TELEMETRY_FIELDS, Event, StopReason, Telemetry, WorkSample
+from soak.model import TELEMETRY_FIELDS, Event, EventKind, StopReason, Telemetry, WorkSample
 from soak.record import RunRecord, SimRecord, StopRecord
+from soak.validity import FROZEN_S, cleaned, screen
 
 BASELINE_S = 10.0
 TRUTH_EVERY_S = 10.0
@@ -185,10 +189,23 @@ def simulate(
         "stop": StopRecord(StopReason.DURATION, load_stop_s=t, duration_s=t - BASELINE_S).to_json(),
     }
     infos = server.devices()
+    # as the store does: an impossible reading is flagged and left out (soak.validity)
+    limits = {d.index: d.power_limit_w for d in infos}
+    flagged = {
+        d.index: [f for r in rec.tele.get(d.index, []) for f in screen(r, limits[d.index])]
+        for d in infos
+    }
+    rows = {
+        d.index: [cleaned(r, screen(r, limits[d.index])) for r in rec.tele.get(d.index, [])]
+        if flagged[d.index]
+        else rec.tele.get(d.index, [])
+        for d in infos
+    }
     data = RunData(
         meta=meta,
         devices=infos,
-        telemetry={d.index: _telemetry_arrays(rec.tele.get(d.index, [])) for d in infos},
+        implausible=flagged,
+        telemetry={d.index: _telemetry_arrays(rows[d.index]) for d in infos},
         work={d.index: _work_arrays(rec.work.get(d.index, [])) for d in infos},
         units={p.name: p.unit for p in load.workload.parts},
         events=sorted(rec.events, key=lambda e: e.t_s),
@@ -239,6 +256,9 @@ class Case:
     goal: float | None = None  # detection goal where it is not 1.0
     flag: str | None = None  # a check whose warning also counts as flagging it
     seeds: str = "faults"  # which seed count it runs with: "faults" or "seeds" (the goal's)
+    # a telemetry fault: the episode (soak.validity) that must name it at its time; caught
+    # when named (and, for a freeze, when the device FAILs)
+    named: str | None = None
 
     @property
     def label(self) -> str:
@@ -290,7 +310,14 @@ CASES = (
     Case("ecc", "ecc:gpu={gpu}:at={at}", "hardware-fault", True, seeds="seeds"),
     Case("xid", "xid:gpu={gpu}:code=48:at={at}", "hardware-fault", True, seeds="seeds"),
     Case("xid", "xid:gpu={gpu}:code=79:at={at}", "hardware-fault", True, seeds="seeds"),
-)
+    # Telemetry faults after the warm-up, early enough for a freeze to be judged (FROZEN_S).
+    Case("frozen", "frozen:gpu={gpu}:at={at}", "hardware-fault", True, named="frozen",
+         seeds="seeds"),
+    Case("glitch", "glitch:gpu={gpu}:rate=0.01:at={at}", "healthy", True, named="implausible",
+         seeds="seeds"),
+    Case("gap", "gap:at={at}:for={for}", "healthy", True, named="gap", seeds="seeds"),
+    Case("reset", "reset:gpu={gpu}:at={at}", "healthy", True, named="reset", seeds="seeds"),
+)  # fmt: skip
 WARMUP_SHARE = 0.1  # of the timed faults' seeds, the share placed inside the warm-up
 WARMUP_S = 4.0  # the warm-up is the first 5 s of load: a fault there ends inside it
 
@@ -404,6 +431,35 @@ def _timing(seed: int, duration_s: float) -> tuple[float, float]:
     return round(at), round(float(rng.uniform(5.0, 60.0)))
 
 
+def _telemetry_timing(seed: int, duration_s: float) -> tuple[float, float]:
+    """A telemetry fault's start, from a minute into the load to where a freeze still has
+    FROZEN_S and two minutes before the end, and a gap's length (20 s to 3 min)."""
+    rng = np.random.default_rng([seed, 12])
+    at = float(rng.uniform(60.0, duration_s - FROZEN_S - 120.0))
+    return round(at), round(float(rng.uniform(20.0, 180.0)))
+
+
+def _named(analysis: Analysis, episode: str, gpu: int, at_s: float) -> bool:
+    """Whether the analysis names the telemetry fault injected ``at_s`` after the load's
+    start on ``gpu``, at its time: a freeze from its first held reading, a gap from the last
+    reading before it, a reset at the first reading after it, readings left out after it."""
+    t = BASELINE_S + at_s
+    for e in analysis.events:
+        if e.kind is not EventKind.TELEMETRY or e.device != gpu:
+            continue
+        if e.details.get("episode") != episode:
+            continue
+        if episode == "frozen" and abs(float(e.details["from_s"]) - t) <= 1.0:
+            return True
+        if episode == "gap" and t - 1.0 <= float(e.details["from_s"]) <= t:
+            return True
+        if episode == "reset" and t <= e.t_s <= t + 1.0:
+            return True
+        if episode == "implausible" and e.t_s >= t:
+            return True
+    return False
+
+
 def _where(at_s: float, d: DeviceResult) -> str:
     """Where a fault that started ``at_s`` after the load's start fell for device ``d``."""
     f = d.facts
@@ -422,7 +478,7 @@ def _where(at_s: float, d: DeviceResult) -> str:
 def fault_job(args: tuple[Case, int, int, str, float, str]) -> dict:
     case, seed, gpus, workload, duration_s, sensors = args
     gpu = _gpu_for(seed, gpus)
-    at, length = _timing(seed, duration_s)
+    at, length = (_telemetry_timing if case.named else _timing)(seed, duration_s)
     spec = case.spec.format(gpu=gpu, at=at, **{"for": length})
     run = simulate(
         seed=seed,
@@ -449,6 +505,7 @@ def fault_job(args: tuple[Case, int, int, str, float, str]) -> dict:
             any(c.status == "warn" and c.check != "equilibrium" for c in d.checks) for d in others
         ),
         "verdict": target.verdict,
+        "named": case.named is not None and _named(analysis, case.named, gpu, at),
         "flagged": flagged,
         "diagnosis": target.diagnosis,
         "fails": sorted({c.check for c in target.checks if c.status == "fail"}),
@@ -540,7 +597,11 @@ def _summarise_faults(results: list[dict]) -> list[dict]:
             continue
         warmup_warns = case.kind in {"hw-slowdown", "power-brake", "hw-thermal"}
         judged = [r for r in mine if not (warmup_warns and r["where"] == "warm-up")]
-        caught = [r for r in judged if r["verdict"] == "FAIL"]
+        if case.named is None:
+            caught = [r for r in judged if r["verdict"] == "FAIL"]
+        else:  # named at its time; a freeze also fails its device, the others do not
+            frozen = case.kind == "frozen"
+            caught = [r for r in judged if r["named"] and (r["verdict"] == "FAIL") == frozen]
         right = [r for r in caught if r["diagnosis"] == case.expect]
         others = sum(r["others"] for r in mine)
         goal = case.goal if case.goal is not None else 1.0 if case.clear else None
@@ -571,7 +632,7 @@ def _summarise_faults(results: list[dict]) -> list[dict]:
                 "diagnosis": case.expect,
                 "diagnosis_right": _share(len(right), len(caught)),
                 "wrong_diagnoses": sorted({r["diagnosis"] for r in caught} - {case.expect}),
-                "missed_seeds": [r["seed"] for r in judged if r["verdict"] != "FAIL"][:10],
+                "missed_seeds": [r["seed"] for r in judged if r not in caught][:10],
                 "bystander_false_fail_rate": _share(sum(r["others_failed"] for r in mine), others),
                 "confusion": table,
             }

@@ -422,7 +422,8 @@ def _import_parser(sub: argparse._SubParsersAction) -> None:
             )
             p.add_argument(
                 "--device-col",
-                help="column holding the device index, in a long file (default: none)",
+                help="column holding the device index, in a long file (default: none; "
+                "without it or --devices, the file is one device, one row per time)",
             )
             p.add_argument(
                 "--devices",
@@ -846,7 +847,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from soak.importers.core import ImportOptions, write_run
+    from soak.importers.core import FROZEN_BASIS, ImportOptions, write_run
     from soak.importers.source import describe
     from soak.report import build_outputs
 
@@ -866,7 +867,14 @@ def cmd_import(args: argparse.Namespace, argv: Sequence[str]) -> int:
     seg = result.segment
     print(f"load segment: {seg.start_s:.1f} s to {seg.end_s:.1f} s ({seg.basis})")
     for other in result.others:
-        print(f"  other segment: {other.start_s:.1f} s to {other.end_s:.1f} s (not imported)")
+        why = other.basis if other.basis == FROZEN_BASIS else "not imported"
+        print(f"  other segment: {other.start_s:.1f} s to {other.end_s:.1f} s ({why})")
+    if result.frozen is not None:
+        print(
+            f"warning: device {result.frozen.device}: {result.frozen.describe()}; the judged "
+            f"load ends at {result.frozen.from_s:,.0f} s",
+            file=sys.stderr,
+        )
     analysis, report = build_outputs(result.run_dir)
     _print_verdict(analysis)
     print(report)

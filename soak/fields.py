@@ -23,6 +23,14 @@ class Kind(enum.StrEnum):
     BITMASK = "bitmask"  # bits tested with &: clock-event reasons
 
 
+class Still(enum.StrEnum):
+    """How a field may legitimately hold still while its device is under load."""
+
+    MAY = "may"  # constant for hours on a healthy device: a clock pinned at its maximum
+    MOVES = "moves"  # a level read finely enough that a load always moves it: power, temperature
+    GROWS = "grows"  # a counter the load always adds to: energy
+
+
 class Use(enum.Flag):
     """What soak does with a field besides storing it."""
 
@@ -49,6 +57,10 @@ class Field:
     prom: str | None = None
     prom_scale: float = 1.0
     better: int = 0  # which way is better in a comparison: +1 higher, -1 lower, 0 neither
+    # The values the hardware can report, inclusive; a reading outside is not a reading
+    # (soak/validity.py). None: no bound on that side.
+    plausible: tuple[float | None, float | None] = (None, None)
+    still: Still = Still.MAY
 
     @property
     def integer(self) -> bool:
@@ -59,46 +71,70 @@ class Field:
         )
 
 
+# The most power any one device can draw, with margin (a GB300 board is rated 1.4 kW): a
+# reading above it is not a reading even where the enforced limit is unknown. Where the limit
+# is known, twice it is the bound (soak/validity.py).
+POWER_MAX_W = 5000.0
+
 W, S, N, F, X = Use.WINDOW, Use.SUMMARY, Use.NOISE, Use.FOLLOWED, Use.FAILS
 FL, IM = Use.FLEET, Use.IMPORT
 
 FIELDS: tuple[Field, ...] = (
     Field("temp_c", Kind.GAUGE, "°C", "temperature", "GPU (die) temperature",
-          W | S | N | FL | IM, "temperature_celsius", better=-1),
+          W | S | N | FL | IM, "temperature_celsius", better=-1,
+          plausible=(-20.0, 150.0), still=Still.MOVES),
     Field("mem_temp_c", Kind.GAUGE, "°C", "HBM temperature", "memory (HBM) temperature",
-          W | S | N | IM, "memory_temperature_celsius", better=-1),
+          W | S | N | IM, "memory_temperature_celsius", better=-1,
+          plausible=(-20.0, 150.0)),
     Field("sm_clock_mhz", Kind.GAUGE, "MHz", "SM clock", "SM (graphics) clock",
-          W | S | N | FL | IM, "sm_clock_hertz", 1e6, better=+1),
+          W | S | N | FL | IM, "sm_clock_hertz", 1e6, better=+1,
+          plausible=(0.0, 10_000.0)),
     Field("mem_clock_mhz", Kind.GAUGE, "MHz", "memory clock", "memory clock", W | S | N | IM,
-          "memory_clock_hertz", 1e6, better=+1),
-    Field("power_w", Kind.GAUGE, "W", "power", "power draw", W | S | N | FL | IM, "power_watts"),
+          "memory_clock_hertz", 1e6, better=+1,
+          plausible=(0.0, 40_000.0)),
+    Field("power_w", Kind.GAUGE, "W", "power", "power draw", W | S | N | FL | IM, "power_watts",
+          plausible=(0.0, POWER_MAX_W), still=Still.MOVES),
     Field("power_limit_w", Kind.GAUGE, "W", "power limit", "enforced power limit", W | IM,
-          "power_limit_watts"),
+          "power_limit_watts",
+          plausible=(0.0, POWER_MAX_W)),
     Field("energy_j", Kind.COUNTER, "J", "energy counter", "energy counter since the driver "
-          "loaded", prom="energy_joules"),
+          "loaded", prom="energy_joules",
+          plausible=(0.0, None), still=Still.GROWS),
     Field("util_pct", Kind.GAUGE, "%", "utilisation", "compute utilisation", W | S | IM,
-          "utilization_ratio", 0.01),
+          "utilization_ratio", 0.01,
+          plausible=(0.0, 100.0)),
     Field("mem_util_pct", Kind.GAUGE, "%", "memory utilisation", "memory-controller "
-          "utilisation", W | IM, "memory_utilization_ratio", 0.01),
-    Field("fan_pct", Kind.GAUGE, "%", "fan", "fan speed, of its maximum", IM, "fan_ratio", 0.01),
+          "utilisation", W | IM, "memory_utilization_ratio", 0.01,
+          plausible=(0.0, 100.0)),
+    Field("fan_pct", Kind.GAUGE, "%", "fan", "fan speed, of its maximum", IM, "fan_ratio", 0.01,
+          plausible=(0.0, None)),  # NVML: "may exceed 100 % in certain cases"
     Field("clock_reasons", Kind.BITMASK, "", "clock-event reasons", "why the clocks are below "
-          "their maximum (NVML's bits)", IM),
+          "their maximum (NVML's bits)", IM,
+          plausible=(0.0, None)),
     Field("power_violation_s", Kind.GAUGE, "s", "power violation time", "time held back by "
-          "the power limit, as the device counts it"),
+          "the power limit, as the device counts it",
+          plausible=(0.0, None)),
     Field("thermal_violation_s", Kind.GAUGE, "s", "thermal violation time", "time held back "
-          "by temperature, as the device counts it"),
+          "by temperature, as the device counts it",
+          plausible=(0.0, None)),
     Field("ecc_corrected", Kind.COUNTER, "", "correctable ECC errors", "corrected ECC errors "
-          "(volatile count)", F, "ecc_corrected_errors"),
+          "(volatile count)", F, "ecc_corrected_errors",
+          plausible=(0.0, None)),
     Field("ecc_uncorrected", Kind.COUNTER, "", "uncorrectable ECC errors", "uncorrected ECC "
-          "errors (volatile count)", F | X, "ecc_uncorrected_errors"),
+          "errors (volatile count)", F | X, "ecc_uncorrected_errors",
+          plausible=(0.0, None)),
     Field("remap_pending", Kind.FLAG, "", "pending row remap", "a memory row remap waits for a "
-          "reset", F, "remap_pending"),
+          "reset", F, "remap_pending",
+          plausible=(0.0, 1.0)),
     Field("remap_failure", Kind.FLAG, "", "row remap failure", "a memory row remap failed", F,
-          "remap_failure"),
+          "remap_failure",
+          plausible=(0.0, 1.0)),
     Field("retired_pages", Kind.COUNTER, "", "retired pages", "memory pages retired", F | X,
-          "retired_pages"),
+          "retired_pages",
+          plausible=(0.0, None)),
     Field("pcie_replay", Kind.COUNTER, "", "PCIe replays", "PCIe replay counter", F,
-          "pcie_replay"),
+          "pcie_replay",
+          plausible=(0.0, None)),
     Field("foreign_load_pct", Kind.GAUGE, "%", "foreign load", "share of the device's "
           "capacity used by work that is not soak's (a CPU: other processes and steal time)",
           W, "foreign_load_ratio", 0.01),

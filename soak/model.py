@@ -77,6 +77,7 @@ class EventKind(enum.StrEnum):
     WORKER_OUTCOME = "worker_outcome"
     VERIFICATION_FAILED = "verification_failed"
     WARNING = "warning"
+    TELEMETRY = "telemetry"  # readings not to be trusted: frozen, a gap, a counter reset
     FOREIGN_PROCESS = "foreign_process"  # a process not soak's appeared on a device
     STOP = "stop"
 

@@ -51,6 +51,7 @@ class DeviceProgress:
     eta_s: float | None = None  # predicted seconds to equilibrium; 0 once reached
     lost: bool = False  # the backend reported the device lost
     failed: bool = False  # its load ended it (crash, hang, failed verification)
+    frozen: bool = False  # its readings froze under load (soak.validity): they repeat, unread
     reads_xids: bool = False  # the backend reports XID events for it (capability probed)
 
     @property

@@ -37,6 +37,7 @@ from soak.model import Capability, DeviceInfo, Event, EventKind, StopReason, Tel
 from soak.progress import DeviceProgress, Phase, Progress, Rate, Watcher
 from soak.record import RunRecord, SimRecord, StopRecord
 from soak.store import STORE_NAME, RunStore, make_run_dir
+from soak.validity import FrozenWatch, Implausible, cleaned, screen_all
 
 log = logging.getLogger(__name__)
 
@@ -242,6 +243,10 @@ class Runner:
         self.load_started_s: float | None = None
         self.running_since_s: float | None = None  # every device has finished work
         self.lost: set[int] = set()  # devices the backend reported lost
+        # devices whose readings froze under load (soak.validity): failed as a lost one is
+        self.frozen: set[int] = set()
+        self.freeze_watch = {d.index: FrozenWatch(d.index) for d in self.devices}
+        self.power_limits = {d.index: d.power_limit_w for d in self.devices}
         self.latest: dict[int, Telemetry] = {}
         self.latest_rate: dict[int, dict[str, Rate]] = {}
         self.load: Load | None = None
@@ -288,13 +293,20 @@ class Runner:
         telemetry = self.backend.sample(t)
         update = load.poll(t) if load is not None else LoadUpdate()
         events = self.backend.poll_events(t) + update.events
-        events += self._digest(t, telemetry, update)
+        # what is judged live leaves out readings that cannot be true; the store keeps them
+        implausible = self.screen(telemetry)
+        events += self._digest(t, _left_out(telemetry, implausible), update)
         for e in events:
             if e.kind is EventKind.DEVICE_LOST and e.device is not None:
                 self.lost.add(e.device)
         with self.stopper:  # a tick lands whole, even on a second Ctrl-C
             self.store.append(
-                telemetry, update.samples, events, update.sync_steps, update.server_steps
+                telemetry,
+                update.samples,
+                events,
+                update.sync_steps,
+                update.server_steps,
+                implausible,
             )
         self.publish(self.progress(t, events))
 
@@ -322,7 +334,8 @@ class Runner:
                 if info.index in self.load_start_by_device
                 else None,
                 lost=info.index in self.lost,
-                failed=info.index in failed,
+                failed=info.index in failed or info.index in self.frozen,
+                frozen=info.index in self.frozen,
                 reads_xids=info.index in self.reads_xids,
             )
             for info in self.devices
@@ -362,6 +375,7 @@ class Runner:
                 self.watchers.remove(watcher)
 
     def _digest(self, t: float, telemetry: list[Telemetry], update: LoadUpdate) -> list[Event]:
+        events = self._watch_freeze(telemetry)
         for row in telemetry:
             self.latest[row.device] = row
             self.detectors[row.device].add_telemetry(
@@ -386,15 +400,42 @@ class Runner:
                 continue
             detector.add_rate(s.part, (s.t_start_s + s.t_end_s) / 2, s.rate)
             self.latest_rate.setdefault(s.device, {})[s.part] = Rate(s.part, s.rate, s.unit)
-        events = []
         for index, detector in self.detectors.items():
             for change in detector.update(t):
                 events.append(equilibrium_event(t, index, change))
         return events
 
+    def screen(self, telemetry: list[Telemetry]) -> list[Implausible]:
+        """The readings of this tick that cannot be true (``soak.validity``)."""
+        return screen_all(telemetry, self.power_limits)
+
+    def _watch_freeze(self, telemetry: list[Telemetry]) -> list[Event]:
+        """A device whose must-move readings hold still while its load runs is failed, with
+        the span and the repeated values; the rest of the server goes on."""
+        if self.load is None or self.phase is not Phase.LOAD:
+            return []
+        failed = self.load.failed_devices()
+        events = []
+        for row in telemetry:
+            device = row.device
+            if device in self.frozen or device not in self.freeze_watch:
+                continue
+            loaded = device in self.load_start_by_device and device not in failed
+            values = {"power_w": row.power_w, "temp_c": row.temp_c, "energy_j": row.energy_j}
+            found = self.freeze_watch[device].add(row.t_s, values, loaded)
+            if found is not None:
+                self.frozen.add(device)
+                events.append(
+                    Event(row.t_s, EventKind.TELEMETRY, found.describe(), device, found.as_dict())
+                )
+        return events
+
     def active_devices(self, load: Load) -> set[int]:
-        """Devices still under test: not failed by their load, not lost to the backend."""
-        return {d.index for d in self.devices} - set(load.failed_devices()) - self.lost
+        """Devices still under test: not failed by their load, not lost to the backend, not
+        frozen."""
+        return (
+            {d.index for d in self.devices} - set(load.failed_devices()) - self.lost - self.frozen
+        )
 
     def should_stop(self, load: Load, stopper: Stopper) -> StopReason | None:
         if stopper.reason:
@@ -547,6 +588,13 @@ class Runner:
                     watcher.close()
                 except Exception:
                     log.exception("closing a progress watcher failed: %r", watcher)
+
+
+def _left_out(telemetry: list[Telemetry], found: list[Implausible]) -> list[Telemetry]:
+    """The rows with the readings ``found`` left out (None)."""
+    if not found:
+        return telemetry
+    return [cleaned(row, [f for f in found if f.device == row.device]) for row in telemetry]
 
 
 def run(

@@ -19,7 +19,7 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +40,12 @@ from soak.model import (
     WorkSample,
 )
 from soak.record import RUN_KEY, STOP_KEY, RunRecord, StopRecord
+from soak.validity import Implausible, screen_all
 
 # Version of the table layout below. 1: first layout. 2: adds sync_steps and server_steps
 # (the ddp workload's per-rank timing and the server's synchronous steps); a version-1 store
-# reads as one without them.
+# reads as one without them. A version-2 store may hold an ``implausible`` table (readings
+# outside their plausible range, soak.validity): one without it has none flagged.
 STORE_VERSION = 2
 READABLE_VERSIONS = ("1", "2")
 STORE_NAME = "soak.sqlite"
@@ -72,6 +74,9 @@ CREATE TABLE sync_steps (
     iterations INTEGER NOT NULL, compute_s REAL NOT NULL, wait_s REAL NOT NULL,
     step_s REAL NOT NULL, allreduce_b INTEGER, allreduce_s REAL);
 CREATE INDEX sync_steps_device_t ON sync_steps (device, t_end_s);
+CREATE TABLE implausible (
+    device INTEGER NOT NULL, t_s REAL NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL,
+    low REAL, high REAL);
 CREATE TABLE server_steps (
     t_start_s REAL NOT NULL, t_end_s REAL NOT NULL, samples REAL NOT NULL,
     step_s REAL NOT NULL, straggler INTEGER NOT NULL, ranks INTEGER NOT NULL);
@@ -88,6 +93,7 @@ _INSERT_WORK = "INSERT INTO work VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 _INSERT_EVENT = "INSERT INTO events VALUES (?, ?, ?, ?, ?)"
 _INSERT_SYNC = "INSERT INTO sync_steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _INSERT_SERVER = "INSERT INTO server_steps VALUES (?, ?, ?, ?, ?, ?)"
+_INSERT_IMPLAUSIBLE = "INSERT INTO implausible VALUES (?, ?, ?, ?, ?, ?)"
 
 
 def _json_default(value: Any) -> Any:
@@ -104,6 +110,11 @@ def _dumps(value: Any) -> str:
 
 # One C-level call per row on the per-tick path, in the column order of _INSERT_TELEMETRY.
 _telemetry_row = operator.attrgetter(*TELEMETRY_FIELDS)
+
+
+def _bound(value: float) -> float | None:
+    """A range's bound for the store: None where there is none (infinite)."""
+    return value if math.isfinite(value) else None
 
 
 def _work_row(w: WorkSample) -> tuple[Any, ...]:
@@ -167,6 +178,7 @@ class RunStore:
         # its ticks are committed in groups: a crash then loses at most that much wall time.
         self.max_commit_delay_s = max_commit_delay_s
         self._last_commit = time.monotonic()
+        self._power_limits: dict[int, float | None] = {}  # as probed: validity's power bound
 
     # -- writing ---------------------------------------------------------------------
 
@@ -193,8 +205,10 @@ class RunStore:
         self._write("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows)
 
     def add_devices(self, infos: Iterable[DeviceInfo]) -> None:
+        infos = list(infos)
         rows = [(info.index, _dumps(dataclasses.asdict(info))) for info in infos]
         self._write("INSERT OR REPLACE INTO devices VALUES (?, ?)", rows)
+        self._power_limits.update({info.index: info.power_limit_w for info in infos})
 
     def add_capabilities(self, table: Mapping[int, Mapping[str, Capability | str]]) -> None:
         rows = [
@@ -211,13 +225,24 @@ class RunStore:
         events: Iterable[Event] = (),
         sync_steps: Iterable[SyncStep] = (),
         server_steps: Iterable[ServerStep] = (),
+        implausible: Sequence[Implausible] | None = None,
     ) -> None:
         """Append one tick's data; a tick lands whole or not at all. Committed at once, or
         with the next tick past ``max_commit_delay_s`` of wall time.
 
         Each tick is its own savepoint inside the open transaction: a tick that fails half
         way (disk full, a KeyboardInterrupt) is undone alone, and the ticks grouped before it
-        still land with the next commit."""
+        still land with the next commit.
+
+        Telemetry is stored as read; each reading that cannot be true (``soak.validity``) is
+        flagged beside it, and ``telemetry`` reads it back as not available. ``implausible``:
+        those readings where the caller has screened the rows already (the runner)."""
+        telemetry = list(telemetry)
+        if implausible is None:
+            implausible = screen_all(telemetry, self._power_limits)
+        flagged = [
+            (f.device, f.t_s, f.field, f.value, _bound(f.low), _bound(f.high)) for f in implausible
+        ]
         cur = self._conn.cursor()
         try:
             if not self._conn.in_transaction:
@@ -227,6 +252,8 @@ class RunStore:
             raise _translate(exc, self.path) from exc
         try:
             cur.executemany(_INSERT_TELEMETRY, map(_telemetry_row, telemetry))
+            if flagged:
+                cur.executemany(_INSERT_IMPLAUSIBLE, flagged)
             cur.executemany(_INSERT_WORK, map(_work_row, samples))
             cur.executemany(_INSERT_EVENT, map(_event_row, events))
             cur.executemany(_INSERT_SYNC, map(dataclasses.astuple, sync_steps))
@@ -354,9 +381,10 @@ class RunStore:
                 table.setdefault(device, {})[metric] = status
         return table
 
-    def telemetry(self, device: int) -> dict[str, np.ndarray]:
+    def telemetry(self, device: int, as_read: bool = False) -> dict[str, np.ndarray]:
         """Every telemetry column of one device as float arrays ordered by time; NaN where
-        the value could not be read."""
+        the value could not be read, and where it was read but cannot be true (flagged
+        implausible), unless ``as_read``."""
         with _reading(self.path):
             present = set(_table_columns(self._conn, "telemetry"))
             names = [m for m in TELEMETRY_FIELDS[1:] if m in present]
@@ -365,9 +393,37 @@ class RunStore:
                 (device,),
             ).fetchall()
             array = np.array(rows, dtype=float).reshape(len(rows), len(names))
-        columns = {name: array[:, i] for i, name in enumerate(names)}
+        found = {name: array[:, i] for i, name in enumerate(names)}
         # A column a store written before its field existed lacks: not read, NaN throughout.
-        return {m: columns.get(m, np.full(len(rows), np.nan)) for m in TELEMETRY_FIELDS[1:]}
+        columns = {m: found.get(m, np.full(len(rows), np.nan)) for m in TELEMETRY_FIELDS[1:]}
+        if not as_read:
+            t = columns["t_s"]
+            for flag in self.implausible(device):
+                k = int(np.searchsorted(t, flag.t_s))
+                if k < t.size and t[k] == flag.t_s and flag.field in columns:
+                    columns[flag.field][k] = math.nan
+        return columns
+
+    def implausible(self, device: int) -> list[Implausible]:
+        """The readings of one device flagged as impossible, in time order."""
+        with _reading(self.path):
+            known = self._conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='implausible'"
+            ).fetchone()
+            if known is None:
+                return []
+            rows = self._conn.execute(
+                "SELECT t_s, metric, value, low, high FROM implausible WHERE device=? "
+                "ORDER BY t_s, rowid",
+                (device,),
+            ).fetchall()
+        out = []
+        for t_s, name, value, low, high in rows:
+            _text(name)
+            low = -math.inf if low is None else float(low)
+            high = math.inf if high is None else float(high)
+            out.append(Implausible(device, float(t_s), name, float(value), low, high))
+        return out
 
     def work(self, device: int) -> dict[str, dict[str, np.ndarray]]:
         """Per workload part: t_start_s, t_end_s, work, verified (1/0/NaN), verify_error."""
@@ -495,6 +551,7 @@ def make_run_dir(out: Path, host: str, now: dt.datetime) -> Path:
 # -- salvage ---------------------------------------------------------------------------------
 
 _TABLES = ("meta", "devices", "capabilities", "telemetry", "work", "events")
+_OPTIONAL_TABLES = ("implausible",)  # a store written before it has none: not damage
 SALVAGE_FAILED_READS = 4000  # reads of damaged rows tried per table before giving it up
 
 
@@ -644,7 +701,7 @@ def _salvage_copy(path: Path, copy: Path) -> tuple[RunStore, Salvage]:
     dst.executescript(_SCHEMA)
     whole: dict[str, bool] = {}
     try:
-        for table in _TABLES:
+        for table in (*_TABLES, *_OPTIONAL_TABLES):
             try:
                 rows, whole[table] = _salvage_table(src, table, size)
                 columns = _table_columns(src, table)

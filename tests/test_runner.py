@@ -107,3 +107,55 @@ def test_interrupted_before_the_cold_window_ends_is_incomplete_not_fail(sim_conf
     retention = [c for c in analysis.reasons if c.check == "throughput_retention"]
     assert retention and all(c.status == "warn" for c in retention)
     assert "before the run stopped" in retention[0].message
+
+
+@pytest.mark.slow
+def test_frozen_telemetry_fails_that_device_while_the_others_finish(sim_config):
+    config = sim_config(duration_s=1800.0, sim_faults=("frozen:gpu=2:at=900",))
+    result, analysis, report = _run(config)
+    assert result.stop_reason == "duration"
+    frozen = analysis.devices[2]
+    assert frozen.verdict == "FAIL" and frozen.diagnosis == "hardware-fault"
+    (check,) = [c for c in frozen.checks if c.check == "telemetry"]
+    # the fault holds from the first reading at or after 900 s of load (load from 10 s)
+    assert check.message.startswith("telemetry frozen from 910 s: power ")
+    assert "°C unchanged for 5 min while the load ran" in check.message
+    assert {d.verdict for d in analysis.devices if d.index != 2} == {"PASS"}
+    assert check.message in report.read_text()
+
+
+@pytest.mark.slow
+def test_glitches_gaps_and_resets_are_named_with_their_times_and_judged_around(sim_config):
+    faults = ("glitch:gpu=0:rate=0.01:at=600", "gap:at=900:for=120", "reset:gpu=2:at=1300")
+    config = sim_config(duration_s=1800.0, sim_gpus=3, sim_faults=faults)
+    result, analysis, report = _run(config)
+    assert {d.verdict for d in analysis.devices} == {"PASS"}
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    quality = {d["index"]: d["telemetry_quality"] for d in summary["devices"]}
+    # glitches: left out, stored as read
+    assert quality[0]["implausible"] == quality[0]["implausible_by_field"]["temp_c"] > 0
+    assert quality[1]["implausible"] == quality[2]["implausible"] == 0
+    (left_out,) = quality[0]["left_out"]
+    assert left_out.startswith(f"{quality[0]['implausible']} temperature readings outside ")
+    assert "−20…150 °C (−75 °C at " in left_out and left_out.endswith("were left out")
+    assert left_out in report.read_text()
+    store = RunStore.open(result.run_dir)
+    raw, judged = store.telemetry(0, as_read=True)["temp_c"], store.telemetry(0)["temp_c"]
+    assert np.sum(raw == -75.0) == quality[0]["implausible"] and not np.any(judged < 0)
+    assert [f.t_s for f in store.implausible(0)] and min(f.t_s for f in store.implausible(0)) >= 610
+    # the gap: every device, from the last reading before (load from 10 s)
+    for q in quality.values():
+        assert q["gaps"] == [{"from_s": 909.0, "to_s": 1030.0}] and q["missing_s"] == 121.0
+    # the reset (load from 10 s); the energy counts on either side add up, so the mean power
+    # from the counter over the steady window is the others' (a counter read back as it is
+    # would give a negative energy there)
+    (reset,) = quality[2]["resets"]
+    assert reset["field"] == "energy_j" and reset["t_s"] == 1310.0 and reset["after"] == 0.0
+    steady = next(d for d in analysis.devices if d.index == 2).facts.steady
+    assert steady.window.start_s < 1310.0 < steady.window.end_s
+    assert steady.energy_basis == "energy counter"
+    others = [d.facts.steady.power_mean_w for d in analysis.devices if d.index != 2]
+    assert min(others) * 0.99 < steady.power_mean_w < max(others) * 1.01
+    text = report.read_text()
+    assert "energy counter reset at 1,310 s" in text and "no readings for 2 min from 909 s" in text
+    assert "telemetry quality" in text

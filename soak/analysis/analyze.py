@@ -49,6 +49,20 @@ from soak.model import (
 )
 from soak.record import RunRecord, StopRecord
 from soak.store import RunStore
+from soak.validity import (
+    COUNTERS,
+    FROZEN_S,
+    MUST_MOVE,
+    Frozen,
+    Implausible,
+    Quality,
+    Reset,
+    counter_resets,
+    frozen_spans,
+    gaps,
+    missing_s,
+    unreset,
+)
 
 FOREIGN_NONE = "the imported trace holds no throughput for this device"
 # The stops after which a run is complete. Any other (interrupted, error, a reason this soak
@@ -70,6 +84,7 @@ class DeviceResult:
     # calibration and first step (CUDA context, autotuning). None: not measured.
     warmup_s: float | None = None
     noise: Noise | None = None  # of the steady figures (batch means); None without a window
+    quality: Quality | None = None  # how far its readings can be trusted (soak.validity)
 
     @property
     def index(self) -> int:
@@ -380,6 +395,132 @@ def device_facts(
     return facts, start, end
 
 
+def telemetry_checks(events: Sequence[Event]) -> list[CheckResult]:
+    """Frozen telemetry (``soak.validity``): a freeze seen live fails its device, as a lost
+    device does; a freeze an import cut the judged load at warns (and leaves the run
+    incomplete), since nothing after it is judged."""
+    out = []
+    for e in events:
+        if e.kind is not EventKind.TELEMETRY or e.details.get("episode") != "frozen":
+            continue
+        judged = e.details.get("judged", True)
+        out.append(
+            CheckResult("telemetry", Status.FAIL if judged else Status.WARN, e.message, e.device)
+        )
+    return out
+
+
+def _unseen_freezes(
+    data: RunData, spans: dict[int, tuple[float | None, float | None]]
+) -> list[Event]:
+    """Frozen spans under load (``soak.validity``, rule 2) that no telemetry event names: a
+    store written without the runner's watch (the accuracy bench's records), or by a soak
+    before it. The same rule, the same event."""
+    seen = {
+        e.device
+        for e in data.events
+        if e.kind is EventKind.TELEMETRY and e.details.get("episode") == "frozen"
+    }
+    out = []
+    for index, (start, end) in spans.items():
+        tele = data.telemetry.get(index)
+        if index in seen or start is None or end is None or tele is None:
+            continue
+        t = tele["t_s"]
+        loaded = (t >= start) & (t <= end)
+        columns = {n: tele[n] for n in MUST_MOVE if n in tele}
+        found = frozen_spans(index, t.tolist(), columns, loaded.tolist())
+        if found:
+            first = _as_reached(found[0])
+            out.append(
+                Event(first.to_s, EventKind.TELEMETRY, first.describe(), index, first.as_dict())
+            )
+    return out
+
+
+def _as_reached(span: Frozen) -> Frozen:
+    """The span as the runner's watch reports it: when it first reached FROZEN_S."""
+    return replace(span, to_s=span.from_s + FROZEN_S) if span.length_s > FROZEN_S else span
+
+
+def _resets(tele: dict[str, np.ndarray]) -> tuple[Reset, ...]:
+    return tuple(
+        r
+        for name in COUNTERS
+        if name in tele
+        for r in counter_resets(name, tele["t_s"], tele[name])
+    )
+
+
+def _unreset(tele: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: unreset(v) if k in COUNTERS else v for k, v in tele.items()}
+
+
+def _quality(index: int, data: RunData, facts: DeviceFacts, resets: tuple[Reset, ...]) -> Quality:
+    """What the analysis knows of one device's readings (``soak.validity``)."""
+    t = data.telemetry[index]["t_s"]
+    found = tuple(gaps(t, RunRecord.of(data.meta).interval_s))
+    frozen = tuple(
+        Frozen(
+            index,
+            float(e.details["from_s"]),
+            float(e.details["to_s"]),
+            tuple((str(k), float(v)) for k, v in dict(e.details.get("values", {})).items()),
+        )
+        for e in data.events
+        if e.kind is EventKind.TELEMETRY
+        and e.device == index
+        and e.details.get("episode") == "frozen"
+    )
+
+    def missing(stats: WindowStats | None) -> float:
+        return 0.0 if stats is None else missing_s(found, stats.window.start_s, stats.window.end_s)
+
+    return Quality(
+        samples=int(t.size),
+        implausible=tuple(data.implausible.get(index, ())),
+        gaps=found,
+        frozen=frozen,
+        resets=resets,
+        missing_cold_s=missing(facts.cold),
+        missing_steady_s=missing(facts.steady),
+    )
+
+
+def _episodes(results: Sequence[DeviceResult]) -> list[Event]:
+    """The event log's entries for what the analysis found in the readings: readings left
+    out, gaps, counter resets (a freeze is an event already)."""
+    out = []
+    for d in results:
+        q = d.quality
+        if q is None:
+            continue
+        for line, first in zip(q.left_out(), _first_per_field(q.implausible), strict=True):
+            out.append(Event(first, EventKind.TELEMETRY, line, d.index, {"episode": "implausible"}))
+        for g in q.gaps:
+            details = {"episode": "gap", "from_s": g.from_s, "to_s": g.to_s}
+            out.append(Event(g.from_s, EventKind.TELEMETRY, g.describe(), d.index, details))
+        for r in q.resets:
+            details = {"episode": "reset", "field": r.field, "before": r.before, "after": r.after}
+            out.append(Event(r.t_s, EventKind.TELEMETRY, r.describe(), d.index, details))
+    return out
+
+
+def _first_per_field(found: Sequence[Implausible]) -> list[float]:
+    first: dict[str, float] = {}
+    for f in found:
+        first.setdefault(f.field, f.t_s)
+    return list(first.values())
+
+
+def _cut_at_freeze(e: Event) -> bool:
+    return (
+        e.kind is EventKind.TELEMETRY
+        and e.details.get("episode") == "frozen"
+        and e.details.get("judged") is False
+    )
+
+
 def cross_device_checks(events: Sequence[Event]) -> list[CheckResult]:
     """Devices that computed the same fixed product and disagreed with no majority to blame
     one: the server computes wrong somewhere, which fails it."""
@@ -404,6 +545,8 @@ class RunData:
     capabilities: dict[int, dict[str, str]] = field(default_factory=dict)
     sync_steps: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)  # per device
     server_steps: dict[str, np.ndarray] = field(default_factory=dict)
+    # readings stored as read and flagged impossible (left out of ``telemetry``), per device
+    implausible: dict[int, list[Implausible]] = field(default_factory=dict)
 
     @classmethod
     def from_store(cls, store: RunStore) -> RunData:
@@ -418,6 +561,7 @@ class RunData:
             capabilities=store.capabilities(),
             sync_steps={d.index: store.sync_steps(d.index) for d in infos},
             server_steps=store.server_steps(),
+            implausible={d.index: store.implausible(d.index) for d in infos},
         )
 
 
@@ -428,12 +572,18 @@ def analyze(store: RunStore, profile: Profile) -> Analysis:
 
 def analyze_run(data: RunData, profile: Profile) -> Analysis:
     """Per-device facts, checks, verdicts and diagnoses, and the server's verdict."""
+    resets = {i: _resets(tele) for i, tele in data.telemetry.items()}
+    if any(resets.values()):  # the counts on either side of a reset are added
+        data = replace(data, telemetry={i: _unreset(t) for i, t in data.telemetry.items()})
     meta = data.meta
     events = data.events
     units = data.units
     stop_reason = _stop_reason(StopRecord.of(meta))
     # A store read back from damage may have lost any sample: never a PASS on what is left.
     incomplete = stop_reason not in COMPLETE_STOPS or bool(meta.get("salvage"))
+    # An import whose log froze was cut where the freeze began: the record of the load
+    # ended early, so nothing is accepted on it.
+    incomplete = incomplete or any(_cut_at_freeze(e) for e in events)
 
     results: list[DeviceResult] = []
     all_facts: list[DeviceFacts] = []
@@ -449,8 +599,12 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         )
         all_facts.append(facts)
         spans[info.index] = (start, end)
+    if not imported(meta):  # the freeze watch's rule read offline, as the runner reads it
+        events = sorted([*events, *_unseen_freezes(data, spans)], key=lambda e: e.t_s)
+        data = replace(data, events=events)
     sync = _sync_facts(data, all_facts, spans, profile)
     checks = run_checks(all_facts, profile) + cross_device_checks(events)
+    checks += telemetry_checks(events)
     names = {f.index: f.name for f in all_facts}
     checks += sync_checks(sync, events, profile, names)
     server_checks = [c for c in checks if c.device is None]
@@ -484,6 +638,7 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
                 found.evidence,
                 warmup,
                 steady_noise,
+                _quality(info.index, data, facts, resets.get(info.index, ())),
             )
         )
 
@@ -504,7 +659,7 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         server_checks,
         verdict,
         stop_reason,
-        events,
+        sorted([*events, *_episodes(results)], key=lambda e: e.t_s),
         data.capabilities,
         units,
         sync,

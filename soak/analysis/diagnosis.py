@@ -76,6 +76,7 @@ HARDWARE_CHECKS = frozenset(
         "remap_pending",
         "remap_failure",
         "xid",
+        "telemetry",  # readings frozen under load: a hung sensor or driver
     }
 )
 SLOW_CHECKS = frozenset({"throughput_retention", "clock_retention", "outlier", "floor"})

@@ -35,6 +35,7 @@ from soak.model import (
 )
 from soak.record import RunRecord, StopRecord
 from soak.store import STORE_NAME, RunStore
+from soak.validity import Frozen, frozen_spans
 
 # soak's own fields a trace column may be mapped onto (``--map FIELD=COLUMN``).
 TELEMETRY_IMPORTED = IMPORTABLE  # the registry's importable telemetry fields
@@ -148,6 +149,9 @@ class Trace:
     epoch_s: float | None = None  # the first sample's wall time, where the trace has one
     work_unit: str | None = None  # FLOP, B, token; None: no throughput
     work_scale: float = 1.0
+    # Where the trace has no device column and is read as one device: what to give instead,
+    # named when a time has two rows ("add index to --query-gpu").
+    one_device: str | None = None
 
     def add(
         self,
@@ -156,8 +160,10 @@ class Trace:
         values: Mapping[str, float | None],
         line: int,
         rate_interval_s: float | None = None,
+        stamp: str | None = None,
     ) -> None:
-        """One row: the time must not go backwards and a device appears once per time."""
+        """One row: the time must not go backwards and a device appears once per time.
+        ``stamp`` is the time as the file writes it, for the error messages."""
         trace = self.devices.setdefault(device, DeviceTrace())
         if trace.t:
             if t < trace.t[-1]:
@@ -166,6 +172,13 @@ class Trace:
                     line,
                     f"time goes backwards for device {device} "
                     f"({t:.3f} s after {trace.t[-1]:.3f} s)",
+                )
+            if t == trace.t[-1] and self.one_device is not None:
+                raise ImportFailed(
+                    self.path,
+                    line,
+                    f"no device column, so read as one device, but time "
+                    f"{stamp.strip() if stamp else f'{t:.3f} s'} has two rows: {self.one_device}",
                 )
             if t == trace.t[-1]:
                 raise ImportFailed(
@@ -309,6 +322,7 @@ class ImportResult:
     run_dir: Path
     segment: Segment
     others: list[Segment]
+    frozen: Frozen | None = None  # the freeze the judged load ends at
 
 
 def _work_samples(
@@ -338,6 +352,9 @@ def write_run(trace: Trace, source: Source, options: ImportOptions) -> ImportRes
 
     trace.check_not_empty()
     segment, others = choose_segment(trace, options.load_start_s, options.load_end_s)
+    frozen = first_freeze(trace, segment)
+    if frozen is not None:
+        segment, others = _cut_at_freeze(trace, segment, others, frozen)
     host = options.host or source.file.split(".")[0]
     started = (
         dt.datetime.fromtimestamp(trace.epoch_s + segment.start_s, dt.UTC)
@@ -346,11 +363,46 @@ def write_run(trace: Trace, source: Source, options: ImportOptions) -> ImportRes
     )
     run_dir = make_run_dir(options.out, host, dt.datetime.now(dt.UTC))
     try:
-        _fill_store(run_dir, trace, source, options, segment, others, host, started)
+        _fill_store(run_dir, trace, source, options, segment, others, host, started, frozen)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    return ImportResult(run_dir, segment, others)
+    return ImportResult(run_dir, segment, others, frozen)
+
+
+def first_freeze(trace: Trace, segment: Segment) -> Frozen | None:
+    """The earliest frozen span of any device that overlaps the load segment
+    (``soak.validity``, rule 2), judged where the device was loaded."""
+    found = []
+    for i, device in sorted(trace.devices.items()):
+        mask, _ = loaded_mask(device)
+        columns: dict[str, Sequence[float | None]] = dict(device.values)
+        if trace.work_unit is not None:
+            columns["throughput"] = device.rate
+        found += [
+            f
+            for f in frozen_spans(i, device.t, columns, mask)
+            if f.from_s < segment.end_s and f.to_s > segment.start_s
+        ]
+    return min(found, key=lambda f: f.from_s, default=None)
+
+
+def _cut_at_freeze(
+    trace: Trace, segment: Segment, others: list[Segment], frozen: Frozen
+) -> tuple[Segment, list[Segment]]:
+    """The judged load ends where the freeze starts; the frozen span is another segment."""
+    if frozen.from_s - segment.start_s < MIN_SEGMENT_S:
+        raise ImportFailed(
+            trace.path,
+            None,
+            f"device {frozen.device}: {frozen.describe()}, from the load's start "
+            f"({segment.start_s:,.0f} s): no load before it to judge",
+        )
+    span = Segment(frozen.from_s, min(frozen.to_s, segment.end_s), FROZEN_BASIS)
+    return Segment(segment.start_s, frozen.from_s, segment.basis), [span, *others]
+
+
+FROZEN_BASIS = "frozen telemetry (not judged)"
 
 
 def _fill_store(
@@ -362,6 +414,7 @@ def _fill_store(
     others: list[Segment],
     host: str,
     started: dt.datetime | None,
+    frozen: Frozen | None = None,
 ) -> None:
     store = RunStore.create(run_dir / STORE_NAME, max_commit_delay_s=3600.0)
     try:
@@ -422,6 +475,22 @@ def _fill_store(
                 else []
             )
             store.append(telemetry=rows, samples=samples)
+        if frozen is not None:
+            message = (
+                f"{frozen.describe()}; the judged load ends at {frozen.from_s:,.0f} s, "
+                "the frozen span is not judged"
+            )
+            store.append(
+                events=[
+                    Event(
+                        frozen.from_s,
+                        EventKind.TELEMETRY,
+                        message,
+                        frozen.device,
+                        frozen.as_dict() | {"judged": False},
+                    )
+                ]
+            )
         duration = segment.end_s - segment.start_s
         store.append(events=[Event(segment.end_s, EventKind.STOP, "stopped: end of load segment")])
         stop = StopRecord(

@@ -1,5 +1,6 @@
-"""Any CSV trace with a header: long (one row per device and time, ``--device-col``) or wide
-(one row per time, ``--devices N`` and ``{i}`` in the mapped column names)."""
+"""Any CSV trace with a header: long (one row per device and time, ``--device-col``), wide
+(one row per time, ``--devices N`` and ``{i}`` in the mapped column names), or neither: one
+device, one row per time."""
 
 from __future__ import annotations
 
@@ -23,8 +24,8 @@ class CsvOptions:
     throughput_unit: str | None = None
 
     def __post_init__(self) -> None:
-        if (self.device_col is None) == (self.devices is None):
-            raise ConfigError("give exactly one of --device-col COL and --devices N")
+        if self.device_col is not None and self.devices is not None:
+            raise ConfigError("give at most one of --device-col COL and --devices N")
         if self.time_unit not in ("s", "ms", "iso"):
             raise ConfigError(f"--time-unit: {self.time_unit!r} is not s, ms or iso")
         if not self.mapping:
@@ -73,7 +74,11 @@ def read(path: Path, options: CsvOptions) -> Trace:
     except csv.Error as exc:
         raise ImportFailed(path, 1, f"not CSV ({exc})") from None
     index = {name: k for k, name in enumerate(header)}
-    device_ids = [None] if options.devices is None else list(range(options.devices))
+    if options.device_col is None and options.devices is None:
+        device_ids: list[int | None] = [0]
+        trace.one_device = "give --device-col COL (or --devices N for a wide file)"
+    else:
+        device_ids = [None] if options.devices is None else list(range(options.devices))
     columns = _columns(path, index, options, device_ids)
     time_k = _need(path, index, options.time_col, "--time-col")
     device_k = (
@@ -108,7 +113,7 @@ def read(path: Path, options: CsvOptions) -> Trace:
             else:
                 cols = columns[device]
             values = {name: parse_value(row[k], units[k], path, line) for name, k in cols.items()}
-            trace.add(device, t - t_first, values, line)
+            trace.add(device, t - t_first, values, line, stamp=row[time_k])
     trace.check_not_empty()
     return trace
 

@@ -3,7 +3,9 @@
 With a header, its names say which column is which (``power.draw [W]``: the unit in brackets
 is then checked against every value); without one, ``--query`` gives the same list that was
 passed to nvidia-smi. ``[N/A]`` and ``[Not Supported]`` are None. Without a ``timestamp``
-column, time is the sample count × ``--interval`` (the ``-l`` period).
+column, time is the sample count × ``--interval`` (the ``-l`` period). Without an ``index``,
+``uuid`` or ``pci.bus_id`` column the log is one GPU (device 0), where every time has one
+row.
 """
 
 from __future__ import annotations
@@ -94,8 +96,12 @@ def read(path: Path, query: list[str] | None, interval_s: float) -> Trace:
         if len(cells) != len(names):
             what = "truncated last line" if not record.complete else "wrong number of fields"
             raise ImportFailed(path, line, f"{what} ({len(cells)} of {len(names)} fields)")
-        key = cells[key_k]
-        device = keys.setdefault(key, len(keys)) if not key.isdigit() else int(key)
+        if key_k < 0:  # no device column: one GPU (a workstation, a one-GPU VM)
+            device = 0
+            trace.one_device = "add index to --query-gpu to tell the GPUs apart"
+        else:
+            key = cells[key_k]
+            device = keys.setdefault(key, len(keys)) if not key.isdigit() else int(key)
         if time_k >= 0:
             t_abs = parse_time(cells[time_k], "iso", path, line)
             if t_first is None:
@@ -115,7 +121,7 @@ def read(path: Path, query: list[str] | None, interval_s: float) -> Trace:
             value = parse_value(cells[k], columns[k], path, line)
             _check_unit(path, line, columns[k], field)
             values[field] = value
-        trace.add(device, t, values, line)
+        trace.add(device, t, values, line, stamp=cells[time_k] if time_k >= 0 else None)
     if names is None:
         raise ImportFailed(path, 1, "empty file")
     trace.check_not_empty()
@@ -141,10 +147,6 @@ def _header(cells: list[str]) -> list[tuple[str, str | None]] | None:
 
 def _layout(path: Path, line: int, names: list[str]) -> tuple[int, int, int, int, dict[int, str]]:
     key_k = next((names.index(k) for k in KEYS if k in names), -1)
-    if key_k < 0:
-        raise ImportFailed(
-            path, line, "no index, uuid or pci.bus_id column: cannot tell the GPUs apart"
-        )
     time_k = names.index("timestamp") if "timestamp" in names else -1
     name_k = names.index("name") if "name" in names else -1
     uuid_k = names.index("uuid") if "uuid" in names else -1

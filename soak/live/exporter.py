@@ -157,8 +157,9 @@ def _labels(p: Progress, d: DeviceProgress) -> list[str]:
 
 
 def _device_metrics(p: Progress, tally: dict[int, _DeviceTally]) -> Iterator[Metric]:
+    # a frozen device's readings repeat what it read once: dropped, never served as fresh
     rows: list[tuple[list[str], DeviceProgress, Telemetry | None]] = [
-        (_labels(p, d), d, d.telemetry) for d in p.devices
+        (_labels(p, d), d, None if d.frozen else d.telemetry) for d in p.devices
     ]
     for fields, family_type in ((GAUGES, GaugeMetricFamily), (COUNTERS, CounterMetricFamily)):
         for field in fields:

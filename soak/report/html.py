@@ -113,6 +113,7 @@ NOTABLE_EVENTS = frozenset(
         EventKind.VERIFICATION_FAILED,
         EventKind.FAULT_INJECTED,
         EventKind.WARNING,
+        EventKind.TELEMETRY,
     }
 )
 
@@ -328,6 +329,8 @@ def _device(
         "diagnosis_text": DIAGNOSES.get(d.diagnosis, ""),
         "diagnosis_evidence": list(d.diagnosis_evidence),
         "rows": _metric_rows(d, analysis, missing),
+        "quality": d.quality.line() if d.quality is not None else None,
+        "left_out": d.quality.left_out() if d.quality is not None else [],
         "part_rows": _part_rows(d, analysis.units, with_energy=bool(energy_basis)),
         "mixed": len(f.units) > 1,
         "energy_shown": bool(energy_basis),

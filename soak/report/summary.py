@@ -19,6 +19,8 @@ Schema versions (a later version may add keys; removing or renaming one bumps th
      Then, still version 1: check status "incomplete" (a throughput figure that fell while
      something else used the device; in "checks" and "reasons"), diagnoses "host
      contention" and "another process on the device".
+     Then, still version 1: per device "telemetry_quality" (samples, readings left out as
+     implausible, gaps, frozen spans, counter resets; soak.validity).
 """
 
 from __future__ import annotations
@@ -157,6 +159,7 @@ def _device(d: DeviceResult, units: dict[str, str], noise: Noise | None) -> dict
         "load_end_s": d.end_s,
         "inventory": {key: getattr(d.info, key) for key in INVENTORY_KEYS},
         "steady_noise": _noise(noise),
+        "telemetry_quality": d.quality.as_dict() if d.quality is not None else None,
     }
 
 

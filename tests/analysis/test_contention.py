@@ -36,7 +36,8 @@ def _run(
     tele["t_s"] = t
     tele["temp_c"] = np.full(t.size, 60.0)
     tele["sm_clock_mhz"] = np.full(t.size, 2500.0)
-    tele["power_w"] = np.full(t.size, 150.0)
+    # a real power reading moves under load (a constant one reads as frozen telemetry)
+    tele["power_w"] = 150.0 + np.random.default_rng(0).normal(0.0, 0.5, t.size).round(2)
     tele["util_pct"] = np.full(t.size, 100.0)
     if foreign is not None:
         tele["foreign_load_pct"] = np.array([foreign(x) for x in t])

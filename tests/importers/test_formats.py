@@ -165,10 +165,12 @@ BAD_TOOL_FILES = {
         "index, temperature.gpu, power.draw [W]\n0, 34, 70.1 W\n0, 35",
         ":3: truncated last line (2 of 3 fields)",
     ),
-    "nvidia-smi no device column": (
+    "nvidia-smi no device column, two rows at one time": (
         "nvidia-smi",
-        "temperature.gpu, power.draw [W]\n34, 70.1 W\n",
-        ":2: no index, uuid or pci.bus_id column",
+        "timestamp, temperature.gpu, power.draw [W]\n2024/03/11 14:02:11.123, 34, 70.1 W\n"
+        "2024/03/11 14:02:12.123, 34, 70.1 W\n2024/03/11 14:02:12.123, 36, 71.0 W\n",
+        ":4: no device column, so read as one device, but time 2024/03/11 14:02:12.123 has two "
+        "rows: add index to --query-gpu to tell the GPUs apart",
     ),
     "dcgmi data before header": ("dcgmi-dmon", "GPU 0  33  61.3\n", ":1: data before the"),
     "dcgmi truncated last line": (
@@ -200,3 +202,31 @@ def test_csv_header_with_a_byte_order_mark(tmp_path):
         time_col="t", time_unit="s", device_col="gpu", mapping={"temp_c": "temp"}
     )
     assert csv_import.read(path, options).devices[0].values["temp_c"] == [30.0, 31.0]
+
+
+def test_a_one_gpu_nvidia_smi_log_without_index_is_device_0(tmp_path):
+    """The common workstation query: no index, uuid or bus id, one row per timestamp."""
+    path = tmp_path / "one.csv"
+    path.write_text(
+        "timestamp, power.draw [W], temperature.gpu, clocks.current.sm [MHz], utilization.gpu [%]\n"
+        "2024/03/11 14:02:11.000, 301.47 W, 61, 1980 MHz, 100 %\n"
+        "2024/03/11 14:02:12.000, 302.10 W, 61, 1980 MHz, 100 %\n"
+    )
+    trace = nvidia_smi.read(path, None, 1.0)
+    assert list(trace.devices) == [0]
+    assert trace.devices[0].t == [0.0, 1.0]
+    assert trace.devices[0].values["power_w"] == [301.47, 302.10]
+
+
+def test_a_csv_without_a_device_column_is_one_device(tmp_path):
+    path = tmp_path / "one.csv"
+    path.write_text("t,temp\n0,40\n1,41\n")
+    trace = csv_import.read(path, csv_import.CsvOptions("t", "s", {"temp_c": "temp"}))
+    assert list(trace.devices) == [0] and trace.devices[0].values["temp_c"] == [40.0, 41.0]
+    path.write_text("t,temp\n0,40\n1,41\n1,43\n")
+    with pytest.raises(
+        ImportFailed,
+        match=r":4: no device column, so read as one device, "
+        r"but time 1 has two rows: give --device-col COL",
+    ):
+        csv_import.read(path, csv_import.CsvOptions("t", "s", {"temp_c": "temp"}))

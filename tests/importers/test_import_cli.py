@@ -96,7 +96,7 @@ def test_unknown_map_column_names_the_file_and_header_line(tmp_path, capsys):
     [
         (["--map", "voltage=power"], "--map voltage: not a soak field"),
         (["--map", "temp_c"], "is not FIELD=COLUMN"),
-        (["--devices", "2"], "exactly one of --device-col COL and --devices N"),
+        (["--devices", "2"], "at most one of --device-col COL and --devices N"),
         (["--throughput-unit", "furlong/s", "--map", "throughput=power"], "--throughput-unit"),
     ],
 )
@@ -260,8 +260,9 @@ def test_a_device_the_trace_holds_no_throughput_for_is_not_measured_never_a_faul
     rows = ["t,gpu,temp,util,power,gflops"]
     for t in range(0, 1200, 2):
         temp = 40 + 25 * (1 - 2.718 ** (-t / 120))
-        rows.append(f"{t},0,{temp:.0f},99,300,{19000 + (t % 7)}")
-        rows.append(f"{t},1,{temp:.0f},99,300,")
+        power = 300 + (t * 7 % 11) * 0.5  # live readings move; a constant one reads as frozen
+        rows.append(f"{t},0,{temp:.0f},99,{power:.1f},{19000 + (t % 7)}")
+        rows.append(f"{t},1,{temp:.0f},99,{power:.1f},")
     path = tmp_path / "burn.csv"
     path.write_text("\n".join(rows) + "\n")
     args = ["--time-col", "t", "--device-col", "gpu", "--map", "temp_c=temp"]

@@ -116,6 +116,19 @@ def test_a_device_that_cannot_report_xids_has_no_xid_count_not_zero(exporter) ->
     assert value(s, "soak_device_xid_events_total", device="1") is None
 
 
+def test_a_frozen_devices_gauges_are_dropped_not_repeated(exporter) -> None:
+    frozen = device(0, 1900.0, frozen=True, failed=True)
+    exporter.update(snapshot(1900.0, (frozen, device(1, 1900.0))))
+    s = scrape(exporter.url)
+    assert value(s, "soak_device_temperature_celsius", device="0") is None
+    assert value(s, "soak_device_sm_clock_hertz", device="0") is None
+    assert value(s, "soak_device_ecc_corrected_errors_total", device="0") is None
+    assert value(s, "soak_device_clock_event_active", device="0") is None
+    assert value(s, "soak_device_temperature_celsius", device="1") == 61.0
+    assert value(s, "soak_device_failing", device="0") == 1.0
+    assert value(s, "soak_device_failing", device="1") == 0.0
+
+
 def test_cold_and_steady_figures_and_foreign_load_come_from_the_snapshot(exporter) -> None:
     cold = (Rate("gemm", 7.0e14, "FLOP"),)
     steady = (Rate("gemm", 6.6e14, "FLOP"),)

@@ -113,12 +113,28 @@ FAULT_KINDS: dict[str, _Kind] = {
         "leakage power x factor (a leaky die)",
         {"gpu": _GPU, "factor": _Rule(low=0, low_open=True, high=10)},
     ),
+    "frozen": _Kind(
+        "every reading of the device repeats from at= on while its load goes on (a hung "
+        "sensor or logger)",
+        {"gpu": _GPU, "at": _AT},
+    ),
+    "glitch": _Kind(
+        "fraction rate of the device's temperature readings read -75 °C (from at=)",
+        {"gpu": _GPU, "rate": _Rule(low=0, low_open=True, high=1)},
+        {"at": _AT},
+    ),
+    "gap": _Kind("no readings of any device from at= for for= seconds", {"at": _AT, "for": _FOR}),
+    "reset": _Kind(
+        "the device's cumulative counters restart from 0 at at= (a driver reload)",
+        {"gpu": _GPU, "at": _AT},
+    ),
 }
 
 # Kinds that act at a time after the load starts; the others hold from the start.
 _TIMED_KINDS = frozenset(
-    {"hw-slowdown", "power-brake", "hw-thermal", "ecc", "xid", "stall", "contention"}
-)
+    {"hw-slowdown", "power-brake", "hw-thermal", "ecc", "xid", "stall", "frozen", "glitch", "gap",
+     "reset", "contention"}
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +216,7 @@ def parse_fault(spec: str) -> Fault:
         return int(v[key]) if key in v else None
 
     at_s = v.get("at")
-    if kind == "stall" and at_s is None:
+    if kind in ("stall", "glitch") and at_s is None:
         at_s = 0.0
     return Fault(
         kind=kind,

@@ -12,7 +12,7 @@ import hashlib
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -110,6 +110,13 @@ class SimServer:
         for fault in self.faults:
             if not fault.timed:
                 self._fault_event(0.0, fault)
+        # Telemetry faults: a device's held row (frozen), its glitch rate, its counters'
+        # zero (reset), and the span without readings (gap).
+        self._frozen: dict[int, Telemetry | None] = {}
+        self._glitch = np.zeros(gpus)
+        self._glitch_rng = np.random.default_rng([seed, 0x611C, gpus])
+        self._counter_zero: dict[int, Telemetry | None] = {}
+        self._gap_until: float | None = None
 
     # -- construction helpers ---------------------------------------------------------------
 
@@ -201,7 +208,9 @@ class SimServer:
         self.advance(t_s)
         if self._snapshot is not None and self._snapshot[0] == t_s:
             return list(self._snapshot[1])
-        rows = self._read(t_s)
+        if self._gap_until is not None and t_s < self._gap_until:
+            return []
+        rows = self._tamper(self._read(t_s))
         self._snapshot = (t_s, rows)
         return list(rows)
 
@@ -338,11 +347,21 @@ class SimServer:
 
     def _fault_starts(self, f: Fault, t_s: float) -> None:
         p, g = self.physics, f.gpu
-        assert g is not None  # every timed kind names its GPU
+        if f.kind == "gap":
+            self._fault_event(t_s, f)
+            self._gap_until = t_s + (f.for_s or 0.0)
+            return
+        assert g is not None  # every other timed kind names its GPU
         if p.lost[g]:
             return
         self._fault_event(t_s, f)
-        if f.kind == "hw-slowdown":
+        if f.kind == "frozen":
+            self._frozen[g] = None  # the next reading is held
+        elif f.kind == "glitch":
+            self._glitch[g] = f.rate or 0.0
+        elif f.kind == "reset":
+            self._counter_zero[g] = None  # taken at the next reading
+        elif f.kind == "hw-slowdown":
             p.hw_slowdown[g] += 1
         elif f.kind == "power-brake":
             p.power_brake[g] += 1
@@ -365,6 +384,9 @@ class SimServer:
 
     def _fault_ends(self, f: Fault, t_s: float) -> None:
         p, g = self.physics, f.gpu
+        if f.kind == "gap":
+            self._fault_event(t_s, f, ended=True)
+            return
         assert g is not None
         if p.lost[g]:
             return
@@ -460,6 +482,28 @@ class SimServer:
         rows = list(zip(*table, strict=True))
         return [Telemetry(i, t_s, *rows[i]) for i in self.selected if not p.lost[i]]
 
+    def _tamper(self, rows: list[Telemetry]) -> list[Telemetry]:
+        """The telemetry faults applied to the sensors' readings."""
+        out = []
+        draws = self._glitch_rng.random(self.gpus) if self._glitch.any() else None
+        for row in rows:
+            g = row.device
+            if g in self._counter_zero:
+                zero = self._counter_zero[g]
+                if zero is None:
+                    zero = self._counter_zero[g] = row
+                row = replace(row, **_counters_since(row, zero))
+            if draws is not None and draws[g] < self._glitch[g] and row.temp_c is not None:
+                row = replace(row, temp_c=GLITCH_TEMP_C)
+            if g in self._frozen:
+                held = self._frozen[g]
+                if held is None:
+                    self._frozen[g] = row
+                else:
+                    row = replace(held, t_s=row.t_s)
+            out.append(row)
+        return out
+
     def _temperatures(self, t_s: float, noise: np.ndarray) -> dict[str, list[float]]:
         """Die and HBM temperature readings: whole °C, and with a refresh period, the
         value taken at the first reading after each sensor's latest refresh, held until
@@ -487,3 +531,16 @@ class SimServer:
         bins = np.floor(below + u)
         clock = s.max_sm_clock_mhz - bins * s.clock_step_mhz
         return np.where(p.loaded, clock, p.sm_mhz)
+
+
+GLITCH_TEMP_C = -75.0  # what a glitching sensor reads: below any room a server runs in
+_COUNTERS = ("energy_j", "ecc_corrected", "ecc_uncorrected", "retired_pages", "pcie_replay")
+
+
+def _counters_since(row: Telemetry, zero: Telemetry) -> dict[str, float | int | None]:
+    """The row's cumulative counters counted from ``zero``'s (a driver reload)."""
+    out: dict[str, float | int | None] = {}
+    for name in _COUNTERS:
+        now, base = getattr(row, name), getattr(zero, name)
+        out[name] = None if now is None else now - (base or 0)
+    return out

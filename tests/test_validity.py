@@ -1,0 +1,141 @@
+"""Whether a reading can be true (soak/validity.py): ranges, freezes, gaps, resets."""
+
+import numpy as np
+import pytest
+
+from soak import validity
+from soak.model import Telemetry
+from soak.validity import FROZEN_S, FrozenWatch, frozen_spans
+
+
+def watch_rows(watch, rows, loaded=True, step=1.0, start=0.0):
+    found = []
+    for k, row in enumerate(rows):
+        hit = watch.add(start + k * step, row, loaded)
+        if hit is not None:
+            found.append(hit)
+    return found
+
+
+def test_fine_power_and_temperature_held_for_five_minutes_under_load_is_frozen():
+    watch = FrozenWatch(3)
+    moving = [{"power_w": 300.0 + 0.37 * (k % 7), "temp_c": 61.0} for k in range(100)]
+    held = [{"power_w": 301.47, "temp_c": 61.0}] * 400
+    (found,) = watch_rows(watch, moving + held)
+    assert found.from_s == 100.0 and found.to_s == 100.0 + FROZEN_S
+    assert found.describe() == (
+        "telemetry frozen from 100 s: power 301.47 W, temperature 61 °C unchanged for "
+        "5 min while the load ran"
+    )
+    assert watch.span is not None and watch.span.to_s == 499.0  # it grows while still
+
+
+def test_readings_that_hold_still_while_idle_are_not_frozen():
+    rows = [{"power_w": 71.25, "temp_c": 30.0}] * 1000
+    assert watch_rows(FrozenWatch(0), rows, loaded=False) == []
+
+
+def test_temperature_alone_never_tells_a_freeze():
+    """A whole-degree die holds still for hours at equilibrium on a healthy device."""
+    rows = [{"temp_c": 70.0, "power_w": None}] * 2000
+    assert watch_rows(FrozenWatch(0), rows) == []
+
+
+def test_whole_watt_power_needs_temperature_with_it():
+    rows = [{"power_w": 300.0, "temp_c": None}] * 2000
+    assert watch_rows(FrozenWatch(0), rows) == []
+    rows = [{"power_w": 300.0, "temp_c": 65.0}] * 2000
+    assert len(watch_rows(FrozenWatch(0), rows)) == 1
+
+
+def test_one_moving_signal_is_not_a_freeze():
+    rows = [{"power_w": 300.25, "temp_c": 65.0, "energy_j": 1e6 + 300 * k} for k in range(2000)]
+    assert watch_rows(FrozenWatch(0), rows) == []
+
+
+def test_a_slow_logger_needs_twenty_identical_readings_besides():
+    rows = [{"power_w": 300.25, "temp_c": 65.0}] * 19
+    assert watch_rows(FrozenWatch(0), rows, step=60.0) == []
+    assert len(watch_rows(FrozenWatch(0), rows + rows[:1], step=60.0)) == 1
+
+
+def test_frozen_spans_end_where_the_readings_move_again():
+    t = np.arange(1500.0)
+    power = np.where((t >= 200) & (t < 800), 250.5, 250.0 + 0.01 * t)
+    spans = frozen_spans(1, t, {"power_w": power, "temp_c": np.full(t.size, 50.0)}, [True] * 1500)
+    assert [(s.from_s, s.to_s) for s in spans] == [(200.0, 799.0)]
+
+
+def test_an_impossible_reading_is_named_and_left_out():
+    row = Telemetry(
+        0,
+        312.0,
+        temp_c=-75.0,
+        power_w=1500.0,
+        power_limit_w=700.0,
+        util_pct=101.0,
+        sm_clock_mhz=1980.0,
+    )
+    found = validity.screen(row)
+    assert [(f.field, f.value) for f in found] == [
+        ("temp_c", -75.0),
+        ("power_w", 1500.0),
+        ("util_pct", 101.0),
+    ]
+    clean = validity.cleaned(row, found)
+    assert (clean.temp_c, clean.power_w, clean.util_pct, clean.sm_clock_mhz) == (
+        None,
+        None,
+        None,
+        1980.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("sm_clock_mhz", 12_000.0), ("temp_c", 400.0), ("mem_util_pct", -1.0)]
+)
+def test_values_no_hardware_reports_are_out_of_range(field, value):
+    assert [f.field for f in validity.screen(Telemetry(0, 0.0, **{field: value}))] == [field]
+
+
+def test_power_bound_is_twice_the_limit_from_the_device_where_the_row_has_none():
+    row = Telemetry(0, 0.0, power_w=900.0)
+    assert validity.screen(row) == []
+    assert [f.field for f in validity.screen(row, power_limit_w=400.0)] == ["power_w"]
+
+
+def test_gaps_longer_than_five_intervals_are_named():
+    t = np.concatenate([np.arange(0.0, 100.0), np.arange(400.0, 500.0)])
+    (gap,) = validity.gaps(t)
+    assert (gap.from_s, gap.to_s) == (99.0, 400.0)
+    assert validity.missing_s([gap], 0.0, 200.0) == pytest.approx(101.0)
+    assert validity.gaps(np.array([0.0, 1.0, 2.0, 5.5, 6.5])) == []  # under 10 s
+
+
+def test_a_counter_that_goes_back_is_a_reset_and_the_counts_add():
+    t = np.arange(6.0)
+    energy = np.array([100.0, 200.0, 300.0, 5.0, 105.0, np.nan])
+    (reset,) = validity.counter_resets("energy_j", t, energy)
+    assert (reset.t_s, reset.before, reset.after) == (3.0, 300.0, 5.0)
+    assert validity.unreset(energy)[:5].tolist() == [100.0, 200.0, 300.0, 305.0, 405.0]
+
+
+def test_a_ticks_rows_screened_at_once_find_what_each_row_screened_alone_finds():
+    rng = np.random.default_rng(7)
+    rows = [
+        Telemetry(
+            k % 4,
+            float(k),
+            temp_c=float(rng.choice([60.0, -75.0, 400.0])),
+            power_w=float(rng.choice([300.0, 1500.0, -1.0])),
+            power_limit_w=None if k % 3 else 700.0,
+            util_pct=float(rng.choice([50.0, 101.0])),
+            sm_clock_mhz=None,
+            fan_pct=250.0,
+        )
+        for k in range(60)
+    ]
+    limits = {0: 400.0, 1: None, 2: 1000.0, 3: 700.0}
+    alone = [f for r in rows for f in validity.screen(r, limits[r.device])]
+    assert validity.screen_all(rows, limits) == alone and alone
+    assert validity.screen_all([]) == []
