@@ -385,6 +385,9 @@ class Runner:
         for s in update.samples:
             if s.device in self.live_work:
                 self.live_work[s.device].add(s.part, s.unit, s.t_start_s, s.t_end_s, s.work)
+        for index, work in self.live_work.items():  # what no live figure can need any more
+            detector = self.detectors[index]
+            work.forget(t - detector.reach_s, detector.equilibrium_s)
         for s in update.samples:
             if s.device not in self.load_start_by_device and s.t_end_s > s.t_start_s:
                 first[s.device] = max(first.get(s.device, s.t_end_s), s.t_end_s)

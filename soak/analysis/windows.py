@@ -8,6 +8,7 @@ first finished unit of work, so that a worker's set-up time is never counted as 
 
 from __future__ import annotations
 
+import math
 from array import array
 from dataclasses import dataclass
 
@@ -100,12 +101,15 @@ class LiveWork:
     """One device's work samples as a run receives them, for the live cold and steady
     figures: the analysis's own load start, windows and ``window_throughput``, so that the
     live view, the exporter and the report give one figure. Samples are kept compactly
-    (three doubles each) and looked up by time, since each part's arrive in order."""
+    (three doubles each) and looked up by time, since each part's arrive in order; those no
+    figure can need any more are dropped (``forget``), so a week-long soak does not grow it."""
 
     def __init__(self, windows: Windows) -> None:
         self.windows = windows
         self._parts: dict[str, tuple[array, array, array]] = {}
         self._units: dict[str, str] = {}
+        self._first_end: dict[str, float] = {}  # each part's first end: the load start's
+        self._compact_at = _COMPACT_MIN
 
     def add(self, part: str, unit: str, t_start_s: float, t_end_s: float, work: float) -> None:
         starts, ends, done = self._parts.setdefault(part, (array("d"), array("d"), array("d")))
@@ -113,10 +117,15 @@ class LiveWork:
         ends.append(t_end_s)
         done.append(work)
         self._units[part] = unit
+        self._first_end.setdefault(part, t_end_s)
 
     @property
     def load_start_s(self) -> float | None:
-        return load_start([ends[0] for _, ends, _ in self._parts.values() if ends])
+        return load_start(list(self._first_end.values()))
+
+    @property
+    def samples_held(self) -> int:
+        return sum(len(ends) for _, ends, _ in self._parts.values())
 
     def cold(self, now_s: float) -> dict[str, float | None]:
         """Each part's cold throughput once the cold window is over, else nothing."""
@@ -133,6 +142,25 @@ class LiveWork:
             return {}
         return self._over(steady_window(equilibrium_s, start, now_s, self.windows))
 
+    def forget(self, before_s: float, equilibrium_s: float | None) -> None:
+        """Drop the samples that ended before ``before_s`` (no equilibrium is dated earlier:
+        the detector's look-back) and lie in neither the cold window nor the steady window
+        of the date held. Done in batches, so that it costs little per sample."""
+        if self.samples_held < self._compact_at:
+            return
+        start = self.load_start_s
+        keep = [] if start is None else [cold_window(start, self.windows)]
+        if equilibrium_s is not None and start is not None:
+            keep.append(steady_window(equilibrium_s, start, math.inf, self.windows))
+        for part, arrays in self._parts.items():
+            t0, t1, w = (np.frombuffer(a, dtype=float) for a in arrays)
+            held = t1 >= before_s
+            for window in keep:  # as ``_over`` slices: every sample whose middle may be in it
+                held |= (t1 >= window.start_s) & (t0 <= window.end_s)
+            if not held.all():
+                self._parts[part] = tuple(array("d", a[held].tobytes()) for a in (t0, t1, w))
+        self._compact_at = max(_COMPACT_MIN, 2 * self.samples_held)
+
     def unit(self, part: str) -> str:
         return self._units[part]
 
@@ -146,6 +174,9 @@ class LiveWork:
             hi = int(np.searchsorted(t0, window.end_s, side="right"))
             out[part] = window_throughput(window, t0[lo:hi], t1[lo:hi], w[lo:hi])
         return out
+
+
+_COMPACT_MIN = 4096  # samples held before the first look for ones to drop
 
 
 def work_rates(w: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

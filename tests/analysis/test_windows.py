@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from soak.analysis.windows import Window, cold_window, steady_window, window_stats
+from soak.analysis.windows import LiveWork, Window, cold_window, steady_window, window_stats
 from soak.config import Windows
 from soak.fields import WINDOW_METRICS as METRICS
 from soak.model import ClockReason
@@ -80,3 +80,27 @@ def test_a_window_without_work_has_no_throughput():
     tele, work = _records(300)
     s = window_stats(Window(400.0, 500.0), tele, work)
     assert s.throughput == {"gemm": None, "membw": None} and s.samples == {"gemm": 0, "membw": 0}
+
+
+def test_live_work_forgets_what_no_figure_needs_and_keeps_its_figures():
+    # Ten hours of one sample a second for two parts, the runner's forget each tick with a
+    # 30-minute reach: the figures equal those of a LiveWork that keeps everything, and the
+    # samples held stay bounded (cold window, steady window, the reach), not ten hours' worth.
+    windows = Windows()
+    kept, bounded = LiveWork(windows), LiveWork(windows)
+    rng = np.random.default_rng(3)
+    equilibrium = None
+    for t in range(1, 36_000):
+        for part, rate in (("gemm", 100.0), ("membw", 7.0)):
+            work = rate * (1 + 0.01 * rng.standard_normal())
+            for live in (kept, bounded):
+                live.add(part, "X", t - 1.0, float(t), work)
+        if t == 7_200:
+            equilibrium = 6_000.0  # dated into the past, within the reach, as the detector does
+        bounded.forget(t - 1_800.0, equilibrium)
+        if t % 3_600 == 0:
+            assert bounded.cold(t) == kept.cold(t)
+            assert bounded.steady(equilibrium, t) == kept.steady(equilibrium, t)
+    assert kept.samples_held == 2 * 35_999
+    assert bounded.samples_held < 2 * (60 + windows.steady_length_s + 2 * 1_800) + 8_192
+    assert bounded.load_start_s == kept.load_start_s == 1.0

@@ -60,6 +60,11 @@ class OnlineDetector:
         return self._dated is not None
 
     @property
+    def reach_s(self) -> float:
+        """How far before now a date this detector makes can lie: what it reads back."""
+        return self._keep_s + self.windows.eq_window_s
+
+    @property
     def rows_held(self) -> int:
         """Telemetry rows held for the checks still to come (bounded by the windows)."""
         return len(self._tele)
