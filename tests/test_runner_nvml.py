@@ -29,6 +29,7 @@ class SteadyLoad:
         self.fake = fake
         self.last = 0.0
         self.dead: set[int] = set()
+        self.energy_mj = dict.fromkeys(range(4), 5_000_000_000.0)
 
     def start(self, t0: float) -> None:
         self.last = None
@@ -46,6 +47,15 @@ class SteadyLoad:
             return LoadUpdate()
         work = 7e14 * (t_s - start)
         alive = [d for d in range(4) if d not in self.dead]
+        for d in alive:  # a loaded GPU's power and energy move; readings that hold still froze
+            mw = 650_000 + 1_000 * (int(t_s) % 7)
+            self.fake.set(d, "nvmlDeviceGetPowerUsage()", mw)
+            self.fake.set(d, f"{FI}(NVML_FI_DEV_POWER_AVERAGE)", fv(mw, 1))
+            if d != 0:  # GPU 0 has no energy counter
+                self.energy_mj[d] += mw * (t_s - start)
+                self.fake.set(d, "nvmlDeviceGetTotalEnergyConsumption()", int(self.energy_mj[d]))
+                energy = fv(int(self.energy_mj[d]))
+                self.fake.set(d, f"{FI}(NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION)", energy)
         return LoadUpdate([WorkSample(d, start, t_s, "gemm", work, "FLOP", True) for d in alive])
 
     def stop(self, t_s: float) -> LoadUpdate:

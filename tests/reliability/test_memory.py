@@ -41,10 +41,13 @@ def test_six_simulated_hours_of_eight_gpus_keep_memory_flat(tmp_path, record_pro
     assert result.stop_reason == "duration"
     rss = probe.by_hour
     assert sorted(rss) == list(range(7))
-    growth = max(rss[h] for h in range(1, 7)) - rss[1]
+    # From hour 2 on, every device is dated and its steady window done: nothing the run
+    # holds should grow after that. Measured 0.4 MiB over hours 2-6; work samples kept
+    # for the live figures added 0.9 MiB an hour, a held telemetry series 5-8 MiB an hour.
+    growth = max(rss[h] for h in range(2, 7)) - rss[2]
     record_property("rss_mib_by_hour", {h: round(v, 1) for h, v in rss.items()})
-    record_property("rss_growth_hour_1_to_6_mib", round(growth, 2))
-    assert growth < 4.0  # measured: under 1 MiB; a held series would add 5-8 MiB an hour
+    record_property("rss_growth_hour_2_to_6_mib", round(growth, 2))
+    assert growth < 2.0
 
     store = RunStore.open(result.run_dir)
     rows = store.telemetry_rows()
