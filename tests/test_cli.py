@@ -159,6 +159,7 @@ def test_a_misspelt_option_of_a_nested_command_is_matched_against_that_command()
         _parser().parse_args(["fleet", "sbatch", "--nodess", "3"])
 
 
+@pytest.mark.slow
 def test_a_load_too_short_for_equilibrium_runs_and_says_so_once(tmp_path, capsys):
     code = main(
         [

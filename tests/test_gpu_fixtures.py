@@ -21,6 +21,7 @@ def _rebuild(name: str, tmp_path: Path):
     return build_outputs(run_dir)
 
 
+@pytest.mark.slow
 def test_gemm_trace_replays_to_the_figures_the_check_reported(tmp_path):
     analysis, report = _rebuild("gemm", tmp_path)
     recorded = json.loads((H200 / "gpu_check.json").read_text())["gemm"]
@@ -40,6 +41,7 @@ def test_gemm_trace_replays_to_the_figures_the_check_reported(tmp_path):
     assert report.is_file()
 
 
+@pytest.mark.slow
 def test_membw_trace_keeps_unreadable_metrics_unreadable(tmp_path):
     analysis, _ = _rebuild("membw", tmp_path)
     device = analysis.devices[0]

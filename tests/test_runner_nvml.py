@@ -75,8 +75,14 @@ class SteadyLoad:
         return frozenset(self.dead)
 
 
-@pytest.fixture
-def stored_run(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def stored_run(tmp_path_factory):
+    # One run for the module: every test reads it, none changes it.
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        yield _stored_run(tmp_path_factory.mktemp("nvml-run"), monkeypatch)
+
+
+def _stored_run(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     tables = [baseline_gpu(i) for i in range(4)]
     tables[0].update({

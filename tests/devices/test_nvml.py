@@ -441,6 +441,7 @@ def test_event_set_unavailable_means_no_xid_events_anywhere(make_fake, open_nvml
     assert caps[1]["xid_events"] is Capability.NOT_SUPPORTED
 
 
+@pytest.mark.slow
 def test_not_supported_is_logged_once_not_per_sample(make_fake, open_nvml, caplog) -> None:
     fake = make_fake("healthy")
     with caplog.at_level(logging.INFO, logger="soak.devices.nvml"):

@@ -201,6 +201,7 @@ def test_idle_devices_are_idle_before_the_load_starts() -> None:
         assert 20 <= r.temp_c <= 40
 
 
+@pytest.mark.slow
 def test_healthy_server_sits_at_the_power_cap_under_gemm() -> None:
     run = healthy()
     steady_power = run.steady("power_w")
@@ -211,6 +212,7 @@ def test_healthy_server_sits_at_the_power_cap_under_gemm() -> None:
         assert not run.bits(bit).any()
 
 
+@pytest.mark.slow
 def test_healthy_steady_temperatures_are_55_to_75_and_rear_row_runs_warmer() -> None:
     run = healthy()
     steady = run.steady("temp_c")
@@ -291,6 +293,7 @@ def test_membw_is_flat_at_full_clocks_and_draws_less_than_gemm() -> None:
     assert not run.bits(ClockReason.SW_POWER_CAP).any()
 
 
+@pytest.mark.slow
 def test_train_clocks_sit_between_gemm_and_membw() -> None:
     train = run_of(minutes=30, workload="train", gpus=4)
     gemm = run_of(minutes=30, gpus=4)
@@ -299,6 +302,7 @@ def test_train_clocks_sit_between_gemm_and_membw() -> None:
     assert {s.unit for s in train.samples} == {"token"}
 
 
+@pytest.mark.slow
 def test_mix_runs_three_parts_and_is_the_hottest_state() -> None:
     mix = run_of(minutes=30, workload="mix", gpus=4)
     gemm = run_of(minutes=30, gpus=4)
@@ -328,6 +332,7 @@ def test_h200_streams_faster_than_h100() -> None:
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_airflow_fault_makes_one_gpu_hot_thermal_limited_and_slower() -> None:
     run = run_of(("airflow:gpu=3:factor=2.2",), minutes=60)
     steady = run.steady("temp_c")
@@ -404,6 +409,7 @@ def test_stall_lowers_utilisation_before_throughput_and_keeps_clocks() -> None:
     assert np.mean(power[starved]) < np.mean(power[before]) - 10
 
 
+@pytest.mark.slow
 def test_contention_takes_throughput_but_not_utilisation_clocks_or_power() -> None:
     run = run_of(("contention:gpu=2:at=600:fraction=0.4",), minutes=20)
     util, gemm = run.tel["util_pct"][:, 2], run.rate["gemm"][:, 2]
@@ -458,6 +464,7 @@ def test_ecc_fault_counts_errors_flags_a_remap_and_sends_an_event() -> None:
     assert event.t_s == pytest.approx(BASELINE_S + 120)
 
 
+@pytest.mark.slow
 def test_sdc_fails_result_checks_at_about_the_rate() -> None:
     run = run_of(("sdc:gpu=5:rate=0.3",), minutes=30)
     checked = [s for s in run.samples if s.device == 5 and s.verified is not None]
@@ -473,6 +480,7 @@ def test_sdc_fails_result_checks_at_about_the_rate() -> None:
     assert len(run.events_of(EventKind.VERIFICATION_FAILED, 5)) == len(failed)
 
 
+@pytest.mark.slow
 def test_inlet_fault_warms_every_gpu() -> None:
     warm, base = run_of(("inlet:delta=8",), minutes=30, gpus=4), run_of(minutes=30, gpus=4)
     assert np.all(warm.steady("temp_c") - base.steady("temp_c") > 6)
@@ -672,6 +680,7 @@ def test_load_starts_at_the_first_tick_after_start() -> None:
     assert all(r.util_pct == 100 for r in run.telemetry[1])
 
 
+@pytest.mark.slow
 def test_large_and_small_ticks_give_the_same_physics() -> None:
     fine = run_of(("airflow:gpu=1:factor=2",), minutes=15, interval_s=0.25, gpus=2)
     coarse = run_of(("airflow:gpu=1:factor=2",), minutes=15, interval_s=60, gpus=2)

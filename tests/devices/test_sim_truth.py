@@ -21,6 +21,7 @@ def _loaded(faults=(), seconds=3600, truth_at=()):
     return server, seen
 
 
+@pytest.mark.slow
 def test_the_die_settles_on_the_asymptote_the_truth_predicts_early():
     _, seen = _loaded(truth_at=(60, 3600))
     early_die, early_asymptote = seen[60]
@@ -39,6 +40,7 @@ def test_asking_for_the_truth_leaves_the_simulation_untouched():
     assert a == b
 
 
+@pytest.mark.slow
 def test_a_thermally_limited_die_settles_just_under_its_limit():
     server, seen = _loaded(faults=("airflow:gpu=1:factor=3",), truth_at=(30,))
     _, asymptote = seen[30]

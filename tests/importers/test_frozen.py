@@ -78,6 +78,7 @@ def test_a_frozen_span_cut_from_a_real_trace_is_never_judged(tmp_path):
     assert [c.status for c in warned] == [Status.WARN]
 
 
+@pytest.mark.slow
 def test_the_same_log_passes_when_the_freeze_goes_unseen(tmp_path, monkeypatch):
     """What the cut prevents: judged as it stands, the frozen hour is a perfect steady state."""
     path, _ = h100_log_that_freezes(tmp_path)

@@ -114,6 +114,7 @@ window_numbers = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(QUICK, max_examples=60)
 @given(
     st.fixed_dictionaries({}, optional=dict.fromkeys(Windows.__dataclass_fields__, window_numbers))
@@ -211,6 +212,7 @@ class _RunAsked(BaseException):  # not an Exception: soak's catch-all must not t
     """A command line that got as far as starting a run: accepted."""
 
 
+@pytest.mark.slow
 @QUICK
 @given(st.lists(st.one_of(st.sampled_from(FLAGS + VALUES), st.text(max_size=6)), max_size=7))
 def test_command_lines_are_accepted_or_one_line_exit_2(monkeypatch, tmp_path, argv):
@@ -261,6 +263,7 @@ EDITS = [
 ]
 
 
+@pytest.mark.slow
 @settings(QUICK, max_examples=60)
 @given(
     st.one_of(

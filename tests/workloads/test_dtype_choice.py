@@ -71,6 +71,7 @@ def test_flags_come_from_cpuinfo_else_from_torchs_check(
     assert cpu_flags() == found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("flags", "dtype"), [(SAPPHIRE_RAPIDS, "bf16"), (ICE_LAKE, "fp32")], ids=["amx", "no-bf16"]
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 
+import pytest
 import torch
 
 from tests.workloads.sizes import on_cpu
@@ -25,6 +26,7 @@ def test_step_reports_tokens_and_model_flop_per_token(tiny: WorkloadOptions) -> 
     assert info["flop_per_token"] == 6 * info["params"] > 0
 
 
+@pytest.mark.slow
 def test_loss_falls_on_the_learnable_stream(tiny: WorkloadOptions) -> None:
     train = make(tiny, step_s=0.2)
     while train.opt_steps < 120:
@@ -57,6 +59,7 @@ def test_verify_catches_a_non_finite_parameter(tiny: WorkloadOptions) -> None:
     assert forward.ok  # checked on the re-initialised model
 
 
+@pytest.mark.slow
 def test_loader_workers_feed_the_model(tiny: WorkloadOptions) -> None:
     train = make(tiny, train_loader_workers=1)
     try:
