@@ -2,7 +2,7 @@
 check it stays under 60 s and 1 GiB of memory, with 64 servers side by side for the ratio
 (how the report scales with the fleet).
 
-The fleet is synthesised (tests/fleet/synth.py) from real simulated soaks' summary.json files,
+The fleet is synthesised (testkit/fleet.py) from real simulated soaks' summary.json files,
 each device's figures varied, with four faulty servers; the report runs in a child process
 (`soak fleet report DIR`, history included), so its peak RSS is its own. Prints a table and a
 JSON line.

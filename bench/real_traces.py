@@ -1,19 +1,23 @@
 """soak's equilibrium time and verdict on real public traces, against a reference time.
 
-Imports every trace with a time axis in ``../shared/data/real-traces/`` (the V100 gpu-burn
-runs as derived CSV and as raw gpu-burn logs, the H100 nanoGPT CSVs, the B200 step files)
-with ``soak import``'s own readers into a normal run store, analyses it as ``soak report``
-does (default profile), and prints per device the reference equilibrium time, soak's, the
-delay (soak − reference) and the verdict, then one JSON line. Times are minutes from the
-load start. The accuracy contract (DESIGN.md): a delay in [−2, +5] min.
+Imports every trace with a time axis that is on this machine (``testkit.traces``: the traces
+that travel with the project in ``bench/data/real-traces/``, the V100 gpu-burn runs as
+derived CSV and as raw gpu-burn logs and the H100 nanoGPT CSVs, and a folder named by
+``SOAK_REAL_TRACES``, where the B200 step files can be put: their licence does not let them
+travel) with ``soak import``'s own readers into a normal run store, analyses it as ``soak
+report`` does (default profile), and prints the traces it skips and those missing (and why),
+then per device the reference equilibrium time, soak's, the delay (soak − reference) and the
+verdict, then one JSON line. Times are minutes from the load start. The accuracy contract
+(docs/equilibrium.md): a delay in [−2, +5] min.
 
-The reference (issue 13, point 6) is ``reference_time``: the centre of the first 5-minute
-window after which the centred 5-minute mean temperature stays within 1.5 °C of the median
-of the last 30 minutes of load (ignoring the last 2 minutes), and, where throughput is
-measured, its centred 5-minute mean stays within 1 % of its last-30-minute median.
+The reference (issue 13, point 6) is ``testkit.reference.reference_time``: the centre of the
+first 5-minute window after which the centred 5-minute mean temperature stays within 1.5 °C
+of the median of the last 30 minutes of load (ignoring the last 2 minutes), and, where
+throughput is measured, its centred 5-minute mean stays within 1 % of its last-30-minute
+median.
 
-``--traces DIR`` reads another copy of the traces; ``--only SUBSTRING`` limits them;
-``--keep DIR`` keeps the run folders.
+``--traces DIR`` looks in DIR first (as ``SOAK_REAL_TRACES`` does); ``--only SUBSTRING``
+limits the traces; ``--keep DIR`` keeps the run folders.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
 import sys
 import tempfile
@@ -41,65 +46,10 @@ from soak.importers import gpu_burn  # noqa: E402
 from soak.importers.core import ImportOptions, Trace, write_run  # noqa: E402
 from soak.importers.source import describe  # noqa: E402
 from soak.store import RunStore  # noqa: E402
+from testkit.reference import reference_time  # noqa: E402
+from testkit.traces import missing_reason, trace_dir  # noqa: E402
 
-TRACES = ROOT.parent / "shared" / "data" / "real-traces"
-
-WINDOW_S = 300.0  # the centred mean's window
-TAIL_S = 1800.0  # the last 30 minutes of load
-IGNORE_END_S = 120.0  # ... ignoring its last 2 minutes
-TEMP_BAND_C = 1.5
-RATE_BAND = 0.01
 EARLY_MIN, LATE_MIN = -2.0, 5.0
-
-
-def centred_mean(t: np.ndarray, y: np.ndarray, centres: np.ndarray, half: float) -> np.ndarray:
-    """Mean of the finite y within [c − half, c + half] for each centre; NaN where empty."""
-    ok = np.isfinite(y)
-    t, y = t[ok], y[ok]
-    csum = np.concatenate(([0.0], np.cumsum(y)))
-    lo = np.searchsorted(t, centres - half, side="left")
-    hi = np.searchsorted(t, centres + half, side="right")
-    n = hi - lo
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n > 0, (csum[hi] - csum[lo]) / np.maximum(n, 1), np.nan)
-
-
-def reference_time(
-    load_start_s: float,
-    load_end_s: float,
-    temp_t: np.ndarray,
-    temp: np.ndarray,
-    rate_t: np.ndarray | None = None,
-    rate: np.ndarray | None = None,
-) -> float | None:
-    """The reference equilibrium time (run seconds), or None where no window qualifies.
-
-    The final level is the median over [end − 2 min − 30 min, end − 2 min] (clipped to the
-    load). Candidate centres are every sample time whose 5-minute window lies inside
-    [load start, end − 2 min]; the answer is the first centre from which every later centred
-    mean stays within 1.5 °C (and, with throughput, within 1 % of its own final level)."""
-    end = load_end_s - IGNORE_END_S
-    half = WINDOW_S / 2
-    if end - load_start_s < WINDOW_S:
-        return None
-    series = [(temp_t, temp, lambda m, ref: np.abs(m - ref) <= TEMP_BAND_C)]
-    if rate_t is not None and rate is not None and np.isfinite(rate).any():
-        series.append((rate_t, rate, lambda m, ref: np.abs(m - ref) <= RATE_BAND * abs(ref)))
-    in_load = (temp_t >= load_start_s + half) & (temp_t <= end - half)
-    centres = temp_t[in_load]
-    if centres.size == 0:
-        return None
-    ok = np.ones(centres.size, dtype=bool)
-    for t, y, within in series:
-        tail = (t >= max(load_start_s, end - TAIL_S)) & (t <= end) & np.isfinite(y)
-        if not tail.any():
-            return None
-        final = float(np.median(y[tail]))
-        mean = centred_mean(t, y, centres, half)
-        ok &= np.nan_to_num(within(mean, final), nan=False).astype(bool)
-    bad = np.flatnonzero(~ok)
-    first = 0 if bad.size == 0 else bad[-1] + 1
-    return None if first >= centres.size else float(centres[first])
 
 
 # -- the traces ------------------------------------------------------------------------------
@@ -113,9 +63,8 @@ class Case:
     workload: str
 
 
-def cases(traces: Path) -> list[Case]:
+def _v100(v100: Path) -> list[Case]:
     out: list[Case] = []
-    v100 = traces / "v100x4-gpuburn-18h-lambda"
     for f in sorted((v100 / "derived").glob("*_parsed.csv")):
         options = csv_import.CsvOptions(
             time_col="est_elapsed_s_from_gpu0",
@@ -127,7 +76,11 @@ def cases(traces: Path) -> list[Case]:
         out.append(Case(f"v100/{f.stem}", f, lambda p, o=options: csv_import.read(p, o), "gemm"))
     for f in sorted((v100 / "raw").glob("*.zip")):
         out.append(Case(f"v100/{f.stem}", f, gpu_burn.read, "gemm"))
-    h100 = traces / "h100x8-nanogpt-powercap-voltagepark"
+    return out
+
+
+def _h100(h100: Path) -> list[Case]:
+    out: list[Case] = []
     for f in sorted(h100.glob("*.csv")):
         options = csv_import.CsvOptions(
             time_col="timestamp",
@@ -140,7 +93,11 @@ def cases(traces: Path) -> list[Case]:
             },
         )
         out.append(Case(f"h100/{f.stem}", f, lambda p, o=options: csv_import.read(p, o), "train"))
-    b200 = traces / "b200x8-gpuburn-powerlimit-sweep"
+    return out
+
+
+def _b200(b200: Path) -> list[Case]:
+    out: list[Case] = []
     for session, rate_col, unit in (
         ("0107-default", "gpu_gflops", "GFLOP/s"),
         ("0108-log-d", "gpu_tflops", "TFLOP/s"),
@@ -175,6 +132,34 @@ def cases(traces: Path) -> list[Case]:
         )
         out.append(Case(f"b200/{f.stem}", f, lambda p, o=options: csv_import.read(p, o), "gemm"))
     return out
+
+
+# each trace folder with a time axis (testkit.traces finds it), and how to read its files
+SOURCES: dict[str, Callable[[Path], list[Case]]] = {
+    "v100x4-gpuburn-18h-lambda": _v100,
+    "h100x8-nanogpt-powercap-voltagepark": _h100,
+    "b200x8-gpuburn-powerlimit-sweep": _b200,
+}
+# the folders that do not travel with soak, and why (bench/data/real-traces/README.md)
+NOT_SHIPPED = {
+    "b200x8-gpuburn-powerlimit-sweep": "its repository (hsucs2712/gpuburntool) shows no "
+    "licence, so it is not redistributed",
+}
+NO_TIME_AXIS = {"v100-sc22-sgemm-per-gpu-aggregate": "per-run medians, no time axis"}
+
+
+def cases() -> tuple[list[Case], dict[str, str]]:
+    """The cases of every trace found on this machine, and each missing trace with why."""
+    out: list[Case] = []
+    missing: dict[str, str] = {}
+    for name, read in SOURCES.items():
+        folder = trace_dir(name)
+        if folder is None:
+            why = NOT_SHIPPED.get(name)
+            missing[name] = f"{why}; {missing_reason(name)}" if why else missing_reason(name)
+            continue
+        out += read(folder)
+    return out, missing
 
 
 @dataclass
@@ -247,22 +232,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", help="only traces whose name holds this (default: all)")
     parser.add_argument(
-        "--traces", type=Path, default=TRACES, help=f"traces folder (default {TRACES})"
+        "--traces",
+        type=Path,
+        help="another folder of traces, looked in before bench/data/real-traces/ "
+        "(default: $SOAK_REAL_TRACES)",
     )
     parser.add_argument("--keep", type=Path, help="keep the run folders here (default: none)")
     args = parser.parse_args(argv)
-    traces = args.traces
-    if not traces.is_dir():
-        print(f"skipped: no traces at {traces} (give --traces DIR)")
-        return 0
-    print(
-        f"skipped: {traces.name}/v100-sc22-sgemm-per-gpu-aggregate (per-run medians, no time axis)"
-    )
+    if args.traces is not None:
+        os.environ["SOAK_REAL_TRACES"] = str(args.traces)
+    for name, why in NO_TIME_AXIS.items():
+        print(f"skipped: {name} ({why})")
+    found, missing = cases()
+    for name, why in missing.items():
+        print(f"missing: {name}: {why}")
     out = args.keep or Path(tempfile.mkdtemp(prefix="soak-real-traces-"))
     rows: list[Row] = []
     seconds: dict[str, float] = {}
     try:
-        for case in cases(traces):
+        for case in found:
             if args.only and args.only not in case.name:
                 continue
             case_rows, took = run_case(case, out)
@@ -279,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
             + (f"  ({r.note})" if r.note else "")
         )
     summary = _summary(rows, seconds)
+    summary["missing"] = sorted(missing)
     print(json.dumps(summary, sort_keys=True))
     return 0
 

@@ -1,5 +1,6 @@
-"""The dependency rules of DESIGN.md, read from the source: no import cycle between soak's
-modules, and each layer imports only the layers below it."""
+"""The dependency rules of docs/architecture.md, read from the source: no import cycle between
+soak's modules, each layer imports only the layers below it, and bench and tests never import
+each other (both may use testkit)."""
 
 from __future__ import annotations
 
@@ -221,3 +222,99 @@ def test_each_rule_fails_on_the_violation_it_forbids() -> None:
     assert parent_face_imports("soak.devices.nvml", "from . import base\n", known) == []
     common = "from soak.devices.common import select\n"
     assert parent_face_imports("soak.devices.nvml", common, known) == []
+
+
+# -- bench and tests ------------------------------------------------------------------------
+# Both may use testkit/, the synthesis they share; neither imports nor loads the other, so a
+# bench can change without breaking a test and a test's helper is never a bench's input.
+TREES = {"tests": ("bench",), "bench": ("tests",), "testkit": ("bench", "tests")}
+LOADERS = {"spec_from_file_location", "run_path", "run_module", "SourceFileLoader", "exec_module"}
+
+
+def cross_tree_uses(source: str, other: str, path: str = "<source>") -> list[str]:
+    """How ``source`` imports or loads the tree ``other`` (``bench`` or ``tests``): an import
+    of it, a module name in it given to a loader (``runpy.run_module("bench.x")``), a path
+    naming one of its .py files (``"bench/x.py"``, ``Path(...) / "bench" / "x.py"``), or a
+    path into it beside a loader call (``spec_from_file_location``, ``runpy.run_path``, …).
+    Naming its data (``Path(...) / "bench" / "data"``) is neither."""
+    tree = ast.parse(source, path)
+    docstrings = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    found: list[str] = []
+    loads = False
+    segment = False  # a path component `other` joined with `/`
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"imports {a.name}" for a in node.names if a.name.split(".")[0] == other]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if node.module.split(".")[0] == other:
+                found.append(f"imports {node.module}")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in LOADERS or name == "import_module":
+                loads = True
+                for arg in node.args:
+                    if isinstance(arg, ast.Constant) and str(arg.value).startswith(other + "."):
+                        found.append(f"loads {arg.value}")
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            strings = [n for n in ast.walk(node) if isinstance(n, ast.Constant)]
+            strings.sort(key=lambda n: (n.lineno, n.col_offset))  # in the order written
+            parts = [n.value for n in strings if isinstance(n.value, str)]
+            if other in parts:
+                segment = True
+                if any(p.endswith(".py") for p in parts):
+                    found.append(f"loads {'/'.join(parts)}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            named = text.startswith(other + "/") or f"/{other}/" in text
+            if id(node) not in docstrings and text.endswith(".py") and named:
+                found.append(f"loads {text}")
+    if loads and segment and not any(f.startswith("loads") for f in found):
+        found.append(f"loads a path into {other}/")
+    return sorted(set(found))
+
+
+def test_bench_and_tests_do_not_import_each_other() -> None:
+    bad = [
+        f"{path.relative_to(REPO)} {use}"
+        for tree, others in TREES.items()
+        for path in sorted((REPO / tree).rglob("*.py"))
+        for other in others
+        for use in cross_tree_uses(path.read_text(), other, str(path))
+    ]
+    assert not bad, "; ".join(bad)
+
+
+def test_the_bench_and_tests_rule_fails_on_each_way_across() -> None:
+    by_path = (
+        "import importlib.util\n"
+        "path = Path(__file__).parents[2] / 'bench' / 'verdict_accuracy.py'\n"
+        "spec = importlib.util.spec_from_file_location('verdict_accuracy', path)\n"
+    )
+    assert cross_tree_uses(by_path, "bench") == ["loads bench/verdict_accuracy.py"]
+    split = "ROOT = REPO / 'bench'\nspec_from_file_location('m', ROOT / name)\n"
+    assert cross_tree_uses(split, "bench") == ["loads a path into bench/"]
+    assert cross_tree_uses("runpy.run_path('bench/real_traces.py')\n", "bench") == [
+        "loads bench/real_traces.py"
+    ]
+    assert cross_tree_uses("runpy.run_module('bench.sim_speed')\n", "bench") == [
+        "loads bench.sim_speed"
+    ]
+    assert cross_tree_uses("from bench.real_traces import cases\n", "bench") == [
+        "imports bench.real_traces"
+    ]
+    assert cross_tree_uses("from tests.fleet.synth import write_fleet\n", "tests") == [
+        "imports tests.fleet.synth"
+    ]
+    assert cross_tree_uses("import tests.factories\n", "tests") == ["imports tests.factories"]
+    # the shared helpers, the other tree's data and its name in a docstring are not crossings
+    fine = (
+        '"""Loads nothing: see bench/real_traces.py"""\n'
+        "from testkit.sim import simulate\n"
+        "DATA = Path(__file__).parents[1] / 'bench' / 'data' / 'real-traces'\n"
+    )
+    assert cross_tree_uses(fine, "bench") == []

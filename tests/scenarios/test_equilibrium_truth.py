@@ -1,11 +1,8 @@
 """Equilibrium against the simulator's own truth (``SimServer.thermal_truth``), and the
-accuracy benchmark's store-less path against the product's path through the store."""
+store-less path the accuracy benchmark drives the sim by (``testkit.sim``) against the
+product's path through the store."""
 
 from __future__ import annotations
-
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,26 +13,15 @@ from soak.config import load_profile
 from soak.devices.sim.params import IDEAL_CHASSIS
 from soak.runner import run
 from soak.store import RunStore
+from testkit.sim import at_time, settled_at, simulate
 
 PROFILE = load_profile(None)
-
-
-def _bench():
-    path = Path(__file__).parents[2] / "bench" / "verdict_accuracy.py"
-    spec = importlib.util.spec_from_file_location("verdict_accuracy", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("verdict_accuracy", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _bench()
 
 
 def test_the_bench_path_gives_the_analysis_the_store_path_gives(sim_config):
     faults = ("slow:gpu=1:factor=0.93", "ecc:gpu=2:at=300")
     direct = analyze_run(
-        bench.simulate(seed=9, gpus=4, faults=faults, workload="mix", duration_s=1800).data,
+        simulate(seed=9, gpus=4, faults=faults, workload="mix", duration_s=1800).data,
         PROFILE,
     )
     config = sim_config(workload="mix", duration_s=1800, seed=9, sim_gpus=4, sim_faults=faults)
@@ -51,13 +37,13 @@ def test_the_bench_path_gives_the_analysis_the_store_path_gives(sim_config):
 
 
 def test_healthy_equilibrium_is_never_early_and_soon_after_the_truth():
-    sim = bench.simulate(seed=4, gpus=8, workload="mix", duration_s=3600, truth=True)
+    sim = simulate(seed=4, gpus=8, workload="mix", duration_s=3600, truth=True)
     analysis = analyze_run(sim.data, PROFILE)
     delays = []
     for d in analysis.devices:
         distance = np.abs(sim.truth_die[:, d.index] - sim.truth_asymptote[:, d.index])
-        near = bench.settled_at(sim.truth_t, distance, 0.5)
-        close = bench.settled_at(sim.truth_t, distance, 1.0)
+        near = settled_at(sim.truth_t, distance, 0.5)
+        close = settled_at(sim.truth_t, distance, 1.0)
         declared = d.facts.equilibrium.time_s
         assert declared >= close - 60, (d.index, declared, close)
         delays.append(declared - near)
@@ -74,7 +60,7 @@ def test_a_thermal_throttle_plateau_is_equilibrium_only_once_the_clocks_settle()
     # flat, while the heat sink behind it still warms and the clocks keep sliding. Ideal
     # sensors: with the real fans catching up after a few minutes, the clocks climb back
     # instead of sliding, which is not the shape this test is about.
-    sim = bench.simulate(
+    sim = simulate(
         seed=3,
         gpus=4,
         workload="gemm",
@@ -95,7 +81,7 @@ def test_a_thermal_throttle_plateau_is_equilibrium_only_once_the_clocks_settle()
 def test_a_throttling_step_before_settling_is_not_taken_for_equilibrium():
     # HW slowdown halves the clocks at 6 minutes, while the die is still warming: it turns
     # round and cools to a new, lower equilibrium, which is the one that must be found.
-    sim = bench.simulate(
+    sim = simulate(
         seed=5,
         gpus=4,
         workload="mix",
@@ -106,7 +92,7 @@ def test_a_throttling_step_before_settling_is_not_taken_for_equilibrium():
     eq = analyze_run(sim.data, PROFILE).devices[2].facts.equilibrium
     after = sim.truth_t >= 10 + 360
     distance = np.abs(sim.truth_die[after, 2] - sim.truth_asymptote[after, 2])
-    close = bench.settled_at(sim.truth_t[after], distance, 1.0)
+    close = settled_at(sim.truth_t[after], distance, 1.0)
     assert eq.reached and eq.time_s >= close - 60
 
 
@@ -143,9 +129,7 @@ def test_a_plateau_too_short_to_move_a_10_min_level_is_withdrawn_once_it_steps_d
     # about its kept level: adjacent 10-min levels after the date differ by about 1 °C, too
     # little to withdraw it, but the 10-min level after the step lies 1.5 °C from the level
     # of the 5 min from the date, and the date is withdrawn.
-    sim = bench.simulate(
-        seed=6, gpus=8, sku="a100-sxm", workload="mix", duration_s=2400, truth=True
-    )
+    sim = simulate(seed=6, gpus=8, sku="a100-sxm", workload="mix", duration_s=2400, truth=True)
     analysis = analyze_run(sim.data, PROFILE)
     eq = analysis.devices[5].facts.equilibrium
     [gone] = eq.withdrawn
@@ -154,7 +138,7 @@ def test_a_plateau_too_short_to_move_a_10_min_level_is_withdrawn_once_it_steps_d
     assert "from the 5 min from the date; tolerance 1 °C" in gone.reason
     for d in analysis.devices:  # no date while the die is over 1 °C outside its band
         band = sim.distance(d.index, hunt=True)
-        assert bench.at_time(sim.truth_t, band, d.facts.equilibrium.time_s) <= 1.0, d.index
+        assert at_time(sim.truth_t, band, d.facts.equilibrium.time_s) <= 1.0, d.index
 
 
 def test_a_date_the_tolerance_from_the_level_after_its_step_is_withdrawn():
@@ -164,7 +148,7 @@ def test_a_date_the_tolerance_from_the_level_after_its_step_is_withdrawn():
     # about 66 °C: the 5 min from the date lie 1.0–1.1 °C (± 0.12) from the later 10-min
     # levels, which a 95 % margin towards "moved" could not call more than 1 °C. After a
     # step the estimate decides, and the date goes.
-    sim = bench.simulate(seed=22, gpus=8, sku="mi300x", workload="mix", duration_s=2400, truth=True)
+    sim = simulate(seed=22, gpus=8, sku="mi300x", workload="mix", duration_s=2400, truth=True)
     analysis = analyze_run(sim.data, PROFILE)
     eq = analysis.devices[3].facts.equilibrium
     [gone] = eq.withdrawn
@@ -172,7 +156,7 @@ def test_a_date_the_tolerance_from_the_level_after_its_step_is_withdrawn():
     assert "temperature's level stepped: the 10 min to " in gone.reason
     for d in analysis.devices:  # no date while the die is over 1 °C outside its band
         band = sim.distance(d.index, hunt=True)
-        assert bench.at_time(sim.truth_t, band, d.facts.equilibrium.time_s) <= 1.0, d.index
+        assert at_time(sim.truth_t, band, d.facts.equilibrium.time_s) <= 1.0, d.index
 
 
 def test_a_hunt_that_steps_long_after_the_date_does_not_reopen_its_level():
@@ -181,7 +165,7 @@ def test_a_hunt_that_steps_long_after_the_date_does_not_reopen_its_level():
     # "steps" (4a/π over 1 °C), and the room warms it 0.5 °C; 21 min after the date the 5
     # min from the date, a trough of the hunt, lie 1 °C from the 10-min level. A step that
     # late is movement, the adjacent 10-min windows' to judge, and the date stands.
-    sim = bench.simulate(
+    sim = simulate(
         seed=6,
         gpus=8,
         sku="h200",
@@ -193,4 +177,4 @@ def test_a_hunt_that_steps_long_after_the_date_does_not_reopen_its_level():
     eq = analyze_run(sim.data, PROFILE).devices[1].facts.equilibrium
     assert eq.time_s == 911.0 and eq.withdrawn == ()
     band = sim.distance(1, hunt=True)
-    assert bench.at_time(sim.truth_t, band, eq.time_s) <= 1.0
+    assert at_time(sim.truth_t, band, eq.time_s) <= 1.0
