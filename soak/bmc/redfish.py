@@ -67,6 +67,10 @@ class RedfishBmc:
                 f"the redfish library is not installed (pip install 'soak[bmc]'): {exc}"
             ) from exc
         self.source = f"redfish {target.url}"
+        if target.insecure:  # asked for, and recorded in the run's command: not repeated
+            import urllib3
+
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         self._errors: tuple[type[BaseException], ...] = (
             InvalidCredentialsError,
             RetriesExhaustedError,
@@ -153,6 +157,8 @@ def _why(exc: BaseException) -> str:
         return "login refused"
     if name in ("RetriesExhaustedError", "ServerDownOrUnreachableError"):
         cause = exc.__cause__ or exc.__context__
+        if cause is not None and type(cause).__name__ == "SSLError":
+            return "TLS certificate not verified (give --bmc-ca-file FILE, or --bmc-insecure)"
         detail = f" ({type(cause).__name__})" if cause is not None else ""
         return f"no answer{detail}"
     return str(exc).splitlines()[0] if str(exc) else name

@@ -36,7 +36,7 @@ def test_the_inlet_is_chosen_by_entity_then_name_and_a_wrong_name_lists_the_sens
     assert str(err.value) == (
         "--bmc-inlet-sensor: no sensor named 'Front Inlet' (found: 'CPU Temp', 'System Ambient')"
     )
-    with pytest.raises(BmcUnavailable, match="no inlet sensor .*found: 'CPU Temp'"):
+    with pytest.raises(BmcUnavailable, match=r"no inlet sensor .*found: 'CPU Temp'"):
         choose_inlet([Sensor("CPU Temp", 40.0)])
 
 
@@ -107,7 +107,7 @@ def test_no_bmc_given_and_none_in_band_says_so(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_the_password_comes_only_from_the_environment_or_its_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="no password .set SOAK_BMC_PASSWORD"):
+    with pytest.raises(ConfigError, match=r"no password \(set SOAK_BMC_PASSWORD"):
         open_bmc(BmcOptions(host="bmc.example", protocol="ipmi"), env={})
     empty = tmp_path / "pw"
     empty.write_text("\n")
