@@ -58,6 +58,7 @@ MIN_BINS = 5
 MIN_SPAN_C = 3.0  # °C of die temperature a slope must span
 MIN_CLOCK_SPAN = 0.01  # relative clock span for a throughput elasticity
 FAN_MAX_PCT = 95.0  # a fan below this at steady could still spin up
+HELD_C = 0.5  # a steady die this close to the SW thermal slowdown is held there already
 SEARCH_C = (-20.0, 60.0)  # inlets searched for the throttle point, relative to the run's
 
 THRESHOLDS = (
@@ -120,12 +121,27 @@ class DeviceModel:
                 uncapped = s.power_w + leak * (temp - s.temp_c)
                 clock = self._shed(clock, uncapped, cap)
                 power, limit = cap, "power limit"
-        sw = self.thresholds_c.get("sw_thermal")
-        if sw is not None and temp > sw:
-            held = max((sw - inlet_c) / self.theta_c_per_w, 0.0)
+        hold = self.hold_c
+        if hold is not None and temp > hold:
+            held = max((hold - inlet_c) / self.theta_c_per_w, 0.0)
             clock = self._shed(clock, power, held)
-            temp, power, limit = sw, held, "SW thermal"
+            temp, power, limit = hold, held, "SW thermal"
         return Point(inlet_c, temp, power, clock, self._rates(clock), limit)
+
+    @property
+    def already_held(self) -> bool:
+        """At or past its SW thermal slowdown over the steady window already."""
+        sw = self.thresholds_c.get("sw_thermal")
+        return sw is not None and self.steady.temp_c >= sw - HELD_C
+
+    @property
+    def hold_c(self) -> float | None:
+        """Where the SW thermal slowdown holds the die: its threshold, or where the die
+        already is for a device held there (or past it) at this run's inlet."""
+        sw = self.thresholds_c.get("sw_thermal")
+        if sw is None:
+            return None
+        return max(sw, self.steady.temp_c) if self.already_held else sw
 
     def _shed(self, clock: float | None, power: float, target: float) -> float | None:
         """The clock that draws ``target`` where ``clock`` drew ``power``: proportional to
@@ -154,9 +170,11 @@ class DeviceModel:
         sw = self.thresholds_c.get("sw_thermal")
         if sw is None:
             return None
+        if self.already_held:
+            return self.steady.inlet_c
         lo, hi = self.steady.inlet_c + SEARCH_C[0], self.steady.inlet_c + SEARCH_C[1]
         if self._free_temp(lo) >= sw:
-            return lo if self.steady.limit == "SW thermal" else None
+            return lo
         if self._free_temp(hi) < sw:
             return None
         for _ in range(60):
@@ -182,6 +200,15 @@ class DeviceHeadroom:
     @property
     def device(self) -> int:
         return self.model.device
+
+    def throttle_phrase(self) -> str:
+        """ "reaches SW thermal slowdown at inlet ≥ 29 °C", or "is held by ..." already."""
+        if self.model.already_held:
+            return (
+                f"is held by its SW thermal slowdown already at this run's inlet "
+                f"({self.model.steady.inlet_c:.0f} °C)"
+            )
+        return f"reaches SW thermal slowdown at inlet ≥ {self.throttle_inlet_c:.0f} °C"
 
     @property
     def margin_c(self) -> float | None:
@@ -224,11 +251,7 @@ class Headroom:
         ]
         hot.sort(key=lambda d: d.throttle_inlet_c or 0.0)
         rest = [d for d in self.devices if d not in hot and d.margin_c is not None]
-        parts = [
-            f"{label.get(d.device, d.device)} reaches SW thermal slowdown at inlet "
-            f"≥ {d.throttle_inlet_c:.0f} °C"
-            for d in hot
-        ]
+        parts = [f"{label.get(d.device, d.device)} {d.throttle_phrase()}" for d in hot]
         if rest:
             least = min(d.margin_c or 0.0 for d in rest)
             who = "the others keep" if hot else "every device keeps"
@@ -362,7 +385,9 @@ def device_model(
         for key, attr, _ in THRESHOLDS
         if getattr(info, attr) is not None
     }
-    limit = "power limit" if at_limit else ""
+    sw = thresholds.get("sw_thermal")
+    held = sw is not None and t_ss >= sw - HELD_C
+    limit = "SW thermal" if held else "power limit" if at_limit else ""
     point = Point(inlet_ss, t_ss, p_ss, f_ss, dict(throughput), limit)
     return DeviceModel(
         device=info.index,
@@ -416,10 +441,7 @@ def headroom_checks(headroom: Headroom, min_headroom_c: float) -> list[CheckResu
             )
             out.append(CheckResult("thermal_headroom", Status.FAIL, message, d.device))
         elif d.throttle_inlet_c is not None and d.throttle_inlet_c < design:
-            message = (
-                f"reaches SW thermal slowdown at inlet ≥ {d.throttle_inlet_c:.0f} °C, below "
-                f"the design inlet of {design:.0f} °C"
-            )
+            message = f"{d.throttle_phrase()}, below the design inlet of {design:.0f} °C"
             out.append(CheckResult("thermal_headroom", Status.WARN, message, d.device))
     return out
 
