@@ -439,8 +439,9 @@ def _import_parser(sub: argparse._SubParsersAction) -> None:
                 default=[],
                 metavar="FIELD=COLUMN",
                 help="soak field (temp_c, mem_temp_c, sm_clock_mhz, mem_clock_mhz, power_w, "
-                "power_limit_w, util_pct, mem_util_pct, fan_pct, clock_reasons, throughput) "
-                "from COLUMN; repeatable; COLUMN may hold {i}",
+                "power_limit_w, util_pct, mem_util_pct, fan_pct, clock_reasons, throughput; "
+                "inlet_c: the server's inlet in °C, e.g. a logged IPMI column, for the thermal "
+                "headroom) from COLUMN; repeatable; COLUMN may hold {i} (default: none)",
             )
             p.add_argument(
                 "--throughput-unit",

@@ -256,6 +256,14 @@ class Headroom:
             least = min(d.margin_c or 0.0 for d in rest)
             who = "the others keep" if hot else "every device keeps"
             parts.append(f"{who} ≥ {least:.0f} °C of margin at {design:.0f} °C")
+        unknown = [d for d in self.devices if d not in hot and d.margin_c is None]
+        if unknown:
+            temps = [d.projected.temp_c for d in unknown]
+            span = f"{min(temps):.0f}–{max(temps):.0f}" if len(temps) > 1 else f"{temps[0]:.0f}"
+            parts.append(
+                f"{len(unknown)} device(s) report no slowdown threshold: projected die "
+                f"{span} °C at {design:.0f} °C, margin not known"
+            )
         return "; ".join(parts) + "."
 
 
@@ -413,7 +421,12 @@ def headroom_of(model: DeviceModel, design_inlet_c: float) -> DeviceHeadroom:
     if model.at_power_limit and model.clock_per_c_mhz is None:
         notes.append("the clock's answer to temperature at the power limit was not measured")
     if not model.at_power_limit and model.leakage_w_per_c is None:
-        notes.append("leakage not measured (the warm-up held no fixed clock): left out")
+        why = (
+            "no SM clock was read"
+            if model.steady.clock_mhz is None
+            else "the warm-up held no fixed clock"
+        )
+        notes.append(f"leakage not measured ({why}): left out")
     if projected.limit and projected.limit != model.steady.limit:
         notes.append(
             f"the clock at the {projected.limit} is taken proportional to the power above "
