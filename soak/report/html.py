@@ -104,6 +104,9 @@ CHECK_MEANINGS = {
     "min_busbw_Bps": "ddp: all-reduce bus bandwidth floor (B/s; 0: none)",
     "min_busbw_source": "ddp: where the bus bandwidth floor comes from",
     "min_busbw_ranks": "ddp: the bus bandwidth floor holds for at least this many ranks",
+    "design_inlet_c": "thermal headroom: the inlet each device is projected to (°C)",
+    "min_headroom_c": "thermal headroom: SW thermal margin at the design inlet at least (°C; "
+    "0: none)",
 }
 
 NOTABLE_EVENTS = frozenset(
