@@ -164,7 +164,7 @@ def open_server_sensors(config: RunConfig, backend: Backend) -> ServerSensors:
 
         if isinstance(backend, SimServer):
             return ServerSensors(SimBmc(backend), options.inlet_sensor)
-    return ServerSensors(open_bmc(options), options.inlet_sensor)
+    return ServerSensors(open_bmc(options), options.inlet_sensor, background=True)
 
 
 def make_load(config: RunConfig, backend: Backend, devices: list[DeviceInfo]) -> Load:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -107,15 +108,26 @@ class BmcProbe:
 
 class ServerSensors:
     """The server-level readings of a run: the BMC probed once, then read every
-    ``BMC_INTERVAL_S`` (a failed read is one missing reading, logged once)."""
+    ``BMC_INTERVAL_S`` (a failed read is one missing reading, logged once).
+
+    A real BMC answers in a second or, when it stops answering, only at its timeout: with
+    ``background`` each read runs in a thread of its own and the tick that finds it done
+    stores it, dated when it was asked for, so a slow BMC never delays a tick. The
+    simulator's BMC is read in place (its clock is the run's)."""
 
     def __init__(
-        self, bmc: Bmc, inlet_sensor: str | None = None, interval_s: float = BMC_INTERVAL_S
+        self,
+        bmc: Bmc,
+        inlet_sensor: str | None = None,
+        interval_s: float = BMC_INTERVAL_S,
+        background: bool = False,
     ) -> None:
         self.bmc = bmc
         self.interval_s = interval_s
+        self.background = background
         self._next_s = 0.0
         self._failed_once = False
+        self._pending: tuple[float, threading.Thread, list] | None = None
         self.probe = self._probe(inlet_sensor)
 
     def _probe(self, name: str | None) -> BmcProbe:
@@ -138,16 +150,40 @@ class ServerSensors:
         return self.probe.capability is Capability.SUPPORTED
 
     def sample(self, t_s: float) -> list[ServerReading]:
-        """The readings due at ``t_s`` (none between two reads, none without an inlet)."""
-        if not self.available or t_s < self._next_s:
+        """The readings done by ``t_s`` (none between two reads, none without an inlet)."""
+        if not self.available:
             return []
-        self._next_s = t_s + self.interval_s
+        if not self.background:
+            if t_s < self._next_s:
+                return []
+            self._next_s = t_s + self.interval_s
+            return self._readings(t_s, self._read())
+        out: list[ServerReading] = []
+        if self._pending is not None and not self._pending[1].is_alive():
+            asked, _, result = self._pending
+            self._pending = None
+            out = self._readings(asked, result[0])
+        if self._pending is None and t_s >= self._next_s:
+            self._next_s = t_s + self.interval_s
+            result: list = [None]
+            thread = threading.Thread(
+                target=lambda: result.__setitem__(0, self._read()), name="soak-bmc", daemon=True
+            )
+            thread.start()
+            self._pending = (t_s, thread, result)
+        return out
+
+    def _read(self) -> list[Sensor] | None:
         try:
-            sensors = self.bmc.temperatures()
+            return self.bmc.temperatures()
         except BmcUnavailable as exc:
             if not self._failed_once:
                 log.warning("BMC read failed (logged once): %s", exc)
                 self._failed_once = True
+            return None
+
+    def _readings(self, t_s: float, sensors: list[Sensor] | None) -> list[ServerReading]:
+        if sensors is None:
             return [ServerReading(t_s, INLET_SERIES, None)]
         out = []
         inlet = None
@@ -159,4 +195,7 @@ class ServerSensors:
         return [ServerReading(t_s, INLET_SERIES, inlet), *out]
 
     def close(self) -> None:
+        """Wait (bounded) for a read in flight, then let the BMC go."""
+        if self._pending is not None:
+            self._pending[1].join(timeout=20.0)
         self.bmc.close()

@@ -67,6 +67,8 @@ class RedfishBmc:
                 f"the redfish library is not installed (pip install 'soak[bmc]'): {exc}"
             ) from exc
         self.source = f"redfish {target.url}"
+        # the library logs each request's headers (the basic-auth one) at debug level
+        logging.getLogger("redfish").setLevel(logging.INFO)
         if target.insecure:  # asked for, and recorded in the run's command: not repeated
             import urllib3
 

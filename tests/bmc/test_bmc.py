@@ -3,6 +3,8 @@ and the sampling the runner drives (real services: tests/bmc/test_real_services.
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,31 @@ def test_the_password_comes_only_from_the_environment_or_its_file(tmp_path: Path
         open_bmc(BmcOptions(host="bmc.example", password_file=empty), env={})
     assert "s3cret" not in repr(Lan("h", "u", "s3cret"))
     assert "s3cret" not in repr(RedfishTarget("https://h", "u", "s3cret"))
+
+
+class Slow(Scripted):
+    """A BMC whose reads after the probe wait until the test lets them go."""
+
+    def __init__(self, sensors: list[Sensor]) -> None:
+        super().__init__(sensors)
+        self.go = threading.Event()
+        self.probed = False
+
+    def temperatures(self) -> list[Sensor]:
+        if self.probed:
+            assert self.go.wait(5.0)
+        self.probed = True
+        return super().temperatures()
+
+
+def test_a_slow_bmc_never_delays_a_tick_and_its_reading_keeps_the_time_it_was_asked() -> None:
+    bmc = Slow([Sensor("Inlet", 26.0, 55)])
+    sensors = ServerSensors(bmc, background=True)
+    started = time.monotonic()
+    assert sensors.sample(0.0) == []  # asked at 0 s, not answered yet
+    assert sensors.sample(1.0) == [] and sensors.sample(12.0) == []  # one read at a time
+    assert time.monotonic() - started < 0.5
+    bmc.go.set()
+    sensors._pending[1].join(5.0)  # type: ignore[index]
+    assert [(r.t_s, r.value) for r in sensors.sample(13.0)] == [(0.0, 26.0)]
+    sensors.close()
