@@ -8,8 +8,9 @@ The rule, per device, where the BMC read the inlet over the device's steady wind
    in front of it: the projection moves both with the inlet.
 2. The warm-up (load start to the steady window, the die within ``WARMUP_SPAN_C`` of its
    steady temperature: the slope near where it will be used) shows how power answers the die
-   temperature, as least-squares slopes over ``BIN_S`` bins of
-   time:
+   temperature, as least-squares parabolas over ``BIN_S`` bins of time (leakage grows
+   faster than linearly with temperature; a straight line with fewer than 2 x ``MIN_BINS``
+   bins), their slope taken at the steady temperature and their curvature kept:
    - a device below its power limit, clock held (within ``FIXED_CLOCK_FRAC`` of its steady
      clock): the leakage L = dP/dT at that clock, W/°C;
    - a device at its power limit (within ``AT_LIMIT_FRAC``): power is held, and the clock the
@@ -18,9 +19,10 @@ The rule, per device, where the BMC read the inlet over the device's steady wind
    the projection says it left leakage out.
 3. At an inlet warmer by ΔT than the steady window's:
    - below the limit, the fixed point of temperature and power: T = T_ss + ΔT / (1 − θL),
-     P = P_ss + L (T − T_ss); from the inlet where P reaches the limit, power stays there and
-     the clock sheds what leakage adds;
-   - at the limit: T = T_ss + ΔT, the clock moves by dF/dT per °C;
+     P = P_ss + L (T − T_ss) (with the fit's curvature, solved by iteration); from the
+     inlet where P reaches the limit, power stays there and the clock sheds what leakage
+     adds;
+   - at the limit: T = T_ss + ΔT, the clock moves along the fitted dF/dT;
    - above the SW thermal slowdown (the max operating temperature) the die is held there
      and power falls to (T_sw − T_inlet) / θ.
    Where the clock must shed power no slope measured, it is taken proportional to the power
@@ -97,6 +99,10 @@ class DeviceModel:
     elasticity: dict[str, float | None]  # part -> d ln rate / d ln clock (None: not measured)
     thresholds_c: dict[str, float]  # THRESHOLDS key -> °C, those the device reports
     fan_pct: float | None
+    # half the second derivative of the warm-up's fit (clock, MHz/°C²; power, W/°C²): the
+    # curvature leakage gives them; 0 where too few points to fit one
+    clock_curve: float = 0.0
+    leakage_curve: float = 0.0
 
     def at(self, inlet_c: float) -> Point:
         """The projected steady state at ``inlet_c`` (rule, step 3)."""
@@ -107,13 +113,18 @@ class DeviceModel:
         if self.at_power_limit:
             temp, power = s.temp_c + d_in, s.power_w
             if clock is not None and self.clock_per_c_mhz is not None:
-                clock = clock + self.clock_per_c_mhz * (temp - s.temp_c)
+                rise = temp - s.temp_c
+                clock = clock + self.clock_per_c_mhz * rise + self.clock_curve * rise * rise
             limit = "power limit"
         else:
             leak = self.leakage_w_per_c or 0.0
             gain = 1.0 / max(1.0 - self.theta_c_per_w * leak, 0.1)
-            temp = s.temp_c + d_in * gain
-            power = s.power_w + leak * (temp - s.temp_c)
+            rise = d_in * gain
+            for _ in range(50):  # the fixed point with the leakage's curvature
+                extra = self.leakage_curve * rise * rise
+                rise = (d_in + self.theta_c_per_w * extra) * gain
+            temp = s.temp_c + rise
+            power = s.power_w + leak * rise + self.leakage_curve * rise * rise
             cap = self.power_limit_w
             if cap is not None and power > cap and leak > 0:
                 crossed = (cap - s.power_w) / (leak * gain)  # inlet rise where P meets the cap
@@ -307,9 +318,13 @@ def _ols(x: np.ndarray, y: np.ndarray) -> float | None:
     return float(np.polyfit(x, y, 1)[0])
 
 
-def _slope(t: np.ndarray, x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> float | None:
-    """d y / d x over the samples in ``mask``, from ``BIN_S`` bins of time (a whole-°C
-    sensor and a clock read between two bins both average out in a bin)."""
+def _slope(
+    t: np.ndarray, x: np.ndarray, y: np.ndarray, mask: np.ndarray, at: float
+) -> tuple[float, float] | None:
+    """d y / d x at ``x = at`` and half the second derivative, over the samples in
+    ``mask``, from ``BIN_S`` bins of time (a whole-°C sensor and a clock read between two
+    bins both average out in a bin). Leakage grows faster than linearly with temperature:
+    a parabola keeps that curvature where the fit's data show it (rule, step 2)."""
     t, x, y = t[mask], x[mask], y[mask]
     ok = np.isfinite(x) & np.isfinite(y)
     if ok.sum() < MIN_POINTS or float(np.ptp(x[ok])) < MIN_SPAN_C:
@@ -317,7 +332,15 @@ def _slope(t: np.ndarray, x: np.ndarray, y: np.ndarray, mask: np.ndarray) -> flo
     edges = np.arange(t[ok].min(), t[ok].max() + BIN_S, BIN_S)
     if len(edges) < 2:
         return None
-    return _ols(_bins(t, np.where(ok, x, np.nan), edges), _bins(t, np.where(ok, y, np.nan), edges))
+    bx = _bins(t, np.where(ok, x, np.nan), edges)
+    by = _bins(t, np.where(ok, y, np.nan), edges)
+    fine = np.isfinite(bx) & np.isfinite(by)
+    if fine.sum() < MIN_BINS:
+        return None
+    if fine.sum() >= 2 * MIN_BINS:
+        c2, c1, _ = np.polyfit(bx[fine] - at, by[fine], 2)
+        return float(c1), float(c2)
+    return float(np.polyfit(bx[fine], by[fine], 1)[0]), 0.0
 
 
 def _elasticity(
@@ -381,12 +404,15 @@ def device_model(
     at_limit = power_limit_w is not None and p_ss >= power_limit_w * (1 - AT_LIMIT_FRAC)
     warm = (t >= load_start_s) & (t < steady[0]) & (temp >= t_ss - WARMUP_SPAN_C)
     leakage = clock_per_c = None
+    leakage_fit = clock_fit = None
     if at_limit and power_limit_w is not None:
         held = warm & (power >= power_limit_w * (1 - AT_LIMIT_FRAC))
-        clock_per_c = _slope(t, temp, clock, held)
+        clock_fit = _slope(t, temp, clock, held, t_ss)
+        clock_per_c = clock_fit[0] if clock_fit else None
     elif f_ss is not None:
         fixed = warm & (np.abs(clock - f_ss) <= FIXED_CLOCK_FRAC * f_ss)
-        leakage = _slope(t, temp, power, fixed)
+        leakage_fit = _slope(t, temp, power, fixed, t_ss)
+        leakage = leakage_fit[0] if leakage_fit else None
     fan = _mean(tele["fan_pct"][in_steady]) if "fan_pct" in tele else None
     thresholds = {
         key: float(getattr(info, attr))
@@ -404,6 +430,8 @@ def device_model(
         theta_interval=interval,
         leakage_w_per_c=leakage,
         clock_per_c_mhz=clock_per_c,
+        clock_curve=clock_fit[1] if clock_fit else 0.0,
+        leakage_curve=leakage_fit[1] if leakage_fit else 0.0,
         power_limit_w=power_limit_w,
         at_power_limit=at_limit,
         idle_power_w=idle_power_w,

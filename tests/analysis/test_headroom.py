@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from soak.analysis.headroom import DeviceModel, Headroom, Point, headroom_checks, headroom_of
@@ -48,6 +50,9 @@ def test_at_the_power_limit_power_holds_and_the_clock_follows_the_measured_slope
     assert p.clock_mhz == pytest.approx(1770.0)
     assert p.throughput["gemm"] == pytest.approx(100.0 * 1770.0 / 1800.0)
     assert m.throttle_inlet_c() == pytest.approx(25.0 + SW - 70.0)
+    # leakage's curvature: the clock falls faster the hotter the die (-0.05 MHz/°C² here)
+    curved = dataclasses.replace(m, clock_curve=-0.05)
+    assert curved.at(35.0).clock_mhz == pytest.approx(1800.0 - 30.0 - 5.0)
 
 
 def test_past_the_sw_thermal_slowdown_the_die_is_held_and_power_falls() -> None:
