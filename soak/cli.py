@@ -1026,6 +1026,10 @@ def cmd_devices(args: argparse.Namespace) -> int:
     try:
         infos = backend.devices()
         caps = backend.capabilities()
+        from soak.runner import open_server_sensors
+
+        sensors = open_server_sensors(BmcOptions(), backend)
+        sensors.close()
     finally:
         backend.close()
     print(f"backend: {backend.name}, {len(infos)} device(s)")
@@ -1041,6 +1045,9 @@ def cmd_devices(args: argparse.Namespace) -> int:
         for metric in metrics:
             cells = "  ".join(f"{caps[i].get(metric, '-')!s:>16}" for i in caps)
             print(f"  {metric:<{width}}  {cells}")
+    probe = sensors.probe
+    detail = f"{probe.inlet_sensor!r} from {probe.source}" if sensors.available else probe.reason
+    print(f"\ninlet temperature (server, from the BMC): {probe.capability} ({detail})")
     return EXIT_PASS
 
 

@@ -28,7 +28,7 @@ from types import FrameType
 from soak import __version__
 from soak.analysis.equilibrium import Dated, OnlineDetector, Withdrawn
 from soak.analysis.windows import LiveWork
-from soak.bmc import ServerSensors, open_bmc
+from soak.bmc import BmcOptions, ServerSensors, open_bmc
 from soak.clock import Clock, VirtualClock, WallClock
 from soak.config import RunConfig
 from soak.devices import BackendOptions, open_backend
@@ -153,11 +153,10 @@ def open_configured_backend(config: RunConfig) -> Backend:
     return open_backend(config.backend, options)
 
 
-def open_server_sensors(config: RunConfig, backend: Backend) -> ServerSensors:
-    """The BMC the run reads its inlet from, probed: the one ``--bmc`` names, else the
+def open_server_sensors(options: BmcOptions, backend: Backend) -> ServerSensors:
+    """The BMC a run reads its inlet from, probed: the one ``--bmc`` names, else the
     simulator's own on the sim backend, else in-band IPMI where there is one. A wrong
     ``--bmc-inlet-sensor`` is a ConfigError (it lists the sensors found)."""
-    options = config.bmc
     if options.host is None and backend.name == "sim":
         from soak.devices.sim import SimServer
         from soak.devices.sim.bmc import SimBmc
@@ -637,7 +636,7 @@ def run(
         check_load(config, backend)
         if clock is None:
             clock = VirtualClock() if backend.name == "sim" else WallClock()
-        sensors = open_server_sensors(config, backend)
+        sensors = open_server_sensors(config.bmc, backend)
         if config.bmc.host is not None:
             print(f"soak: {sensors.probe.line}", file=sys.stderr)
         run_dir = make_run_dir(config.out, run_host(), dt.datetime.now(dt.UTC))
