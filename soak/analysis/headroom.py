@@ -470,9 +470,17 @@ def headroom_of(model: DeviceModel, design_inlet_c: float) -> DeviceHeadroom:
 
 def headroom_checks(headroom: Headroom, min_headroom_c: float) -> list[CheckResult]:
     """A warning per device that reaches a slowdown threshold below the design inlet; a
-    failure per device whose SW thermal margin there is under ``min_headroom_c`` (0: off)."""
+    failure per device whose SW thermal margin there is under ``min_headroom_c`` (0: off),
+    and where that floor is asked for and could not be projected, not checked."""
     out = []
     design = headroom.design_inlet_c
+    if min_headroom_c > 0:  # a floor the profile asks for is never passed unseen
+        if not headroom.checked:
+            message = f"margin at the {design:.0f} °C design inlet not projected: {headroom.reason}"
+            out.append(CheckResult("thermal_headroom", Status.NOT_CHECKED, message, None))
+        for device, why in sorted(headroom.not_checked.items()):
+            message = f"margin at the {design:.0f} °C design inlet not projected: {why}"
+            out.append(CheckResult("thermal_headroom", Status.NOT_CHECKED, message, device))
     for d in headroom.devices:
         sw = d.margins_c.get("sw_thermal")
         if min_headroom_c > 0 and sw is not None and sw < min_headroom_c:

@@ -89,3 +89,10 @@ def test_nothing_checked_reads_as_not_available_never_zero() -> None:
     h = Headroom(35.0, reason="inlet not available: no BMC given")
     assert not h.checked and h.first_to_throttle() is None
     assert h.sentence({}) == "not checked: inlet not available: no BMC given"
+    assert headroom_checks(h, 0.0) == []  # no floor asked for: nothing to say
+    (floor,) = headroom_checks(h, 5.0)  # a floor the profile asks for: never passed unseen
+    assert (floor.device, str(floor.status), floor.message) == (
+        None,
+        "not_checked",
+        "margin at the 35 °C design inlet not projected: inlet not available: no BMC given",
+    )
