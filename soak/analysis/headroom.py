@@ -335,7 +335,7 @@ def _slope(
     bx = _bins(t, np.where(ok, x, np.nan), edges)
     by = _bins(t, np.where(ok, y, np.nan), edges)
     fine = np.isfinite(bx) & np.isfinite(by)
-    if fine.sum() < MIN_BINS:
+    if fine.sum() < MIN_BINS or float(np.ptp(bx[fine])) < MIN_SPAN_C / 2:
         return None
     if fine.sum() >= 2 * MIN_BINS:
         c2, c1, _ = np.polyfit(bx[fine] - at, by[fine], 2)
@@ -394,7 +394,8 @@ def device_model(
     temp, power, clock = tele["temp_c"], tele["power_w"], tele["sm_clock_mhz"]
     if not np.isfinite(air[in_steady]).any():
         return "inlet not available over the steady window"
-    if not (np.isfinite(temp[in_steady]) & np.isfinite(power[in_steady])).any():
+    both = np.isfinite(temp) & np.isfinite(power) & np.isfinite(air) & (power > 0)
+    if not (both & in_steady).any():
         return "die temperature or power not available over the steady window"
     theta, interval = _theta(temp[in_steady], power[in_steady], air[in_steady])
     t_ss, p_ss = _mean(temp[in_steady]), _mean(power[in_steady])
