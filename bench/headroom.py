@@ -8,7 +8,9 @@ compared with the second run's steady die temperature (mean) and throughput (eac
 worst part counts). Done when ≥ 95 % of devices are within 1.5 °C and 1 %.
 
 Prints one row per SKU, the worst devices, the device each first run names as the first to
-throttle (and whether the hot run shows SW thermal time on it), and one JSON line.
+throttle (and whether the hot run shows SW thermal time on it), one device that does cross
+its SW thermal slowdown between the runs (an air-starved GPU: the throttled branch, which no
+healthy device reaches at +10 °C; printed apart from the goal), and one JSON line.
 ``--seeds`` (3) and ``--skus`` set the size: 4 SKUs x 3 seeds x 2 runs of 8 GPUs, about
 3 minutes on 2 shared cores.
 """
@@ -100,6 +102,31 @@ def one(sku: str, seed: int) -> tuple[list[Row], str]:
     return rows, f"{sku} seed {seed}: first to throttle: {named}"
 
 
+def crossing(sku: str = "h100-sxm", seed: int = 1) -> str:
+    """One device that does cross its SW thermal slowdown between the two runs (GPU 3 short
+    of air, ``airflow:gpu=3:factor=1.7``): the throttled branch of the projection, which the
+    healthy servers above never reach, measured and printed apart from the goal."""
+    fault = "airflow:gpu=3:factor=1.7"
+    with tempfile.TemporaryDirectory() as tmp:
+        cool = soak(sku, seed, (fault,), Path(tmp))
+        hot = soak(sku, seed, (fault, f"inlet:delta={DELTA_C:g}"), Path(tmp))
+    assert cool.headroom is not None and hot.headroom is not None
+    model = next(d for d in cool.headroom.devices if d.device == 3).model
+    truth = next(d for d in hot.headroom.devices if d.device == 3).model.steady
+    point = model.at(truth.inlet_c)
+    rates = ", ".join(
+        f"{part} {point.throughput[part] / rate - 1:+.1%}"
+        for part, rate in truth.throughput.items()
+        if rate and point.throughput.get(part)
+    )
+    return (
+        f"throttled branch ({sku} seed {seed}, {fault}): GPU 3 projected {point.temp_c:.1f} °C "
+        f"{point.power_w:.0f} W ({point.limit or 'no limit'}), the hot run {truth.temp_c:.1f} °C "
+        f"{truth.power_w:.0f} W; throughput {rates} (the clock taken proportional to power "
+        "above idle: conservative)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3, help="seeds per SKU (default 3)")
@@ -139,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     for _, line in done:
         print(line)
+    print(crossing())
     summary = {
         "devices": len(rows),
         "within": sum(ok),
