@@ -38,7 +38,7 @@ $(VENV)/.installed: pyproject.toml
 	  echo "install: no NVIDIA GPU found: torch CPU build"; \
 	  $(PIP) install --retries 1 --timeout 20 "$(TORCH_CPU)" --extra-index-url $(TORCH_CPU_INDEX); \
 	fi
-	$(PIP) install -e ".[dev]"
+	$(PIP) install -e ".[dev,bmc]"
 	touch $@
 
 # A FAIL verdict (exit 1) is the run's answer, not make's error: the recipe ends with soak's

@@ -8,6 +8,7 @@ nothing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import logging
 import math
@@ -18,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from soak import __version__
+from soak.bmc import BMC_PROTOCOLS, BmcOptions
 from soak.config import RunConfig, load_profile
 from soak.devices.base import BACKEND_NAMES, WORKLOAD_NAMES
 from soak.errors import BackendUnavailable, ConfigError, SoakError, StoreError
@@ -279,6 +281,7 @@ def _parser() -> argparse.ArgumentParser:
         help="simulated fault KIND[:key=value]..., e.g. airflow:gpu=3:factor=2.2 (repeatable; "
         "default none; the README lists the kinds)",
     )
+    _bmc_arguments(run)
 
     report = _sub(
         sub,
@@ -436,8 +439,9 @@ def _import_parser(sub: argparse._SubParsersAction) -> None:
                 default=[],
                 metavar="FIELD=COLUMN",
                 help="soak field (temp_c, mem_temp_c, sm_clock_mhz, mem_clock_mhz, power_w, "
-                "power_limit_w, util_pct, mem_util_pct, fan_pct, clock_reasons, throughput) "
-                "from COLUMN; repeatable; COLUMN may hold {i}",
+                "power_limit_w, util_pct, mem_util_pct, fan_pct, clock_reasons, throughput; "
+                "inlet_c: the server's inlet in °C, e.g. a logged IPMI column, for the thermal "
+                "headroom) from COLUMN; repeatable; COLUMN may hold {i} (default: none)",
             )
             p.add_argument(
                 "--throughput-unit",
@@ -633,6 +637,107 @@ def _fleet_parser(sub) -> None:
     )
 
 
+def _bmc_arguments(run: argparse.ArgumentParser) -> None:
+    """The BMC the inlet is read from, and the inlet the headroom is projected to."""
+    run.add_argument(
+        "--bmc",
+        metavar="HOST",
+        help="read the inlet temperature from this BMC (out of band; a URL such as "
+        "https://host:8443 for Redfish) (default: the simulator's own BMC with --backend sim, "
+        "else in-band IPMI where /dev/ipmi0 exists)",
+    )
+    run.add_argument(
+        "--bmc-protocol",
+        choices=BMC_PROTOCOLS,
+        default="redfish",
+        help="how to reach --bmc: redfish (DMTF's redfish library) or ipmi (ipmitool -I lan) "
+        "(default redfish)",
+    )
+    run.add_argument(
+        "--bmc-port",
+        type=_port,
+        metavar="PORT",
+        help="TCP (Redfish) or UDP (IPMI) port of --bmc (default 443 for Redfish, 623 for IPMI)",
+    )
+    run.add_argument(
+        "--bmc-user", default="admin", metavar="NAME", help="BMC user name (default admin)"
+    )
+    run.add_argument(
+        "--bmc-password-file",
+        type=Path,
+        metavar="FILE",
+        help="file whose first line is the BMC password (default: the SOAK_BMC_PASSWORD "
+        "environment variable; never on the command line, never stored)",
+    )
+    run.add_argument(
+        "--bmc-insecure",
+        action="store_true",
+        help="do not verify the Redfish BMC's TLS certificate (default: verified)",
+    )
+    run.add_argument(
+        "--bmc-ca-file",
+        type=Path,
+        metavar="FILE",
+        help="CA certificates to verify the Redfish BMC with (default: the system's bundle)",
+    )
+    run.add_argument(
+        "--bmc-ipmi-auth",
+        metavar="TYPE",
+        help="ipmitool's -A authentication type for --bmc-protocol ipmi, e.g. MD5 "
+        "(default: ipmitool's choice)",
+    )
+    run.add_argument(
+        "--bmc-inlet-sensor",
+        metavar="NAME",
+        help="the BMC's sensor that measures the inlet air, by name (default: chosen by entity "
+        "and name: Inlet, Intake, Ambient; a wrong name lists the sensors found)",
+    )
+    run.add_argument(
+        "--design-inlet",
+        type=_celsius("--design-inlet"),
+        metavar="C",
+        help="inlet temperature in °C each device's headroom is projected to (default: the "
+        "profile's design_inlet_c, 35 in the built-in ones: ASHRAE A2 allowable)",
+    )
+
+
+def _celsius(name: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ConfigError(f"{name}: {text!r} is not a temperature in °C") from None
+        if not math.isfinite(value) or not -40 <= value <= 80:
+            raise ConfigError(f"{name}: {text} °C is outside -40 to 80 °C")
+        return value
+
+    return parse
+
+
+def _bmc_options(args: argparse.Namespace) -> BmcOptions:
+    bmc_only = ("bmc_port", "bmc_password_file", "bmc_ca_file", "bmc_ipmi_auth")
+    if args.bmc is None:
+        given = [n for n in bmc_only if getattr(args, n) is not None]
+        if given or args.bmc_insecure:
+            flag = "--" + (given[0] if given else "bmc_insecure").replace("_", "-")
+            raise ConfigError(f"{flag}: only with --bmc HOST")
+    if args.bmc_password_file is not None and not args.bmc_password_file.is_file():
+        raise ConfigError(f"--bmc-password-file {args.bmc_password_file}: no such file")
+    if args.bmc_ca_file is not None and not args.bmc_ca_file.is_file():
+        raise ConfigError(f"--bmc-ca-file {args.bmc_ca_file}: no such file")
+    return BmcOptions(
+        host=args.bmc,
+        protocol=args.bmc_protocol,
+        port=args.bmc_port,
+        user=args.bmc_user,
+        password_file=args.bmc_password_file,
+        insecure=args.bmc_insecure,
+        ca_file=args.bmc_ca_file,
+        inlet_sensor=args.bmc_inlet_sensor,
+        ipmi_auth=args.bmc_ipmi_auth,
+    )
+
+
 def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     # The backend's name, the sim's SKU, size and faults are checked where they are used
     # (soak.devices.open_backend, SimServer), which `run` does before creating anything.
@@ -647,6 +752,9 @@ def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     else:
         duration = 7200.0
     profile = load_profile(args.profile)
+    if args.design_inlet is not None:
+        checks = dataclasses.replace(profile.checks, design_inlet_c=args.design_inlet)
+        profile = dataclasses.replace(profile, checks=checks)
     _check_length(args, duration, profile.windows)
     options = _workload_options(args.option)
     if args.backend != "sim":
@@ -689,6 +797,7 @@ def _run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         heartbeat_timeout_s=args.heartbeat_timeout,
         ranks=args.ranks,
         command=shlex.join(["soak", *argv]),
+        bmc=_bmc_options(args),
     )
 
 
@@ -917,6 +1026,10 @@ def cmd_devices(args: argparse.Namespace) -> int:
     try:
         infos = backend.devices()
         caps = backend.capabilities()
+        from soak.runner import open_server_sensors
+
+        sensors = open_server_sensors(BmcOptions(), backend)
+        sensors.close()
     finally:
         backend.close()
     print(f"backend: {backend.name}, {len(infos)} device(s)")
@@ -932,6 +1045,9 @@ def cmd_devices(args: argparse.Namespace) -> int:
         for metric in metrics:
             cells = "  ".join(f"{caps[i].get(metric, '-')!s:>16}" for i in caps)
             print(f"  {metric:<{width}}  {cells}")
+    probe = sensors.probe
+    detail = f"{probe.inlet_sensor!r} from {probe.source}" if sensors.available else probe.reason
+    print(f"\ninlet temperature (server, from the BMC): {probe.capability} ({detail})")
     return EXIT_PASS
 
 

@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from soak.bmc import BmcOptions
 from soak.errors import ConfigError
 
 
@@ -59,6 +60,12 @@ class Checks:
     min_busbw_Bps: float = 0.0  # ddp: all-reduce bus bandwidth floor, bytes/s; 0: none
     min_busbw_source: str = ""  # where min_busbw_Bps comes from ([datasheet], [assumed], ...)
     min_busbw_ranks: int = 2  # ddp: the busbw floor holds for runs of at least this many ranks
+    # Thermal headroom (soak.analysis.headroom): the inlet each device is projected to, °C
+    # (ASHRAE A2 allowable: 35 °C), and the margin to the SW thermal slowdown it must keep
+    # there, °C (0: no floor; a projection that crosses a slowdown threshold below the
+    # design inlet warns either way).
+    design_inlet_c: float = 35.0
+    min_headroom_c: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,3 +268,6 @@ class RunConfig:
     heartbeat_timeout_s: float = 120.0
     ranks: int = 1  # ddp on the CPU backend: rank processes sharing the CPU
     command: str = ""
+    # the BMC to read the inlet from; no host: the simulator's own BMC on the sim backend,
+    # else in-band IPMI where the server has it
+    bmc: BmcOptions = field(default_factory=BmcOptions)

@@ -35,3 +35,8 @@ class FunctionMissing(SoakError):
 
 class StoreError(SoakError):
     """The run store cannot be written or read (disk full, not a run folder)."""
+
+
+class BmcUnavailable(SoakError):
+    """The BMC cannot give an inlet temperature: it refused the login, timed out, or lists no
+    inlet sensor. The soak goes on without headroom; the message is the one line shown."""

@@ -264,4 +264,19 @@ class Event:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class ServerReading:
+    """One server-level reading at one tick, read from the BMC: ``series`` names it
+    (``inlet_c``, the inlet sensor chosen; ``chassis_temp_c:<sensor>``, every other
+    temperature sensor), ``value`` in the series' unit, None where it could not be read."""
+
+    t_s: float
+    series: str
+    value: float | None
+
+
+INLET_SERIES = "inlet_c"
+CHASSIS_SERIES = "chassis_temp_c:"  # + the BMC's name of the sensor
+
+
 RATE_UNITS = {"FLOP": "FLOP/s", "B": "B/s", "token": "token/s"}

@@ -28,6 +28,7 @@ from types import FrameType
 from soak import __version__
 from soak.analysis.equilibrium import Dated, OnlineDetector, Withdrawn
 from soak.analysis.windows import LiveWork
+from soak.bmc import BmcOptions, ServerSensors, open_bmc
 from soak.clock import Clock, VirtualClock, WallClock
 from soak.config import RunConfig
 from soak.devices import BackendOptions, open_backend
@@ -152,6 +153,19 @@ def open_configured_backend(config: RunConfig) -> Backend:
     return open_backend(config.backend, options)
 
 
+def open_server_sensors(options: BmcOptions, backend: Backend) -> ServerSensors:
+    """The BMC a run reads its inlet from, probed: the one ``--bmc`` names, else the
+    simulator's own on the sim backend, else in-band IPMI where there is one. A wrong
+    ``--bmc-inlet-sensor`` is a ConfigError (it lists the sensors found)."""
+    if options.host is None and backend.name == "sim":
+        from soak.devices.sim import SimServer
+        from soak.devices.sim.bmc import SimBmc
+
+        if isinstance(backend, SimServer):
+            return ServerSensors(SimBmc(backend), options.inlet_sensor)
+    return ServerSensors(open_bmc(options), options.inlet_sensor, background=True)
+
+
 def make_load(config: RunConfig, backend: Backend, devices: list[DeviceInfo]) -> Load:
     simulated = backend.simulated_load(config.workload)
     if simulated is not None:
@@ -218,8 +232,10 @@ class Runner:
         run_dir: Path,
         watchers: Sequence[Watcher] = (),
         on_tick: RunnerHook | None = None,
+        sensors: ServerSensors | None = None,
     ) -> None:
         self.config = config
+        self.sensors = sensors
         self.backend = backend
         self.clock = clock
         self.run_dir = run_dir
@@ -282,6 +298,8 @@ class Runner:
         self.store.set_meta(run=run.to_json(), host=host_info(), profile=config.profile.as_dict())
         self.store.add_devices(self.devices)
         self.store.add_capabilities(self.capabilities)
+        if self.sensors is not None:
+            self.store.set_meta(bmc=self.sensors.probe.as_dict())
         message = (
             f"{len(self.devices)} device(s) on {self.backend.name}, workload {config.workload}"
         )
@@ -291,6 +309,7 @@ class Runner:
         """Read, store and digest one tick."""
         t = self.now_s()
         telemetry = self.backend.sample(t)
+        server = self.sensors.sample(t) if self.sensors is not None else []
         update = load.poll(t) if load is not None else LoadUpdate()
         events = self.backend.poll_events(t) + update.events
         # what is judged live leaves out readings that cannot be true; the store keeps them
@@ -307,6 +326,7 @@ class Runner:
                 update.sync_steps,
                 update.server_steps,
                 implausible,
+                server,
             )
         self.publish(self.progress(t, events))
 
@@ -614,13 +634,17 @@ def run(
     the exporter); ``on_tick`` is for tests that act on the run itself (kill a worker, fill
     the disk) and gets the runner with the snapshot."""
     backend = backend or open_configured_backend(config)
+    sensors: ServerSensors | None = None
     try:
         check_load(config, backend)
         if clock is None:
             clock = VirtualClock() if backend.name == "sim" else WallClock()
+        sensors = open_server_sensors(config.bmc, backend)
+        if config.bmc.host is not None:
+            print(f"soak: {sensors.probe.line}", file=sys.stderr)
         run_dir = make_run_dir(config.out, run_host(), dt.datetime.now(dt.UTC))
         with Stopper().installed() as stopper:
-            runner = Runner(config, backend, clock, run_dir, watchers, on_tick)
+            runner = Runner(config, backend, clock, run_dir, watchers, on_tick, sensors)
             try:
                 reason = runner.run(stopper)
             except KeyboardInterrupt:
@@ -632,4 +656,6 @@ def run(
                 raise
     finally:
         backend.close()
+        if sensors is not None:
+            sensors.close()
     return RunResult(run_dir, reason)

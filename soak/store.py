@@ -34,6 +34,7 @@ from soak.model import (
     DeviceInfo,
     Event,
     EventKind,
+    ServerReading,
     ServerStep,
     SyncStep,
     Telemetry,
@@ -45,7 +46,9 @@ from soak.validity import Implausible, screen_all
 # Version of the table layout below. 1: first layout. 2: adds sync_steps and server_steps
 # (the ddp workload's per-rank timing and the server's synchronous steps); a version-1 store
 # reads as one without them. A version-2 store may hold an ``implausible`` table (readings
-# outside their plausible range, soak.validity): one without it has none flagged.
+# outside their plausible range, soak.validity): one without it has none flagged, and a
+# ``server_readings`` table (the BMC's server-level series: inlet, chassis temperatures): one
+# without it has no BMC readings.
 STORE_VERSION = 2
 READABLE_VERSIONS = ("1", "2")
 STORE_NAME = "soak.sqlite"
@@ -77,6 +80,8 @@ CREATE INDEX sync_steps_device_t ON sync_steps (device, t_end_s);
 CREATE TABLE implausible (
     device INTEGER NOT NULL, t_s REAL NOT NULL, metric TEXT NOT NULL, value REAL NOT NULL,
     low REAL, high REAL);
+CREATE TABLE server_readings (t_s REAL NOT NULL, series TEXT NOT NULL, value REAL);
+CREATE INDEX server_readings_series_t ON server_readings (series, t_s);
 CREATE TABLE server_steps (
     t_start_s REAL NOT NULL, t_end_s REAL NOT NULL, samples REAL NOT NULL,
     step_s REAL NOT NULL, straggler INTEGER NOT NULL, ranks INTEGER NOT NULL);
@@ -94,6 +99,7 @@ _INSERT_EVENT = "INSERT INTO events VALUES (?, ?, ?, ?, ?)"
 _INSERT_SYNC = "INSERT INTO sync_steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _INSERT_SERVER = "INSERT INTO server_steps VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_IMPLAUSIBLE = "INSERT INTO implausible VALUES (?, ?, ?, ?, ?, ?)"
+_INSERT_READING = "INSERT INTO server_readings VALUES (?, ?, ?)"
 
 
 def _json_default(value: Any) -> Any:
@@ -115,6 +121,11 @@ _telemetry_row = operator.attrgetter(*TELEMETRY_FIELDS)
 def _bound(value: float) -> float | None:
     """A range's bound for the store: None where there is none (infinite)."""
     return value if math.isfinite(value) else None
+
+
+def _reading_row(r: ServerReading) -> tuple[Any, ...]:
+    value = None if r.value is None or not math.isfinite(r.value) else r.value
+    return (r.t_s, r.series, value)
 
 
 def _work_row(w: WorkSample) -> tuple[Any, ...]:
@@ -226,6 +237,7 @@ class RunStore:
         sync_steps: Iterable[SyncStep] = (),
         server_steps: Iterable[ServerStep] = (),
         implausible: Sequence[Implausible] | None = None,
+        server_readings: Iterable[ServerReading] = (),
     ) -> None:
         """Append one tick's data; a tick lands whole or not at all. Committed at once, or
         with the next tick past ``max_commit_delay_s`` of wall time.
@@ -258,6 +270,7 @@ class RunStore:
             cur.executemany(_INSERT_EVENT, map(_event_row, events))
             cur.executemany(_INSERT_SYNC, map(dataclasses.astuple, sync_steps))
             cur.executemany(_INSERT_SERVER, map(dataclasses.astuple, server_steps))
+            cur.executemany(_INSERT_READING, map(_reading_row, server_readings))
             cur.execute("RELEASE tick")
         except sqlite3.Error as exc:
             self._undo_tick()
@@ -476,6 +489,29 @@ class RunStore:
         array = np.array([[math.nan if v is None else v for v in r] for r in rows], dtype=float)
         return {name: array[:, i] for i, name in enumerate(columns)}
 
+    def server_readings(self) -> dict[str, dict[str, np.ndarray]]:
+        """The server-level series (``soak.model.ServerReading``) by name: ``t_s`` and
+        ``value`` (NaN: not read), in time order; empty for a store written before them."""
+        with _reading(self.path):
+            known = self._conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='server_readings'"
+            ).fetchone()
+            if known is None:
+                return {}
+            rows = self._conn.execute(
+                "SELECT series, t_s, value FROM server_readings ORDER BY series, t_s, rowid"
+            ).fetchall()
+        by_series: dict[str, list[tuple[float, float]]] = {}
+        for series, t_s, value in rows:
+            _text(series)
+            by_series.setdefault(series, []).append(
+                (float(t_s), math.nan if value is None else float(value))
+            )
+        return {
+            name: {"t_s": np.array([r[0] for r in rs]), "value": np.array([r[1] for r in rs])}
+            for name, rs in by_series.items()
+        }
+
     def units(self) -> dict[str, str]:
         """The unit of each workload part's work."""
         with _reading(self.path):
@@ -551,7 +587,8 @@ def make_run_dir(out: Path, host: str, now: dt.datetime) -> Path:
 # -- salvage ---------------------------------------------------------------------------------
 
 _TABLES = ("meta", "devices", "capabilities", "telemetry", "work", "events")
-_OPTIONAL_TABLES = ("implausible",)  # a store written before it has none: not damage
+# a store written before them has none: not damage
+_OPTIONAL_TABLES = ("implausible", "server_readings")
 SALVAGE_FAILED_READS = 4000  # reads of damaged rows tried per table before giving it up
 
 

@@ -135,6 +135,9 @@ def test_devices_lists_the_sim_with_capabilities(capsys):
     assert main(["devices", "--backend", "sim", "--sim-gpus", "2"]) == 0
     out = capsys.readouterr().out
     assert "2 device(s)" in out and "fan_pct" in out and "not supported" in out
+    assert out.endswith(
+        "inlet temperature (server, from the BMC): supported ('Inlet Temp' from simulated BMC)\n"
+    )
 
 
 def test_an_internal_error_is_exit_3_with_its_traceback_never_1(monkeypatch, capsys):

@@ -3,6 +3,7 @@ reader sees committed ticks while the writer is still open."""
 
 import math
 import sqlite3
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -117,3 +118,22 @@ def test_ddp_steps_round_trip_and_a_version_1_store_reads_without_them(tmp_path)
     read = RunStore.open(old)
     assert read.server_steps()["samples"].size == 0 and read.sync_steps(0)["step_s"].size == 0
     read.close_read()
+
+
+def test_server_readings_round_trip_and_an_older_store_reads_without_them(tmp_path):
+    from soak.model import ServerReading
+
+    store = RunStore.create(tmp_path / STORE_NAME)
+    store.append(server_readings=[ServerReading(0.0, "inlet_c", 24.0)])
+    store.append(
+        server_readings=[ServerReading(10.0, "inlet_c", None), ServerReading(10.0, "x", 1.0)]
+    )
+    store.close()
+    read = RunStore.open(tmp_path)
+    series = read.server_readings()
+    assert series["inlet_c"]["t_s"].tolist() == [0.0, 10.0]
+    assert series["inlet_c"]["value"][0] == 24.0 and math.isnan(series["inlet_c"]["value"][1])
+    read.close_read()
+    old = RunStore.open(Path(__file__).parent / "fixtures" / "old-store" / "v1-sim")
+    assert old.server_readings() == {}  # written before soak read a BMC: no readings, no error
+    old.close_read()

@@ -25,6 +25,7 @@ from soak.analysis.contention import (
 )
 from soak.analysis.diagnosis import diagnose, peers_of
 from soak.analysis.equilibrium import Equilibrium, Series, Signals, detect
+from soak.analysis.headroom import Headroom, headroom_checks, run_headroom
 from soak.analysis.noise import Noise, noise
 from soak.analysis.sync import SyncFacts, split_loss, sync_checks, sync_facts
 from soak.analysis.windows import (
@@ -148,6 +149,7 @@ class Analysis:
     capabilities: dict[int, dict[str, str]] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)
     sync: SyncFacts | None = None  # --workload ddp: the server's synchronous steps
+    headroom: Headroom | None = None  # thermal headroom at the design inlet (BMC inlet)
 
     @property
     def run(self) -> RunRecord:
@@ -547,6 +549,8 @@ class RunData:
     server_steps: dict[str, np.ndarray] = field(default_factory=dict)
     # readings stored as read and flagged impossible (left out of ``telemetry``), per device
     implausible: dict[int, list[Implausible]] = field(default_factory=dict)
+    # the BMC's server-level series (inlet, chassis temperatures): name -> t_s, value
+    server_readings: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
     @classmethod
     def from_store(cls, store: RunStore) -> RunData:
@@ -562,6 +566,7 @@ class RunData:
             sync_steps={d.index: store.sync_steps(d.index) for d in infos},
             server_steps=store.server_steps(),
             implausible={d.index: store.implausible(d.index) for d in infos},
+            server_readings=store.server_readings(),
         )
 
 
@@ -607,6 +612,16 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     checks += telemetry_checks(events)
     names = {f.index: f.name for f in all_facts}
     checks += sync_checks(sync, events, profile, names)
+    headroom = run_headroom(
+        infos,
+        all_facts,
+        data.telemetry,
+        data.work,
+        data.server_readings,
+        meta.get("bmc"),
+        profile.checks.design_inlet_c,
+    )
+    checks += headroom_checks(headroom, profile.checks.min_headroom_c)
     server_checks = [c for c in checks if c.device is None]
     peers = peers_of(all_facts)
     for info, facts in zip(infos, all_facts, strict=True):
@@ -663,6 +678,7 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         data.capabilities,
         units,
         sync,
+        headroom,
     )
 
 

@@ -50,6 +50,12 @@ class Device:
     retention: Mapping[str, float]  # part -> steady / cold rate
     sensors: Mapping[str, float | None]  # RUN_FIGURES -> steady median
     runs: int = 1  # table mode: how many rows (runs) the figures are the median of
+    # thermal headroom (summary.json "headroom"): margin to the first slowdown threshold at
+    # the run's design inlet, °C, and the inlet where SW thermal slowdown begins; None: not
+    # checked (no inlet read, an older summary, a table)
+    headroom_margin_c: float | None = None
+    throttle_inlet_c: float | None = None
+    design_inlet_c: float | None = None
 
 
 @dataclass(frozen=True)
@@ -87,7 +93,9 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def device_from_summary(node: str, item: Mapping[str, Any]) -> Device:
+def device_from_summary(
+    node: str, item: Mapping[str, Any], headroom: Mapping[str, Any] | None = None
+) -> Device:
     steady = item.get("steady") or {}
     ratio = item.get("ratio") or {}
     inventory = item.get("inventory") or {}
@@ -112,13 +120,30 @@ def device_from_summary(node: str, item: Mapping[str, Any]) -> Device:
         work=work,
         retention=retention,
         sensors={key: _number(steady.get(key)) for key in RUN_FIGURES},
+        headroom_margin_c=_number((headroom or {}).get("margin_c")),
+        throttle_inlet_c=_number((headroom or {}).get("throttle_inlet_c")),
+        design_inlet_c=_number((headroom or {}).get("design_inlet_c")),
     )
+
+
+def _headroom_by_device(data: Mapping[str, Any]) -> dict[Any, dict[str, Any]]:
+    """summary.json's headroom per device index, with the run's design inlet."""
+    block = data.get("headroom")
+    if not isinstance(block, Mapping) or not block.get("checked"):
+        return {}
+    design = block.get("design_inlet_c")
+    return {
+        d.get("device"): {**d, "design_inlet_c": design}
+        for d in block.get("devices") or ()
+        if isinstance(d, Mapping)
+    }
 
 
 def node_from_summary(path: Path, data: Mapping[str, Any]) -> Node:
     run = data.get("run") or {}
     name = str(run.get("host") or path.parent.parent.name)
     report = path.parent / "report.html"
+    headroom = _headroom_by_device(data)
     return Node(
         name=name,
         verdict=data.get("verdict"),
@@ -127,7 +152,10 @@ def node_from_summary(path: Path, data: Mapping[str, Any]) -> Node:
         started_utc=run.get("started_utc"),
         workload=run.get("workload"),
         tags={str(k): str(v) for k, v in (run.get("tags") or {}).items()},
-        devices=tuple(device_from_summary(name, d) for d in data.get("devices") or ()),
+        devices=tuple(
+            device_from_summary(name, d, headroom.get(d.get("index")))
+            for d in data.get("devices") or ()
+        ),
         summary_data=data,
     )
 

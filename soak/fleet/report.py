@@ -29,7 +29,7 @@ from soak.fleet.analyze import (
     device_label,
     placement,
 )
-from soak.fleet.collect import Collection, Device
+from soak.fleet.collect import Collection, Device, Node
 from soak.fleet.sync import Group, find_groups, group_json
 from soak.report.html import render, write_html
 from soak.report.summary import clean_json
@@ -128,6 +128,8 @@ def build_fleet_json(
                     "steady": dict(d.sensors),
                     "slowness": dict(result.slowness[(node.name, position)]),
                     "runs": d.runs,
+                    "headroom_margin_c": d.headroom_margin_c,
+                    "throttle_inlet_c": d.throttle_inlet_c,
                 }
             )
     data = {
@@ -161,8 +163,29 @@ def build_fleet_json(
         "superseded": [_rel(p, out_dir) for p in c.superseded],
         "devices": devices,
         "ddp_groups": [group_json(g) for g in groups],
+        "headroom": [
+            {
+                **_device_ref(d),
+                "margin_c": d.headroom_margin_c,
+                "throttle_inlet_c": d.throttle_inlet_c,
+                "design_inlet_c": d.design_inlet_c,
+            }
+            for d in headroom_ranking(c)
+        ],
     }
     return clean_json(data)
+
+
+def headroom_ranking(c: Collection) -> list[Device]:
+    """Devices whose headroom was checked, the least margin at the design inlet first."""
+    checked = [d for n in c.nodes for d in n.devices if d.headroom_margin_c is not None]
+    return sorted(checked, key=lambda d: (d.headroom_margin_c, d.node, d.index or 0))
+
+
+def _node_margin(node: Node) -> float | None:
+    """The node's least headroom margin; None where no device of it was checked."""
+    margins = [d.headroom_margin_c for d in node.devices if d.headroom_margin_c is not None]
+    return min(margins) if margins else None
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
@@ -251,6 +274,7 @@ def heat_map(result: FleetResult, where: Mapping[str, tuple[str, str]]) -> dict[
             continue  # a layout line for a node not in this delivery
         state = "missing" if ranked is None else ranked.status
         slow = None if ranked is None else ranked.worst_deviation
+        margin = None if ranked is None else _node_margin(ranked.node)
         cells[(rack, slot)] = {
             "host": host,
             "status": state,
@@ -258,6 +282,7 @@ def heat_map(result: FleetResult, where: Mapping[str, tuple[str, str]]) -> dict[
             "note": "missing"
             if ranked is None
             else ("" if slow is None else f"{-100 * slow:+.1f} %"),
+            "headroom": "" if margin is None else f"{margin:.0f} °C headroom",
         }
     racks = sorted({r for r, _ in cells}, key=_natural)
     slots = sorted({s for _, s in cells}, key=_natural, reverse=True)  # top of the rack first
@@ -359,6 +384,17 @@ def write_fleet_html(
         "colours": STATUS_COLOURS,
         "metrics": METRICS,
         "groups": [_group_view(g) for g in groups],
+        "headroom": [
+            {
+                "who": device_label(d),
+                "margin": f"{d.headroom_margin_c:.1f} °C",
+                "design": "—" if d.design_inlet_c is None else f"{d.design_inlet_c:.0f} °C",
+                "throttle": "beyond the range projected"
+                if d.throttle_inlet_c is None
+                else f"{d.throttle_inlet_c:.1f} °C",
+            }
+            for d in headroom_ranking(result.collection)
+        ],
     }
     write_html(path, render("fleet.html.j2", values))
 

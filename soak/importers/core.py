@@ -25,10 +25,12 @@ from soak.errors import ConfigError
 from soak.fields import IMPORTABLE
 from soak.importers.source import ImportFailed, Source
 from soak.model import (
+    INLET_SERIES,
     Capability,
     DeviceInfo,
     Event,
     EventKind,
+    ServerReading,
     StopReason,
     Telemetry,
     WorkSample,
@@ -39,7 +41,10 @@ from soak.validity import Frozen, frozen_spans
 
 # soak's own fields a trace column may be mapped onto (``--map FIELD=COLUMN``).
 TELEMETRY_IMPORTED = IMPORTABLE  # the registry's importable telemetry fields
-FIELDS: tuple[str, ...] = (*TELEMETRY_IMPORTED, "throughput")
+# Server-level series a column may be mapped onto: the inlet a BMC column logged (IPMI's
+# inlet sensor), stored in ``server_readings`` as a live run's BMC readings are.
+SERVER_IMPORTED: tuple[str, ...] = (INLET_SERIES,)
+FIELDS: tuple[str, ...] = (*TELEMETRY_IMPORTED, "throughput", *SERVER_IMPORTED)
 
 # Throughput units a trace may give its rate in: the unit of work soak stores, and the scale.
 THROUGHPUT_UNITS: dict[str, tuple[str, float]] = {
@@ -149,6 +154,10 @@ class Trace:
     epoch_s: float | None = None  # the first sample's wall time, where the trace has one
     work_unit: str | None = None  # FLOP, B, token; None: no throughput
     work_scale: float = 1.0
+    # server-level series (SERVER_IMPORTED) -> time -> value: one value per time, from the
+    # first device row that gives one; and the column each came from
+    server: dict[str, dict[float, float | None]] = field(default_factory=dict)
+    server_columns: dict[str, str] = field(default_factory=dict)
     # Where the trace has no device column and is read as one device: what to give instead,
     # named when a time has two rows ("add index to --query-gpu").
     one_device: str | None = None
@@ -190,6 +199,14 @@ class Trace:
         rate = values.get("throughput")
         trace.rate.append(None if rate is None else rate * self.work_scale)
         trace.rate_interval.append(rate_interval_s)
+        for name in SERVER_IMPORTED:
+            if name in values:
+                # 0 °C is a BMC column's "not read yet" (every sensor column of the B200
+                # sweep's logs reads 0.0 until its first IPMI poll), never an inlet
+                value = values[name] or None
+                series = self.server.setdefault(name, {})
+                if series.get(t) is None:
+                    series[t] = value
 
     def check_not_empty(self) -> None:
         if not any(d.t for d in self.devices.values()):
@@ -475,6 +492,7 @@ def _fill_store(
                 else []
             )
             store.append(telemetry=rows, samples=samples)
+        _store_server(store, trace, segment.end_s)
         if frozen is not None:
             message = (
                 f"{frozen.describe()}; the judged load ends at {frozen.from_s:,.0f} s, "
@@ -502,6 +520,27 @@ def _fill_store(
         store.set_meta(stop=stop.to_json())
     finally:
         store.close()
+
+
+def _store_server(store: RunStore, trace: Trace, end_s: float) -> None:
+    """The server-level series, and the inlet's probe record as a live run's BMC writes it
+    (``meta["bmc"]``): read from the mapped column, or why not."""
+    inlet = trace.server.get(INLET_SERIES)
+    if inlet is None:
+        return
+    column = trace.server_columns.get(INLET_SERIES, INLET_SERIES)
+    readings = [ServerReading(t, INLET_SERIES, v) for t, v in sorted(inlet.items()) if t <= end_s]
+    store.append(server_readings=readings)
+    read = any(r.value is not None for r in readings)
+    store.set_meta(
+        bmc={
+            "source": f"imported column {column!r}",
+            "capability": str(Capability.SUPPORTED if read else Capability.NOT_SUPPORTED),
+            "inlet_sensor": column,
+            "sensors": [column],
+            "reason": None if read else f"the imported column {column!r} holds no reading",
+        }
+    )
 
 
 def _row_values(device: DeviceTrace, k: int) -> dict[str, float | int | None]:

@@ -10,7 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from soak.errors import ConfigError
-from soak.importers.core import FIELDS, Column, Trace, parse_time, parse_value, throughput_unit
+from soak.importers.core import (
+    FIELDS,
+    SERVER_IMPORTED,
+    Column,
+    Trace,
+    parse_time,
+    parse_value,
+    throughput_unit,
+)
 from soak.importers.source import ImportFailed, Record, records
 
 
@@ -80,6 +88,7 @@ def read(path: Path, options: CsvOptions) -> Trace:
     else:
         device_ids = [None] if options.devices is None else list(range(options.devices))
     columns = _columns(path, index, options, device_ids)
+    trace.server_columns = {n: c for n, c in options.mapping.items() if n in SERVER_IMPORTED}
     time_k = _need(path, index, options.time_col, "--time-col")
     device_k = (
         None

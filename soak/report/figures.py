@@ -575,3 +575,27 @@ def comparison(changes: Sequence) -> str:
             _not_available(ax, ylabel)
     ax_temp.set_xticks(range(len(devices)), [f"GPU {d}" for d in devices])
     return to_data_uri(fig)
+
+
+def headroom(
+    curves: Sequence[tuple[str, np.ndarray, np.ndarray]],
+    design_inlet_c: float,
+    sw_c: float | None,
+    run_inlet_c: float | None,
+) -> str:
+    """Projected steady die temperature against inlet, one line per device (labels are
+    "GPU 3", soak's own), with the design inlet, the run's inlet and the SW thermal
+    slowdown marked."""
+    fig = Figure(figsize=(WIDTH_IN, 3.6))
+    ax = fig.subplots()
+    for label, inlet, temp in curves:
+        ax.plot(inlet, temp, linewidth=1.2, label=label)
+    ax.axvline(design_inlet_c, color="#cf222e", linestyle="--", linewidth=0.8, label="design inlet")
+    if run_inlet_c is not None:
+        ax.axvline(run_inlet_c, color="#57606a", linestyle=":", linewidth=0.8, label="this run")
+    if sw_c is not None:
+        ax.axhline(sw_c, color="#bc4c00", linewidth=0.8, label="SW thermal slowdown")
+    ax.set_xlabel("inlet (°C)")
+    ax.set_ylabel("projected die (°C)")
+    ax.legend(**LEGEND_RIGHT)
+    return to_data_uri(fig)

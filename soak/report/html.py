@@ -31,6 +31,7 @@ from soak.fields import REASONS
 from soak.model import RATE_UNITS, EventKind
 from soak.record import StopRecord
 from soak.report import figures
+from soak.report.headroom import headroom_context
 from soak.report.junit import case_names, run_cases
 from soak.report.sync import ddp_context
 from soak.units import NOT_AVAILABLE, duration, num, pct, plural, si
@@ -103,6 +104,9 @@ CHECK_MEANINGS = {
     "min_busbw_Bps": "ddp: all-reduce bus bandwidth floor (B/s; 0: none)",
     "min_busbw_source": "ddp: where the bus bandwidth floor comes from",
     "min_busbw_ranks": "ddp: the bus bandwidth floor holds for at least this many ranks",
+    "design_inlet_c": "thermal headroom: the inlet each device is projected to (°C)",
+    "min_headroom_c": "thermal headroom: SW thermal margin at the design inlet at least (°C; "
+    "0: none)",
 }
 
 NOTABLE_EVENTS = frozenset(
@@ -491,6 +495,18 @@ def _capabilities(analysis: Analysis) -> dict[str, Any]:
     }
 
 
+def _bmc(bmc: dict[str, Any] | None) -> dict[str, str | None]:
+    """The BMC's row of the capability table: the inlet read, or why not."""
+    if bmc is None:
+        return {"status": NOT_AVAILABLE, "detail": "no BMC was probed"}
+    if bmc.get("capability") == "supported":
+        return {
+            "status": "supported",
+            "detail": f"{bmc.get('inlet_sensor')!r} from {bmc.get('source')}",
+        }
+    return {"status": str(bmc.get("capability") or NOT_AVAILABLE), "detail": bmc.get("reason")}
+
+
 def _events(analysis: Analysis, t0: float) -> dict[str, Any]:
     rows = [
         {
@@ -789,6 +805,13 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
         "host_rows": host_rows,
         "inventory": _inventory(analysis),
         "capabilities": _capabilities(analysis),
+        "bmc": _bmc(meta.get("bmc")),
+        "headroom": headroom_context(
+            analysis.headroom,
+            {d.index: d.info.label for d in analysis.devices},
+            analysis.units,
+            part,
+        ),
         "events": _events(analysis, t0),
         "profile": _profile(analysis),
         "reproduce": _reproduce(analysis, run_dir),

@@ -21,6 +21,8 @@ Schema versions (a later version may add keys; removing or renaming one bumps th
      contention" and "another process on the device".
      Then, still version 1: per device "telemetry_quality" (samples, readings left out as
      implausible, gaps, frozen spans, counter resets; soak.validity).
+     Then, still version 1: top-level "headroom" (thermal headroom at the design inlet from
+     the BMC's inlet: per device θ, leakage, projection, margins; soak.analysis.headroom).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from soak.analysis.windows import WindowStats
 from soak.errors import ConfigError
 from soak.fields import SUMMARY_METRICS
 from soak.model import RATE_UNITS
+from soak.report.headroom import headroom_summary
 from soak.report.sync import ddp_summary
 
 SCHEMA_VERSION = 1
@@ -210,6 +213,7 @@ def build_summary(analysis: Analysis) -> dict[str, Any]:
             {"device": c.device, "check": c.check, "status": str(c.status), "message": c.message}
             for c in analysis.not_checked
         ],
+        "headroom": headroom_summary(analysis.headroom, meta.get("bmc")),
     }
     return clean_json(summary)
 

@@ -255,3 +255,37 @@ def test_each_sku_is_judged_against_its_own_kind(tmp_path, capsys):
     work = {d["sku"]: d["n"] for d in fleet["distributions"] if d["metric"] == "work"}
     assert work == {"NVIDIA H200": 64, load(FAULTS[0])["devices"][0]["name"]: 64}
     assert fleet["outliers"] == [] and fleet["verdict"] == "PASS"
+
+
+def _with_headroom(path: Path, margins: dict[int, float]) -> None:
+    """Give a synthetic summary a headroom block: ``margins`` per device index."""
+    data = json.loads(path.read_text())
+    data["headroom"] = {
+        "checked": True,
+        "reason": None,
+        "design_inlet_c": 35.0,
+        "devices": [
+            {"device": i, "margin_c": m, "throttle_inlet_c": 35.0 + m} for i, m in margins.items()
+        ],
+    }
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.slow  # writes and reports a fleet of 8 (about 3 s on 2 cores)
+def test_devices_rank_by_headroom_and_the_rack_map_shows_the_hot_corner(tmp_path, capsys):
+    write_fleet(tmp_path, 8)
+    for i, margin in ((2, 1.5), (6, 9.0)):
+        path = next((tmp_path / host_name(i)).glob("*/summary.json"))
+        _with_headroom(path, {0: margin + 2.0, 3: margin})
+    _, lines, fleet = report(capsys, str(tmp_path), "--no-history")
+    ranked = [(h["node"], h["index"], h["margin_c"]) for h in fleet["headroom"]]
+    assert ranked == [
+        (host_name(2), 3, 1.5),
+        (host_name(2), 0, 3.5),
+        (host_name(6), 3, 9.0),
+        (host_name(6), 0, 11.0),
+    ]
+    unchecked = [d for d in fleet["devices"] if d["node"] == host_name(1)]
+    assert all(d["headroom_margin_c"] is None for d in unchecked)  # not checked: never 0
+    html = Path(lines[-1]).read_text()
+    assert "2 °C headroom" in html and "9 °C headroom" in html

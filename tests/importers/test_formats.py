@@ -230,3 +230,21 @@ def test_a_csv_without_a_device_column_is_one_device(tmp_path):
         r"but time 1 has two rows: give --device-col COL",
     ):
         csv_import.read(path, csv_import.CsvOptions("t", "s", {"temp_c": "temp"}))
+
+
+def test_csv_b200_inlet_column_is_the_servers_inlet_and_0_is_not_a_reading(fixture_path, tmp_path):
+    options = csv_import.CsvOptions(
+        time_col="elapsed_seconds",
+        time_unit="s",
+        device_col="gpu_id",
+        mapping={"temp_c": "gpu_temp_c", "inlet_c": "inlet_temp_c"},
+    )
+    trace = csv_import.read(fixture_path("b200-0108-pl1000w.csv"), options)
+    inlet = trace.server["inlet_c"]
+    assert set(inlet.values()) == {24.0}  # the sweep's IPMI inlet, once per time
+    assert len(inlet) == len(trace.devices[0].t)
+    assert trace.server_columns == {"inlet_c": "inlet_temp_c"}
+    early = tmp_path / "early.csv"  # the 0107 logs' BMC columns read 0.0 before their poll
+    early.write_text("t,gpu,temp,inlet\n0,0,35,0.0\n0,1,36,0.0\n1,0,36,23.0\n1,1,37,23.0\n")
+    options = csv_import.CsvOptions("t", "s", {"temp_c": "temp", "inlet_c": "inlet"}, "gpu")
+    assert csv_import.read(early, options).server["inlet_c"] == {0.0: None, 1.0: 23.0}

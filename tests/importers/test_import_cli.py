@@ -282,3 +282,22 @@ def test_a_device_the_trace_holds_no_throughput_for_is_not_measured_never_a_faul
         "throughput not measured: the imported trace holds no throughput for this device"
     )
     assert summary["devices"][0]["verdict"] == "PASS"
+
+
+@pytest.mark.slow  # imports and reports 8 devices (about 4 s on 2 cores)
+def test_an_imported_inlet_column_gives_the_headroom(tmp_path, capsys):
+    fixture = Path(__file__).parents[1] / "fixtures" / "import" / "b200-0108-pl1000w.csv"
+    args = ["--time-col", "elapsed_seconds", "--device-col", "gpu_id"]
+    args += ["--map", "temp_c=gpu_temp_c", "--map", "power_w=gpu_power_w"]
+    args += ["--map", "inlet_c=inlet_temp_c", "--out", str(tmp_path)]
+    assert main(["import", "csv", str(fixture), *args]) == 0
+    (run,) = run_folders(tmp_path)
+    store = RunStore.open(run)
+    assert set(store.server_readings()["inlet_c"]["value"]) == {24.0}
+    assert store.meta()["bmc"]["source"] == "imported column 'inlet_temp_c'"
+    store.close_read()
+    headroom = json.loads((run / "summary.json").read_text())["headroom"]
+    assert headroom["checked"] and len(headroom["devices"]) == 8
+    assert {d["inlet_c"] for d in headroom["devices"]} == {24.0}
+    report = (run / "report.html").read_text()
+    assert "8 device(s) report no slowdown threshold: projected die" in report

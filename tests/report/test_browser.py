@@ -65,7 +65,7 @@ def test_the_report_renders_with_every_figure_and_no_error(browser, faulty_run, 
     shot = tmp_path / "report.png"
     page, problems, images = _open(browser, faulty_run / "report.html", shot)
     assert problems == []
-    assert len(images) == 6
+    assert len(images) == 7  # the six of test_figures, and the headroom plot
     for complete, width, height, shown in images:
         assert complete and width > 300 and height > 100 and shown > 300
     assert page.evaluate("document.querySelectorAll('script').length") == 0

@@ -70,7 +70,8 @@ def test_figures_are_svg_documents(faulty_run):
     html = (faulty_run / "report.html").read_text()
     prefix = 'src="data:image/svg+xml;base64,'
     chunks = html.split(prefix)[1:]
-    assert len(chunks) == 2 + 4  # server view, heat map, one timeline per device
+    # server view, heat map, one timeline per device, projected temperature against inlet
+    assert len(chunks) == 2 + 4 + 1
     for chunk in chunks:
         svg = ET.fromstring(base64.b64decode(chunk[: chunk.index('"')]))
         assert svg.tag == "{http://www.w3.org/2000/svg}svg"

@@ -17,7 +17,8 @@ SCHEMA_DOC = Path(__file__).parents[2] / "docs" / "summary-schema.md"
 DATA_KEYED = re.compile(
     r"^(run\.tags|host|devices\.(cold|steady|ratio)\.(throughput|energy_per_work)"
     r"|devices\.throughput_units|devices\.reason_share|devices\.counters"
-    r"|devices\.steady_noise\.(se|step)|devices\.steady_noise\.se\.throughput)$"
+    r"|devices\.steady_noise\.(se|step)|devices\.steady_noise\.se\.throughput"
+    r"|headroom\.devices\.projected_throughput)$"
 )
 
 
