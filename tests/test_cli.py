@@ -143,11 +143,12 @@ def test_devices_lists_the_sim_with_capabilities(capsys):
 def test_an_internal_error_is_exit_3_with_its_traceback_never_1(monkeypatch, capsys):
     """Exit 1 means FAIL (and make treats it as a verdict): a bug must not look like one."""
     import soak.cli
+    import soak.cli.reports
 
-    def broken(args):
+    def broken(args, argv):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(soak.cli, "cmd_devices", broken)
+    monkeypatch.setattr(soak.cli.reports, "devices_command", broken)
     assert soak.cli.main(["devices", "--backend", "sim"]) == 3
     err = capsys.readouterr().err
     assert "Traceback" in err and err.strip().splitlines()[-1] == (
@@ -181,8 +182,55 @@ def test_a_load_too_short_for_equilibrium_runs_and_says_so_once(tmp_path, capsys
 
 
 def test_a_load_long_enough_for_equilibrium_gets_no_note():
-    from soak.cli import length_note
+    from soak.cli.run import length_note
     from soak.config import Windows
 
     assert length_note(11 * 60, Windows()) is None
     assert "--minutes 11" in length_note(3 * 60, Windows())
+
+
+def test_an_import_format_is_added_by_one_entry_in_the_registry(monkeypatch, tmp_path, capsys):
+    # A made-up format, "semicolons": one GPU's temperature and power, ';'-separated. Its
+    # entry is all it takes: the parser offers it with its own option, the command reads it.
+    import argparse
+
+    from soak.cli.importing import FORMATS, ImportFormat
+    from soak.importers import csv
+
+    def arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--scale", type=float, default=1.0, help="watts per unit (default 1)")
+
+    def read(args: argparse.Namespace):
+        text = args.file.read_text().replace(";", ",")
+        rows = text.splitlines()
+        lines = [rows[0]] + [
+            f"{t},{temp},{float(power) * args.scale}"
+            for t, temp, power in (r.split(",") for r in rows[1:])
+        ]
+        plain = tmp_path / "plain.csv"
+        plain.write_text("\n".join(lines) + "\n")
+        mapping = {"temp_c": "temp", "power_w": "power"}
+        return csv.read(plain, csv.CsvOptions(time_col="t", time_unit="s", mapping=mapping))
+
+    fake = ImportFormat("semicolon-separated t;temp;power", ("soak import semicolons x.txt",),
+                        arguments, read)  # fmt: skip
+    monkeypatch.setitem(FORMATS, "semicolons", fake)
+    path = tmp_path / "node3.txt"
+    rows = ["t;temp;power"] + [
+        f"{t};{40 + 20 * (1 - 0.99**t):.1f};{1.5 + 0.01 * (t % 7):.2f}" for t in range(0, 900, 2)
+    ]
+    path.write_text("\n".join(rows) + "\n")
+    code = main(["import", "semicolons", str(path), "--scale", "200", "--out", str(tmp_path)])
+    assert code in (0, 1, 3)
+    out = capsys.readouterr().out.strip().splitlines()
+    run_dir = Path(out[-1]).parent
+    from soak.record import RunRecord
+    from soak.store import RunStore
+
+    store = RunStore.open(run_dir)
+    try:
+        power = store.telemetry(0)["power_w"]
+        assert RunRecord.of(store.meta()).source["format"] == "semicolons"
+    finally:
+        store.close_read()
+    assert power.min() >= 300 and power.max() <= 312.5  # --scale 200 applied by its reader

@@ -1,0 +1,145 @@
+"""What every subcommand's parser shares: the exit codes, the parser that raises instead of
+exiting (with a did-you-mean for a misspelt option), the argument types that give one-line
+errors, and the verdict lines."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import math
+from collections.abc import Sequence
+
+from soak.errors import ConfigError
+from soak.model import Verdict
+
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
+VERDICT_EXIT = {
+    Verdict.PASS: EXIT_PASS,
+    Verdict.FAIL: EXIT_FAIL,
+    Verdict.INCOMPLETE: EXIT_INCOMPLETE,
+}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting, and suggests the option
+    meant for a misspelt one."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ConfigError(message)
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            raise ConfigError(unrecognized(self, parsed, extras))
+        return parsed
+
+
+def unrecognized(parser: argparse.ArgumentParser, parsed, extras: Sequence[str]) -> str:
+    """ "unrecognized argument --minuets: did you mean --minutes?", from the options of the
+    (sub)command that was parsed."""
+    options = list(parser._option_string_actions)
+    found = True
+    while found:
+        found = False
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(parsed, action.dest, None) or "")
+                if chosen is not None:
+                    parser, found = chosen, True
+                    options += list(chosen._option_string_actions)
+                break
+    words = []
+    for extra in extras:
+        close = []
+        if extra.startswith("--"):
+            close = difflib.get_close_matches(extra.split("=", 1)[0], options, n=1, cutoff=0.6)
+        words.append(f"{extra} (did you mean {close[0]}?)" if close else extra)
+    plural = "s" if len(extras) > 1 else ""
+    return f"unrecognized argument{plural}: {' '.join(words)}"
+
+
+def positive(name: str, cast: type = float, allow_zero: bool = False):
+    def parse(text: str) -> float:
+        try:
+            value = cast(text)
+        except ValueError:
+            raise ConfigError(f"{name}: {text!r} is not a number") from None
+        if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+            raise ConfigError(f"{name}: must be {'>= 0' if allow_zero else '> 0'}, got {text}")
+        return value
+
+    return parse
+
+
+def device_list(text: str) -> tuple[int, ...]:
+    try:
+        indices = tuple(int(part) for part in text.split(",") if part.strip() != "")
+    except ValueError:
+        raise ConfigError(f"--devices: {text!r} is not a comma-separated list of indices") from None
+    if not indices or any(i < 0 for i in indices) or len(set(indices)) != len(indices):
+        raise ConfigError(f"--devices: {text!r} must list distinct indices >= 0")
+    return indices
+
+
+def tag(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--tag: {text!r} is not KEY=VALUE")
+    return key.strip(), value
+
+
+def workload_option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--option: {text!r} is not KEY=VALUE")
+    return key, value
+
+
+def subcommand(sub, name: str, summary: str, description: str, examples: Sequence[str]):
+    """A subcommand with its one-line summary, a paragraph, and examples in its epilog."""
+    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def port(name: str):
+    def parse(text: str) -> int:
+        try:
+            number = int(text)
+        except ValueError:
+            raise ConfigError(f"{name}: {text!r} is not a port number") from None
+        if not 0 <= number <= 65535:
+            raise ConfigError(f"{name}: {number} is not in 0..65535")
+        return number
+
+    return parse
+
+
+def celsius(name: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ConfigError(f"{name}: {text!r} is not a temperature in °C") from None
+        if not math.isfinite(value) or not -40 <= value <= 80:
+            raise ConfigError(f"{name}: {text} °C is outside -40 to 80 °C")
+        return value
+
+    return parse
+
+
+def print_verdict(analysis) -> None:
+    """The reasons, then the verdict: with the report path after it, the last two lines."""
+    from soak.analysis.analyze import merge_windows
+    from soak.units import plural
+
+    devices, stop = len(analysis.devices), analysis.stop_reason
+    for reason in merge_windows(analysis.reasons):
+        where = "server" if reason.device is None else f"device {reason.device}"
+        print(f"  {reason.status.upper():4}  {where}: {reason.check}: {reason.message}")
+    print(f"verdict: {analysis.verdict} ({plural(devices, 'device')}, stop: {stop})")

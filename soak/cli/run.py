@@ -1,0 +1,469 @@
+"""`soak run`: its options, the rules between them (a run's config is checked here, before
+anything is created), and the command."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from soak.bmc import BMC_PROTOCOLS, BmcOptions
+from soak.cli.args import (
+    VERDICT_EXIT,
+    celsius,
+    device_list,
+    port,
+    positive,
+    print_verdict,
+    subcommand,
+    tag,
+    workload_option,
+)
+from soak.config import RunConfig, load_profile
+from soak.devices.base import BACKEND_NAMES, WORKLOAD_NAMES
+from soak.errors import ConfigError, SoakError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """`soak run` and its options."""
+    run = subcommand(
+        sub,
+        "run",
+        "run a soak and write its report",
+        "Load every device with the chosen workload for the given time, sample telemetry each "
+        "tick into OUT/<host>/<UTC stamp>/soak.sqlite, detect each device's thermal "
+        "equilibrium, then write summary.json, junit.xml and report.html there with a "
+        "PASS/FAIL verdict. The last line printed is the report's path. Ctrl-C stops cleanly "
+        "and still reports (INCOMPLETE).",
+        [
+            "soak run --hours 2                       # every GPU of this server, 2 hours",
+            "soak run --backend sim --minutes 30 --sim-fault airflow:gpu=3:factor=2.2",
+            "soak run --backend cpu --workload ddp --ranks 2 --minutes 2",
+        ],
+    )
+    for add in (_what_and_how_long, _where_and_labels, _workers_and_metrics, _simulator):
+        add(run)
+    _bmc_arguments(run)
+    run.set_defaults(handler=command)
+
+
+def _what_and_how_long(run: argparse.ArgumentParser) -> None:
+    """The backend, the workload, the length and the sampling."""
+    run.add_argument(
+        "--backend",
+        default="auto",
+        help=f"telemetry backend: {', '.join(BACKEND_NAMES)} (default auto: NVIDIA, then AMD, "
+        "then CPU)",
+    )
+    run.add_argument(
+        "--workload",
+        default="mix",
+        help=f"load: {', '.join(WORKLOAD_NAMES)} (default mix: all three parts at once)",
+    )
+    length = run.add_mutually_exclusive_group()
+    length.add_argument(
+        "--hours",
+        type=positive("--hours"),
+        metavar="H",
+        help="soak length in hours, after the idle baseline (default 2; --minutes for shorter)",
+    )
+    length.add_argument(
+        "--minutes", type=positive("--minutes"), metavar="M", help="soak length in minutes"
+    )
+    run.add_argument(
+        "--until-steady",
+        action="store_true",
+        help="stop early once every device has reached equilibrium and its 10-minute steady "
+        "window (default: run the whole length)",
+    )
+    run.add_argument(
+        "--interval",
+        type=positive("--interval"),
+        default=1.0,
+        metavar="S",
+        help="telemetry sample interval in seconds (default 1)",
+    )
+    run.add_argument(
+        "--baseline",
+        type=positive("--baseline", allow_zero=True),
+        default=10.0,
+        metavar="S",
+        help="idle baseline before the load, in seconds (default 10)",
+    )
+    run.add_argument(
+        "--devices",
+        type=device_list,
+        metavar="0,1,...",
+        help="device indices to soak (default: all)",
+    )
+
+
+def _where_and_labels(run: argparse.ArgumentParser) -> None:
+    """The profile, where the run goes, and what it is labelled with."""
+    run.add_argument(
+        "--profile",
+        metavar="FILE|NAME",
+        help="acceptance profile: a TOML file or a built-in name such as h100-sxm "
+        "(default: the built-in default profile)",
+    )
+    run.add_argument(
+        "--out",
+        type=Path,
+        default=Path("reports"),
+        metavar="DIR",
+        help="folder the run folder OUT/<host>/<UTC stamp>/ goes in (default reports)",
+    )
+    run.add_argument(
+        "--seed",
+        type=positive("--seed", int, allow_zero=True),
+        metavar="N",
+        help="random seed of the workloads' data and of the simulator, recorded in the run "
+        "(default: random on sim, 0 elsewhere)",
+    )
+    run.add_argument(
+        "--tag",
+        type=tag,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="label recorded in the run and summary, e.g. rack=r12 (repeatable; default none)",
+    )
+    run.add_argument(
+        "--option",
+        type=workload_option,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="workload option, e.g. dtype=fp16 or mem_fraction=0.5 (repeatable; default: the "
+        "workload's own choice; an unknown key lists the known ones)",
+    )
+
+
+def _workers_and_metrics(run: argparse.ArgumentParser) -> None:
+    """The workers' heartbeat and ranks, and the Prometheus exporter."""
+    run.add_argument(
+        "--heartbeat-timeout",
+        type=positive("--heartbeat-timeout"),
+        default=120.0,
+        metavar="S",
+        help="seconds a worker may stay silent before its device fails as hung (default 120)",
+    )
+    run.add_argument(
+        "--ranks",
+        type=positive("--ranks", int),
+        default=1,
+        metavar="N",
+        help="--workload ddp (or mix, with --option mix_sync=1 for lock-step training) on the "
+        "CPU backend: N rank processes (gloo) sharing the CPU, shown as N devices (default 1)",
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=port("--metrics-port"),
+        metavar="PORT",
+        help="serve Prometheus metrics on this TCP port for the whole run; 0 picks a free port "
+        "and prints it (default: no exporter)",
+    )
+    run.add_argument(
+        "--metrics-addr",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="address the metrics port listens on (default 127.0.0.1: this machine only)",
+    )
+
+
+def _simulator(run: argparse.ArgumentParser) -> None:
+    """The simulated server's size, SKU and faults."""
+    run.add_argument(
+        "--sim-gpus",
+        type=positive("--sim-gpus", int),
+        default=8,
+        metavar="N",
+        help="simulated devices, with --backend sim (default 8)",
+    )
+    run.add_argument(
+        "--sim-sku",
+        default="h100-sxm",
+        metavar="NAME",
+        help="simulated SKU: h100-sxm, h200, a100-sxm or mi300x (default h100-sxm)",
+    )
+    run.add_argument(
+        "--sim-fault",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="simulated fault KIND[:key=value]..., e.g. airflow:gpu=3:factor=2.2 (repeatable; "
+        "default none; the README lists the kinds)",
+    )
+
+
+def _bmc_arguments(run: argparse.ArgumentParser) -> None:
+    """The BMC the inlet is read from, and the inlet the headroom is projected to."""
+    run.add_argument(
+        "--bmc",
+        metavar="HOST",
+        help="read the inlet temperature from this BMC (out of band; a URL such as "
+        "https://host:8443 for Redfish) (default: the simulator's own BMC with --backend sim, "
+        "else in-band IPMI where /dev/ipmi0 exists)",
+    )
+    run.add_argument(
+        "--bmc-protocol",
+        choices=BMC_PROTOCOLS,
+        default="redfish",
+        help="how to reach --bmc: redfish (DMTF's redfish library) or ipmi (ipmitool -I lan) "
+        "(default redfish)",
+    )
+    run.add_argument(
+        "--bmc-port",
+        type=port("--bmc-port"),
+        metavar="PORT",
+        help="TCP (Redfish) or UDP (IPMI) port of --bmc (default 443 for Redfish, 623 for IPMI)",
+    )
+    run.add_argument(
+        "--bmc-user", default="admin", metavar="NAME", help="BMC user name (default admin)"
+    )
+    run.add_argument(
+        "--bmc-password-file",
+        type=Path,
+        metavar="FILE",
+        help="file whose first line is the BMC password (default: the SOAK_BMC_PASSWORD "
+        "environment variable; never on the command line, never stored)",
+    )
+    run.add_argument(
+        "--bmc-insecure",
+        action="store_true",
+        help="do not verify the Redfish BMC's TLS certificate (default: verified)",
+    )
+    run.add_argument(
+        "--bmc-ca-file",
+        type=Path,
+        metavar="FILE",
+        help="CA certificates to verify the Redfish BMC with (default: the system's bundle)",
+    )
+    run.add_argument(
+        "--bmc-ipmi-auth",
+        metavar="TYPE",
+        help="ipmitool's -A authentication type for --bmc-protocol ipmi, e.g. MD5 "
+        "(default: ipmitool's choice)",
+    )
+    run.add_argument(
+        "--bmc-inlet-sensor",
+        metavar="NAME",
+        help="the BMC's sensor that measures the inlet air, by name (default: chosen by entity "
+        "and name: Inlet, Intake, Ambient; a wrong name lists the sensors found)",
+    )
+    run.add_argument(
+        "--design-inlet",
+        type=celsius("--design-inlet"),
+        metavar="C",
+        help="inlet temperature in °C each device's headroom is projected to (default: the "
+        "profile's design_inlet_c, 35 in the built-in ones: ASHRAE A2 allowable)",
+    )
+
+
+def _bmc_options(args: argparse.Namespace) -> BmcOptions:
+    bmc_only = ("bmc_port", "bmc_password_file", "bmc_ca_file", "bmc_ipmi_auth")
+    if args.bmc is None:
+        given = [n for n in bmc_only if getattr(args, n) is not None]
+        if given or args.bmc_insecure:
+            flag = "--" + (given[0] if given else "bmc_insecure").replace("_", "-")
+            raise ConfigError(f"{flag}: only with --bmc HOST")
+    if args.bmc_password_file is not None and not args.bmc_password_file.is_file():
+        raise ConfigError(f"--bmc-password-file {args.bmc_password_file}: no such file")
+    if args.bmc_ca_file is not None and not args.bmc_ca_file.is_file():
+        raise ConfigError(f"--bmc-ca-file {args.bmc_ca_file}: no such file")
+    return BmcOptions(
+        host=args.bmc,
+        protocol=args.bmc_protocol,
+        port=args.bmc_port,
+        user=args.bmc_user,
+        password_file=args.bmc_password_file,
+        insecure=args.bmc_insecure,
+        ca_file=args.bmc_ca_file,
+        inlet_sensor=args.bmc_inlet_sensor,
+        ipmi_auth=args.bmc_ipmi_auth,
+    )
+
+
+def run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
+    # The backend's name, the sim's SKU, size and faults are checked where they are used
+    # (soak.devices.open_backend, SimServer), which `run` does before creating anything.
+    if args.workload not in WORKLOAD_NAMES:
+        raise ConfigError(
+            f"--workload: unknown workload {args.workload!r} ({', '.join(WORKLOAD_NAMES)})"
+        )
+    if args.hours is not None:
+        duration = args.hours * 3600
+    elif args.minutes is not None:
+        duration = args.minutes * 60
+    else:
+        duration = 7200.0
+    profile = load_profile(args.profile)
+    if args.design_inlet is not None:
+        checks = dataclasses.replace(profile.checks, design_inlet_c=args.design_inlet)
+        profile = dataclasses.replace(profile, checks=checks)
+    _check_length(args, duration, profile.windows)
+    options = _workload_options(args.option)
+    if args.backend != "sim":
+        from workloads.base import WorkloadOptions
+
+        step_s = options.get("step_s", WorkloadOptions().step_s)
+        if isinstance(step_s, float) and args.heartbeat_timeout <= step_s:
+            raise ConfigError(
+                f"--heartbeat-timeout: {args.heartbeat_timeout:g} s must exceed the "
+                f"workload's step_s of {step_s:g} s"
+            )
+    lock_step = args.workload == "ddp" or (args.workload == "mix" and options.get("mix_sync"))
+    if args.ranks != 1 and (not lock_step or args.backend != "cpu"):
+        raise ConfigError(
+            "--ranks: only with --backend cpu and --workload ddp, or mix with --option mix_sync=1"
+        )
+    if args.backend == "sim" and options.get("mix_sync"):
+        raise ConfigError("--option mix_sync: the simulator does not model lock-step mix")
+    if args.sim_fault and args.backend != "sim":
+        raise ConfigError("--sim-fault: only with --backend sim")
+    seed = args.seed
+    if seed is None and args.backend == "sim":
+        seed = int.from_bytes(os.urandom(3), "big")  # recorded: reproducible
+    return RunConfig(
+        backend=args.backend,
+        workload=args.workload,
+        duration_s=duration,
+        until_steady=args.until_steady,
+        interval_s=args.interval,
+        baseline_s=args.baseline,
+        devices=args.devices,
+        profile=profile,
+        out=args.out,
+        seed=seed,
+        tags=dict(args.tag),
+        sim_gpus=args.sim_gpus,
+        sim_sku=args.sim_sku,
+        sim_faults=tuple(args.sim_fault),
+        workload_options=options,
+        heartbeat_timeout_s=args.heartbeat_timeout,
+        ranks=args.ranks,
+        command=shlex.join(["soak", *argv]),
+        bmc=_bmc_options(args),
+    )
+
+
+MIN_COLD_MEASURED_S = 15.0  # the least of the cold window whose rate is worth comparing
+
+
+def _length_flag(args: argparse.Namespace) -> str:
+    return f"--hours {args.hours:g}" if args.hours is not None else f"--minutes {args.minutes:g}"
+
+
+def _check_length(args: argparse.Namespace, duration_s: float, windows) -> None:
+    """Refuse a load too short to measure a cold rate (nothing could be compared)."""
+    least = windows.cold_start_s + MIN_COLD_MEASURED_S
+    if duration_s < least:
+        raise ConfigError(
+            f"{_length_flag(args)}: {duration_s:.1f} s of load measures nothing: the cold "
+            f"window starts {windows.cold_start_s:g} s into the load and a cold rate needs "
+            f"{MIN_COLD_MEASURED_S:g} s of it; at least {least:g} s "
+            f"(--minutes {math.ceil(least / 60 * 100) / 100:g})"
+        )
+
+
+def length_note(duration_s: float, windows) -> str | None:
+    """One line for a load that can run but cannot confirm thermal equilibrium: the verdict
+    will say equilibrium was not reached, and what length would reach it."""
+    from soak.analysis.equilibrium import shortest_confirmation_s
+
+    need = shortest_confirmation_s(windows)
+    if duration_s >= need:
+        return None
+    full = need + windows.steady_length_s
+    return (
+        f"soak: note: {duration_s / 60:.3g} min of load is too short to confirm thermal "
+        f"equilibrium, which needs {need / 60:g} min at least (--minutes {math.ceil(need / 60)});"
+        f" with its {windows.steady_length_s / 60:g}-min steady window, "
+        f"--minutes {math.ceil(full / 60)} or more"
+    )
+
+
+def _check_node_group(workload: str, backend: str, env: Mapping[str, str]) -> None:
+    """A multi-node ddp group in the environment (set by `soak fleet sbatch --across-nodes`):
+    well-formed, and only for the ddp workload on a backend that runs real ranks."""
+    from soak.nodegroup import from_env
+
+    group = from_env(env)
+    if group is None:
+        return
+    if workload != "ddp":
+        raise ConfigError(
+            f"ddp across nodes (SOAK_DDP_NODES set): --workload is {workload}, not ddp"
+        )
+    if backend == "sim":
+        raise ConfigError(SIM_ACROSS_NODES)
+
+
+SIM_ACROSS_NODES = (
+    "--across-nodes: not with --backend sim (the simulated ddp runs in one process and cannot "
+    "span nodes)"
+)
+
+
+def _workload_options(pairs: Sequence[tuple[str, str]]) -> dict[str, object]:
+    """--option KEY=VALUE pairs, typed by the workload options themselves; a bad one is a
+    one-line ConfigError naming its key."""
+    from workloads.base import OptionError, WorkloadOptions
+
+    try:
+        return WorkloadOptions.typed(pairs)
+    except OptionError as exc:
+        raise ConfigError(f"--option {exc}") from None
+
+
+class _FirstTick:
+    """A watcher that prints one line at the run's first tick, after every check of the
+    input has passed."""
+
+    def __init__(self, line: str, stream) -> None:
+        self.line: str | None = line
+        self.stream = stream
+
+    def update(self, progress) -> None:
+        if self.line is not None:
+            print(self.line, file=self.stream, flush=True)
+            self.line = None
+
+    def close(self) -> None:
+        pass
+
+
+def command(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from soak.live.view import make_view
+    from soak.report import build_outputs
+    from soak.runner import run
+
+    config = run_config(args, argv)
+    _check_node_group(config.workload, config.backend, os.environ)
+    windows = config.profile.windows
+    watchers: list = [make_view(sys.stderr)]
+    note = length_note(config.duration_s, windows)
+    if note is not None:  # once the run has started: bad input is one line, the error's
+        watchers.insert(0, _FirstTick(note, sys.stderr))
+    if args.metrics_port is not None:  # bound now: a port in use is bad input, before any soak
+        from soak.live.exporter import MetricsExporter
+
+        exporter = MetricsExporter(args.metrics_port, args.metrics_addr)
+        print(f"soak: Prometheus metrics on {exporter.url}", file=sys.stderr, flush=True)
+        watchers.append(exporter)
+    result = run(config, watchers=watchers)
+    try:
+        analysis, report = build_outputs(result.run_dir, config.profile)
+    except OSError as exc:  # a disk that filled up: the store has the run, the report waits
+        raise SoakError(
+            f"{result.run_dir}: cannot write the report ({exc.strerror or exc}); the store "
+            f"keeps the run: make room, then run `soak report {result.run_dir}`"
+        ) from exc
+    print_verdict(analysis)
+    print(report)
+    return VERDICT_EXIT[analysis.verdict]
