@@ -14,6 +14,7 @@ from soak.analysis.equilibrium.levels import (
     MIN_POINTS,
     Piece,
     Series,
+    mean,
     pieces,
     residuals,
     t_quantile,
@@ -109,7 +110,7 @@ def _halves(y: np.ndarray) -> tuple[float, float]:
     """The means of y's two halves, the first one the longer where y is odd (as
     ``np.array_split`` splits it)."""
     k = (y.size + 1) // 2
-    return float(y[:k].mean()), float(y[k:].mean())
+    return mean(y[:k]), mean(y[k:])
 
 
 def _dating(
@@ -117,7 +118,7 @@ def _dating(
 ) -> tuple[float, bool, float, float]:
     """Where the signal dates the check (rule, line 9), whether B is flat, B's half-to-half
     step and its standard error."""
-    level_b = float(yb.mean())
+    level_b = mean(yb)
     halves = [*_halves(ya), *_halves(yb)]
     settled_from = float(len(halves) - 1)
     for k in range(len(halves) - 2, -1, -1):
@@ -165,7 +166,7 @@ def drift(
         return Drift(signal, unit, tolerance, note="too few batches to measure its noise")
     ya = np.concatenate([p.finite for p in parts[:segments]])
     yb = np.concatenate([p.finite for p in parts[segments:]])
-    level_a, level_b = float(ya.mean()), float(yb.mean())
+    level_a, level_b = mean(ya), mean(yb)
     if relative and level_b == 0:
         return Drift(signal, unit, tolerance, note="its level is 0, so no relative change")
     scale = 100.0 / abs(level_b) if relative else 1.0
