@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -13,6 +14,7 @@ from soak.analysis.equilibrium.levels import (
     MIN_POINTS,
     Piece,
     Series,
+    mean,
     pieces,
     residuals,
     t_quantile,
@@ -104,23 +106,30 @@ def _too_few(parts: list[Piece], segments: int, w: float) -> str:
     return ""
 
 
+def _halves(y: np.ndarray) -> tuple[float, float]:
+    """The means of y's two halves, the first one the longer where y is odd (as
+    ``np.array_split`` splits it)."""
+    k = (y.size + 1) // 2
+    return mean(y[:k]), mean(y[k:])
+
+
 def _dating(
     ya: np.ndarray, yb: np.ndarray, scale: float, tolerance: float, variance: float, t_q: float
 ) -> tuple[float, bool, float, float]:
     """Where the signal dates the check (rule, line 9), whether B is flat, B's half-to-half
     step and its standard error."""
-    level_b = float(yb.mean())
-    halves = [float(h.mean()) for h in (*np.array_split(ya, 2), *np.array_split(yb, 2))]
+    level_b = mean(yb)
+    halves = [*_halves(ya), *_halves(yb)]
     settled_from = float(len(halves) - 1)
     for k in range(len(halves) - 2, -1, -1):
         if abs(halves[k] - level_b) * scale >= tolerance:
             break
         settled_from = float(k)
-    steps = np.diff(halves)
+    steps = [b - a for a, b in itertools.pairwise(halves)]
     b_half = yb.size // 2
     b_se = math.sqrt(variance * (1 / b_half + 1 / (yb.size - b_half)))
     b_flat = (abs(steps[-1]) + t_q * b_se) * scale < tolerance
-    monotone = bool(np.all(steps <= 0) or np.all(steps >= 0))
+    monotone = all(s <= 0 for s in steps) or all(s >= 0 for s in steps)
     if not b_flat:  # B still moves: its level is not the kept one; no earlier than A | B
         settled_from = max(settled_from, 1.5)
     elif settled_from <= 1 and monotone:
@@ -157,7 +166,7 @@ def drift(
         return Drift(signal, unit, tolerance, note="too few batches to measure its noise")
     ya = np.concatenate([p.finite for p in parts[:segments]])
     yb = np.concatenate([p.finite for p in parts[segments:]])
-    level_a, level_b = float(ya.mean()), float(yb.mean())
+    level_a, level_b = mean(ya), mean(yb)
     if relative and level_b == 0:
         return Drift(signal, unit, tolerance, note="its level is 0, so no relative change")
     scale = 100.0 / abs(level_b) if relative else 1.0

@@ -45,28 +45,45 @@ def fit_exponential(t: np.ndarray, y: np.ndarray, t0: float) -> Fit | None:
         idx = np.linspace(0, t.size - 1, 2000).astype(int)
         t, y = t[idx], y[idx]
     span = float(np.ptp(t))
-
-    def sse(tau: float) -> tuple[float, float, float]:
-        basis = np.column_stack([np.ones_like(t), -np.exp(-t / tau)])
-        coef, *_ = np.linalg.lstsq(basis, y, rcond=None)
-        resid = y - basis @ coef
-        return float(resid @ resid), float(coef[0]), float(coef[1])
-
     taus = np.geomspace(5.0, max(10 * span, 10.0), 48)
-    errors = [sse(tau)[0] for tau in taus]
+    errors = _grid_sse(t, y, taus)
     best = int(np.argmin(errors))
     lo = math.log(taus[max(best - 1, 0)])
     hi = math.log(taus[min(best + 1, len(taus) - 1)])
     for _ in range(30):  # golden-section refinement in log τ
         a = hi - 0.618 * (hi - lo)
         b = lo + 0.618 * (hi - lo)
-        if sse(math.exp(a))[0] < sse(math.exp(b))[0]:
+        if _sse(t, y, math.exp(a))[0] < _sse(t, y, math.exp(b))[0]:
             hi = b
         else:
             lo = a
     tau = math.exp((lo + hi) / 2)
-    err, t_inf, delta = sse(tau)
+    err, t_inf, delta = _sse(t, y, tau)
     return Fit(t0, t_inf, delta, tau, math.sqrt(err / t.size))
+
+
+def _grid_sse(t: np.ndarray, y: np.ndarray, taus: np.ndarray) -> np.ndarray:
+    """``_sse``'s squared residuals at every τ of ``taus`` at once."""
+    f = -np.exp(-t / taus[:, None])
+    fc = f - f.mean(axis=1, keepdims=True)
+    yc = y - y.mean()
+    sxx = (fc * fc).sum(axis=1)
+    slope = (fc @ yc) / np.where(sxx == 0, 1.0, sxx)
+    resid = yc - slope[:, None] * fc
+    return (resid * resid).sum(axis=1)
+
+
+def _sse(t: np.ndarray, y: np.ndarray, tau: float) -> tuple[float, float, float]:
+    """The least-squares fit of y = T∞ − ΔT·e^(−t/τ) at one τ: its squared residuals, T∞
+    and ΔT. Linear in T∞ and ΔT: a centred regression of y on −e^(−t/τ) (where that is the
+    same at every t, ΔT says nothing and T∞ is the mean)."""
+    f = -np.exp(-t / tau)
+    f_mean, y_mean = f.sum() / f.size, y.sum() / y.size
+    fc, yc = f - f_mean, y - y_mean
+    sxx = float(np.dot(fc, fc))
+    slope = float(np.dot(fc, yc)) / sxx if sxx else 0.0
+    resid = yc - slope * fc
+    return float(np.dot(resid, resid)), float(y_mean - slope * f_mean), slope
 
 
 class CoarseHistory:

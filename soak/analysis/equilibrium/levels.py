@@ -30,7 +30,7 @@ class Series:
 
     def window(self, start: float, end: float) -> Series:
         """The samples in (start, end]."""
-        lo, hi = np.searchsorted(self.t, [start, end], side="right")
+        lo, hi = self.t.searchsorted((start, end), side="right")
         return Series(self.t[lo:hi], self.y[lo:hi])
 
     def cached(self, horizon_s: float) -> Series:
@@ -69,13 +69,17 @@ class PieceCache:
     def piece(self, edges: tuple[float, ...]) -> Piece | None:
         return self._pieces.get(edges)
 
-    def batch(self, lo: float, hi: float) -> tuple[float, int] | None:
-        return self._batches.get((lo, hi))
+    def batches(self, keys: list[float]) -> list[tuple[float, int] | None]:
+        """The batches (keys[k], keys[k + 1]] kept, None for each one not."""
+        get = self._batches.get
+        return [get(k) for k in itertools.pairwise(keys)]
 
     def put_piece(self, edges: tuple[float, ...], piece: Piece) -> None:
         self._pieces[edges] = piece
-        self._newest_s = max(self._newest_s, edges[-1])
-        _evict(self._pieces, self._newest_s - self.horizon_s)
+        if edges[-1] > self._newest_s:
+            self._newest_s = edges[-1]
+        if not len(self._pieces) % 64:
+            _evict(self._pieces, self._newest_s - self.horizon_s)
 
     def level(self, end_s: float, windows_n: int) -> Level | bool | None:
         """The level kept for (end, windows), False where none is."""
@@ -83,12 +87,15 @@ class PieceCache:
 
     def put_level(self, end_s: float, windows_n: int, level: Level | None) -> None:
         self._levels[end_s, windows_n] = level
-        _evict(self._levels, self._newest_s - self.horizon_s, 0)
+        if not len(self._levels) % 64:
+            _evict(self._levels, self._newest_s - self.horizon_s, 0)
 
     def put_batch(self, lo: float, hi: float, level: float, count: int) -> None:
         self._batches[lo, hi] = (level, count)
-        self._newest_s = max(self._newest_s, hi)
-        _evict(self._batches, self._newest_s - self.horizon_s)
+        if hi > self._newest_s:
+            self._newest_s = hi
+        if not len(self._batches) % 64:
+            _evict(self._batches, self._newest_s - self.horizon_s)
 
     def forget_from(self, t_s: float) -> None:
         """A sample at ``t_s`` came after levels holding its time were computed: drop them."""
@@ -101,10 +108,8 @@ class PieceCache:
 
 
 def _evict(entries: dict, before_s: float, end: int = -1) -> None:
-    """Drop the oldest-put entries while they end (key[end]) before ``before_s``; looked at
-    once every 64 entries put."""
-    if len(entries) % 64:
-        return
+    """Drop the oldest-put entries while they end (key[end]) before ``before_s`` (the
+    callers look once every 64 entries put)."""
     while entries:
         oldest = next(iter(entries))
         if oldest[end] >= before_s:
@@ -132,7 +137,7 @@ def t_quantile(df: int) -> float:
 
 def line(x: np.ndarray, y: np.ndarray) -> tuple[float, float, np.ndarray]:
     """Least-squares line of y in x: its slope, Σ(x − x̄)², and the residuals about it."""
-    xc = x - x.sum() / x.size  # the mean, as ndarray.mean computes it, with less overhead
+    xc = x - x.sum() / x.size  # the mean, as in ``mean``
     y_mean = y.sum() / y.size
     sxx = float(np.dot(xc, xc))
     slope = float(np.dot(xc, y - y_mean) / sxx)
@@ -159,8 +164,10 @@ def _batches(s: Series, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _batch(s: Series, lo: float, hi: float) -> tuple[float, int]:
     """One batch's median (NaN where empty) and reading count, as ``_batches`` has them."""
-    y = s.window(lo, hi).y
-    y = np.sort(y[np.isfinite(y)])
+    i, j = s.t.searchsorted((lo, hi), side="right")  # s.window(lo, hi), without the Series
+    y = s.y[i:j]
+    y = y[np.isfinite(y)]
+    y.sort()
     n = y.size
     return (float((y[(n - 1) // 2] + y[n // 2]) / 2) if n else math.nan), n
 
@@ -177,9 +184,9 @@ def _cached_batches(
     """``_batches`` from the cache: the few batches not in it computed one by one, all of
     them at once where most are new."""
     count = len(keys) - 1
-    known = [cache.batch(lo, hi) for lo, hi in itertools.pairwise(keys)]
+    known = cache.batches(keys)
     last = _last_t(s)
-    if sum(k is None for k in known) > 2:
+    if known.count(None) > 2:
         levels, counts = _batches(s, edges)
         for j in range(count):
             if keys[j + 1] < last:
@@ -201,7 +208,7 @@ def _piece(s: Series, edges: np.ndarray, keys: list[float]) -> Piece:
         levels, counts = _cached_batches(s, s.cache, edges, keys)
     centres = (edges[:-1] + edges[1:]) / 2
     ok = np.isfinite(levels)
-    x, kept = centres[ok], levels[ok]
+    x, kept = (centres, levels) if ok.all() else (centres[ok], levels[ok])
     squares = None
     if kept.size >= 3:  # the noise about the piece's own line: a trend is not noise
         _, _, resid = line(x, kept)
@@ -215,14 +222,15 @@ def pieces(s: Series, t_check: float, window_s: float, per_window: int = BATCHES
     count = 2 * per_window
     edges = t_check - 2 * window_s + (2 * window_s / count) * np.arange(count + 1)
     keys = edges.tolist()
+    cache, last = s.cache, _last_t(s)
     out = []
     for k in range(0, count, BATCHES):
         key = tuple(keys[k : k + BATCHES + 1])
-        piece = s.cache.piece(key) if s.cache is not None else None
+        piece = cache.piece(key) if cache is not None else None
         if piece is None:
             piece = _piece(s, edges[k : k + BATCHES + 1], list(key))
-            if s.cache is not None and key[-1] < _last_t(s):
-                s.cache.put_piece(key, piece)
+            if cache is not None and key[-1] < last:
+                cache.put_piece(key, piece)
         out.append(piece)
     return out
 
@@ -259,4 +267,10 @@ def _level_of(s: Series, end_s: float, windows: Windows, windows_n: int) -> Leve
     if sum(p.readings for p in parts) < MIN_POINTS * windows_n or filled < enough:
         return None
     squares, df = residuals(parts)
-    return Level(float(np.concatenate([p.finite for p in parts]).mean()), filled, squares, df)
+    return Level(mean(np.concatenate([p.finite for p in parts])), filled, squares, df)
+
+
+def mean(y: np.ndarray) -> float:
+    """``float(y.mean())``, as ndarray.mean computes it (the sum over the count), with less
+    overhead."""
+    return float(y.sum() / y.size)
