@@ -466,3 +466,13 @@ def test_a_room_that_warms_slowly_after_the_date_does_not_withdraw_it():
     nan = np.full_like(t, np.nan)
     eq = detect(0.0, float(t[-1]), Signals(Series(t, temp), Series(t, nan), Series(t, nan)), W)
     assert eq.reached and eq.time_s < 900 and eq.withdrawn == ()
+
+
+def test_a_window_too_short_to_tell_from_none_predicts_no_later_than_two_windows():
+    # Found by the profile property test: a 5e-324-s window over a 300-s τ divides to 0.
+    import dataclasses
+
+    from soak.analysis.equilibrium.fit import Fit
+
+    windows = dataclasses.replace(Windows(), eq_window_s=5e-324, eq_temp_tolerance_c=1e-9)
+    assert Fit(0.0, 60.0, 20.0, 300.0, 0.1).predicted_check_s(windows) == 2 * 5e-324

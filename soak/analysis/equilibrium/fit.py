@@ -29,6 +29,8 @@ class Fit:
         if abs(self.delta_c) <= 0 or tau <= 0 or w <= 0:
             return self.t0_s + 2 * w
         x = w / tau  # log(e^x - 1) without overflow: x + log(1 - e^-x) for a long window
+        if not x > 0:  # a window too short against τ to be told apart from none
+            return self.t0_s + 2 * w
         log_expm1 = math.log(math.expm1(x)) if x < 30 else x + math.log1p(-math.exp(-x))
         log_change = math.log(abs(self.delta_c)) + math.log(tau / w) + 2 * log_expm1
         settle = tau * (log_change - math.log(windows.eq_temp_tolerance_c))
