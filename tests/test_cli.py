@@ -189,6 +189,7 @@ def test_a_load_long_enough_for_equilibrium_gets_no_note():
     assert "--minutes 11" in length_note(3 * 60, Windows())
 
 
+@pytest.mark.slow
 def test_an_import_format_is_added_by_one_entry_in_the_registry(monkeypatch, tmp_path, capsys):
     # A made-up format, "semicolons": one GPU's temperature and power, ';'-separated. Its
     # entry is all it takes: the parser offers it with its own option, the command reads it.

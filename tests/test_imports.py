@@ -139,6 +139,7 @@ def test_the_run_records_sit_with_the_model() -> None:
     assert graph()["soak.record"] == {"soak.model"}
 
 
+@pytest.mark.slow
 def test_only_the_vendor_modules_import_the_vendor_apis() -> None:
     owners = {
         "pynvml": "soak.devices.nvml",
@@ -284,6 +285,7 @@ def cross_tree_uses(source: str, other: str, path: str = "<source>") -> list[str
     return sorted(set(found))
 
 
+@pytest.mark.slow
 def test_bench_and_tests_do_not_import_each_other() -> None:
     bad = [
         f"{path.relative_to(REPO)} {use}"

@@ -361,6 +361,7 @@ def test_close_shuts_amdsmi_down_once(make_fake) -> None:
     assert fake.shutdowns == 1
 
 
+@pytest.mark.slow
 @given(
     watts=st.lists(st.floats(min_value=50, max_value=1000), min_size=40, max_size=120),
     drift=st.floats(min_value=0.9, max_value=1.1),
@@ -381,6 +382,7 @@ def test_energy_guard_keeps_a_counter_within_tolerance(watts: list[float], drift
     assert guard.counter_ok
 
 
+@pytest.mark.slow
 @given(st.lists(st.tuples(st.integers(1, 10_000), st.floats(0, 1)), min_size=1, max_size=50))
 def test_violation_time_never_exceeds_elapsed_time(steps: list[tuple[int, float]]) -> None:
     clock = amd._ViolationTime()

@@ -222,6 +222,7 @@ def test_healthy_steady_temperatures_are_55_to_75_and_rear_row_runs_warmer() -> 
     assert np.all(run.cold("temp_c") < steady - 10)
 
 
+@pytest.mark.slow
 def test_healthy_gemm_loses_a_few_percent_from_cold_to_steady() -> None:
     run = healthy()
     lost = loss(run)
@@ -283,6 +284,7 @@ def test_stop_ends_every_device_ok_and_returns_to_idle() -> None:
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_membw_is_flat_at_full_clocks_and_draws_less_than_gemm() -> None:
     run = run_of(minutes=30, workload="membw", gpus=4)
     assert np.all(run.steady("power_w") < 600)
@@ -313,6 +315,7 @@ def test_mix_runs_three_parts_and_is_the_hottest_state() -> None:
     assert np.all(mix.steady("mem_temp_c") > gemm.steady("mem_temp_c"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("sku", "cap_w"), [("a100-sxm", 400), ("h200", 700), ("mi300x", 750)])
 def test_other_skus_run_at_their_own_cap(sku: str, cap_w: float) -> None:
     run = simulate(minutes=15, sku=sku, gpus=2)
@@ -347,6 +350,7 @@ def test_airflow_fault_makes_one_gpu_hot_thermal_limited_and_slower() -> None:
     assert run.tel["thermal_violation_s"][-1, 3] > 1800
 
 
+@pytest.mark.slow
 def test_no_airflow_at_all_ends_in_hw_thermal_slowdown_then_thermal_shutdown() -> None:
     run = run_of(("airflow:gpu=1:factor=8",), minutes=20, gpus=2)
     sw, hw = run.bits(ClockReason.SW_THERMAL)[:, 1], run.bits(ClockReason.HW_THERMAL)[:, 1]
@@ -360,6 +364,7 @@ def test_no_airflow_at_all_ends_in_hw_thermal_slowdown_then_thermal_shutdown() -
     assert np.nanmax(run.tel["temp_c"][:, 1]) <= H100_SXM.shutdown_temp_c
 
 
+@pytest.mark.slow
 def test_power_cap_fault_holds_the_device_at_450_w() -> None:
     run = run_of(("power-cap:gpu=1:watts=450",), minutes=30, gpus=4)
     power = run.steady("power_w")
@@ -371,6 +376,7 @@ def test_power_cap_fault_holds_the_device_at_450_w() -> None:
     assert clocks[1] < np.delete(clocks, 1).min() - 200
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("spec", "bit"),
     [
@@ -397,6 +403,7 @@ def test_hw_slowdown_and_power_brake_halve_clocks_only_while_active(
     assert [e.t_s - BASELINE_S for e in injected] == [600, 900]
 
 
+@pytest.mark.slow
 def test_stall_lowers_utilisation_before_throughput_and_keeps_clocks() -> None:
     run = run_of(("stall:gpu=2:fraction=0.3:at=600",), minutes=20)
     util, gemm = run.tel["util_pct"][:, 2], run.rate["gemm"][:, 2]
@@ -426,6 +433,7 @@ def test_contention_takes_throughput_but_not_utilisation_clocks_or_power() -> No
     assert seen.message == "another process on the device: pid 4242 (python3), 8192 MiB"
 
 
+@pytest.mark.slow
 def test_xid_79_loses_the_device_and_ends_its_load_while_others_go_on() -> None:
     run = run_of(("xid:gpu=6:code=79:at=300",), minutes=10)
     present = ~np.isnan(run.tel["temp_c"][:, 6])
@@ -489,6 +497,7 @@ def test_inlet_fault_warms_every_gpu() -> None:
     assert abs(one.steady("temp_c")[1] - base.steady("temp_c")[1]) < 1
 
 
+@pytest.mark.slow
 def test_slow_fault_costs_throughput_at_the_same_clocks() -> None:
     slow = run_of(("slow:gpu=3:factor=0.93",), minutes=30, gpus=4)
     base = run_of(minutes=30, gpus=4)
@@ -499,6 +508,7 @@ def test_slow_fault_costs_throughput_at_the_same_clocks() -> None:
     assert clocks[3] == pytest.approx(1, abs=0.005)
 
 
+@pytest.mark.slow
 def test_leaky_fault_lowers_clocks_at_the_cap() -> None:
     leaky = run_of(("leaky:gpu=2:factor=1.5",), minutes=30, gpus=4)
     base = run_of(minutes=30, gpus=4)
@@ -702,6 +712,7 @@ def test_large_and_small_ticks_give_the_same_physics() -> None:
 FAULTY = ("stall:gpu=1:fraction=0.2:at=60", "sdc:gpu=2:rate=0.3", "airflow:gpu=0:factor=1.5")
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_runs() -> None:
     a = simulate(FAULTY, minutes=5, seed=11)
     b = simulate(FAULTY, minutes=5, seed=11)
@@ -710,6 +721,7 @@ def test_same_seed_gives_identical_runs() -> None:
     assert a.events == b.events
 
 
+@pytest.mark.slow
 def test_different_seeds_give_different_runs() -> None:
     a = simulate(FAULTY, minutes=5, seed=11)
     c = simulate(FAULTY, minutes=5, seed=12)

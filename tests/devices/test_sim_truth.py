@@ -33,6 +33,7 @@ def test_the_die_settles_on_the_asymptote_the_truth_predicts_early():
     assert final_asymptote[2] > final_asymptote[0]  # the rear row breathes warmer air
 
 
+@pytest.mark.slow
 def test_asking_for_the_truth_leaves_the_simulation_untouched():
     plain, _ = _loaded(seconds=600)
     asked, _ = _loaded(seconds=600, truth_at=tuple(range(10, 600, 10)))

@@ -167,6 +167,7 @@ def test_two_nodes_pools_agree_on_one_rank_map_and_their_ranks_environment():
             pool.close_exchange()
 
 
+@pytest.mark.slow
 def test_a_node_that_never_joins_fails_the_rendezvous_naming_it():
     exchange = Exchange(NodeGroup(0, 2, "127.0.0.1", free_port()), timeout_s=0.5)
     try:

@@ -43,6 +43,7 @@ def test_the_fault_fixtures_are_what_the_fleet_test_needs():
     assert [load(name)["verdict"] for name in FAULTS[:3]] == ["FAIL"] * 3
 
 
+@pytest.mark.slow
 def test_sim_fleet_ranks_the_four_faulty_servers_below_the_rest(sim_fleet, capsys):
     rc, lines, data = report(capsys, str(sim_fleet), "--no-history")
     assert rc == 1 and data["verdict"] == "FAIL"
@@ -70,6 +71,7 @@ def test_sim_fleet_ranks_the_four_faulty_servers_below_the_rest(sim_fleet, capsy
     assert lines[-1] == str(sim_fleet / "fleet.html")
 
 
+@pytest.mark.slow
 def test_fleet_html_is_self_contained_and_names_the_outliers(sim_fleet, capsys):
     report(capsys, str(sim_fleet), "--no-history")
     html = (sim_fleet / "fleet.html").read_text()
@@ -79,6 +81,7 @@ def test_fleet_html_is_self_contained_and_names_the_outliers(sim_fleet, capsys):
     assert html.count("<svg") >= 5  # throughput, loss, temperature, power, clock
 
 
+@pytest.mark.slow
 def test_rack_map_from_tags_and_from_a_layout_file(sim_fleet, tmp_path, capsys):
     _, _, data = report(capsys, str(sim_fleet), "--no-history")
     node = next(n for n in data["nodes"] if n["node"] == host_name(41))
@@ -155,6 +158,7 @@ def v100(tmp_path_factory) -> tuple[int, list[str], dict]:
     return rc, argv, data
 
 
+@pytest.mark.slow
 def test_v100_table_names_the_worst_gpu_with_its_figures(v100):
     rc, _, data = v100
     assert rc == 1 and data["counts"]["devices"] == 392

@@ -63,6 +63,7 @@ def imported(path, out):
     return result, analyze_run(data, load_profile(None))
 
 
+@pytest.mark.slow
 def test_a_frozen_span_cut_from_a_real_trace_is_never_judged(tmp_path):
     path, frozen_from = h100_log_that_freezes(tmp_path)
     result, analysis = imported(path, tmp_path / "out")
@@ -87,6 +88,7 @@ def test_the_same_log_passes_when_the_freeze_goes_unseen(tmp_path, monkeypatch):
     assert analysis.verdict is Verdict.PASS
 
 
+@pytest.mark.slow
 def test_a_log_frozen_from_the_loads_start_has_nothing_to_judge(tmp_path):
     path, _ = h100_log_that_freezes(tmp_path, head_s=40.0)
     with pytest.raises(ImportFailed, match=r"from the load's start .*: no load before it to judge"):

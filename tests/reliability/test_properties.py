@@ -85,6 +85,7 @@ def _accepts_or_config_error(text: str):
         return None
 
 
+@pytest.mark.slow
 @QUICK
 @given(st.dictionaries(st.sampled_from(PROFILE_KEYS), toml_values, max_size=5))
 def test_profile_documents_are_accepted_or_named(document):
@@ -151,6 +152,7 @@ fault_values = st.one_of(
 )
 
 
+@pytest.mark.slow
 @QUICK
 @given(
     st.sampled_from([*FAULT_KINDS, "", "meteor"]),
@@ -180,6 +182,7 @@ json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @QUICK
 @given(st.one_of(st.binary(max_size=40), json_values.map(lambda v: json.dumps(v).encode())))
 def test_summaries_of_any_content_load_or_are_rejected_in_one_line(tmp_path, data):

@@ -73,6 +73,7 @@ def _telemetry_only_store(path, gpus: int = 4) -> None:
     store.close()
 
 
+@pytest.mark.slow
 def test_a_telemetry_only_run_is_not_failed_for_the_throughput_it_never_recorded(tmp_path):
     path = tmp_path / "soak.sqlite"
     _telemetry_only_store(path)

@@ -89,6 +89,7 @@ def test_default_gemm_train_and_mix_follow_the_cpus_choice(
     assert all(c.ok for c in mix.verify())
 
 
+@pytest.mark.slow
 def test_an_asked_dtype_wins_over_the_cpus_choice(fake_cpu, tiny: WorkloadOptions) -> None:
     fake_cpu(SAPPHIRE_RAPIDS)
     gemm = on_cpu(GemmWorkload, tiny, dtype="fp32")
@@ -138,6 +139,7 @@ def test_a_side_whose_one_product_outlasts_its_share_ends_the_sweep() -> None:
     assert choice.n == 2048 and set(choice.rates) == {1024, 2048}
 
 
+@pytest.mark.slow
 def test_setup_times_the_sides_that_fit_and_runs_the_fastest(
     tiny: WorkloadOptions, monkeypatch: pytest.MonkeyPatch
 ) -> None:
