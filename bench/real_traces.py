@@ -47,7 +47,7 @@ from soak.importers.core import ImportOptions, Trace, write_run  # noqa: E402
 from soak.importers.source import describe  # noqa: E402
 from soak.store import RunStore  # noqa: E402
 from testkit.reference import reference_time  # noqa: E402
-from testkit.traces import missing_reason, trace_dir  # noqa: E402
+from testkit.traces import h100_csv_options, missing_reason, trace_dir  # noqa: E402
 
 EARLY_MIN, LATE_MIN = -2.0, 5.0
 
@@ -82,16 +82,7 @@ def _v100(v100: Path) -> list[Case]:
 def _h100(h100: Path) -> list[Case]:
     out: list[Case] = []
     for f in sorted(h100.glob("*.csv")):
-        options = csv_import.CsvOptions(
-            time_col="timestamp",
-            time_unit="iso",
-            device_col="gpu_index",
-            mapping={
-                "temp_c": "temperature_C",
-                "util_pct": "utilization_gpu_percent",
-                "power_w": "power_W",
-            },
-        )
+        options = h100_csv_options()
         out.append(Case(f"h100/{f.stem}", f, lambda p, o=options: csv_import.read(p, o), "train"))
     return out
 

@@ -23,3 +23,19 @@ def missing_reason(name: str) -> str:
     where = os.environ.get("SOAK_REAL_TRACES")
     look = f"{SHIPPED} or {where}" if where else f"{SHIPPED} (set SOAK_REAL_TRACES to add a folder)"
     return f"trace {name} not found in {look}; see bench/data/real-traces/README.md"
+
+
+def h100_csv_options():
+    """How the H100 nanoGPT traces' CSV columns map to soak's fields (one long file per run)."""
+    from soak.importers.csv import CsvOptions
+
+    return CsvOptions(
+        time_col="timestamp",
+        time_unit="iso",
+        device_col="gpu_index",
+        mapping={
+            "temp_c": "temperature_C",
+            "util_pct": "utilization_gpu_percent",
+            "power_w": "power_W",
+        },
+    )

@@ -14,18 +14,10 @@ from soak.importers.core import FROZEN_BASIS, ImportOptions, write_run
 from soak.importers.source import ImportFailed, describe
 from soak.model import EventKind, Verdict
 from soak.store import RunStore
+from testkit.traces import h100_csv_options
 from tests.importers.conftest import FIXTURES
 
-H100_OPTIONS = csv_import.CsvOptions(
-    time_col="timestamp",
-    time_unit="iso",
-    device_col="gpu_index",
-    mapping={
-        "temp_c": "temperature_C",
-        "util_pct": "utilization_gpu_percent",
-        "power_w": "power_W",
-    },
-)
+H100_OPTIONS = h100_csv_options()
 FROZEN_MIN = 40
 
 
