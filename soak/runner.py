@@ -170,12 +170,9 @@ def make_load(config: RunConfig, backend: Backend, devices: list[DeviceInfo]) ->
     simulated = backend.simulated_load(config.workload)
     if simulated is not None:
         return simulated
-    from soak.nodegroup import from_env
     from soak.worker import WorkerPool
     from workloads.base import WorkloadOptions
 
-    # --across-nodes: the node group the batch script exported (soak.nodegroup).
-    group = from_env(os.environ) if config.workload == "ddp" else None
     try:
         options = WorkloadOptions(**config.workload_options)
         return WorkerPool(
@@ -184,7 +181,7 @@ def make_load(config: RunConfig, backend: Backend, devices: list[DeviceInfo]) ->
             options,
             heartbeat_timeout_s=config.heartbeat_timeout_s,
             seed=config.seed or 0,
-            group=group,
+            group=config.node_group,  # --across-nodes: the group the batch script exported
             host=run_host(),
         )
     except (TypeError, ValueError) as exc:  # the command line checks these first

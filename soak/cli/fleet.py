@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from soak.cli.args import EXIT_FAIL, EXIT_PASS, VERDICT_EXIT, Parser, positive, subcommand
-from soak.cli.run import SIM_ACROSS_NODES, run_config
 from soak.cli.run import add_parser as add_run_parser
+from soak.cli.run import run_config
+from soak.config import SIM_ACROSS_NODES
 from soak.errors import ConfigError
 
 
