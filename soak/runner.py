@@ -522,15 +522,14 @@ class Runner:
         if stopper.reason:
             return stopper.reason
         self.load = make_load(self.config, self.backend, self.devices)
-        group = getattr(self.load, "ddp_group", None)  # a multi-node ddp group's rank map
-        if group is not None:
-            self.store.set_meta(ddp_group=group)
         self.phase = Phase.LOAD
         self.load_started_s = self.now_s()
         self.store.set_meta(load_start_s=self.load_started_s)
         message = f"load {self.config.workload} started"
         self.store.append(events=[Event(self.load_started_s, EventKind.LOAD_START, message)])
-        self.load.start(self.t0)
+        group = self.load.start(self.t0)  # a multi-node ddp group's rank map
+        if group is not None:
+            self.store.set_meta(ddp_group=group.to_json())
         return self._loop(self.load, stopper)
 
     def _baseline(self, stopper: Stopper) -> None:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
@@ -48,7 +47,7 @@ from soak.model import (
     Verdict,
     WorkerOutcome,
 )
-from soak.record import RunRecord, StopRecord
+from soak.record import RunMeta, RunRecord, StopRecord
 from soak.store import RunStore
 from soak.validity import (
     COUNTERS,
@@ -139,7 +138,7 @@ def _both(steady: str, final: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Analysis:
-    meta: dict
+    meta: RunMeta
     profile: Profile
     devices: list[DeviceResult]
     server_checks: list[CheckResult]
@@ -154,12 +153,12 @@ class Analysis:
     @property
     def run(self) -> RunRecord:
         """What the run recorded at its start (every field None where it recorded nothing)."""
-        return RunRecord.of(self.meta)
+        return self.meta.run
 
     @property
     def stop(self) -> StopRecord | None:
         """How the load stopped; None: no stop was recorded (the coordinator died)."""
-        return StopRecord.of(self.meta)
+        return self.meta.stop
 
     @property
     def checks(self) -> list[CheckResult]:
@@ -209,7 +208,7 @@ class Analysis:
 
 
 def _load_span(
-    work: dict[str, dict[str, np.ndarray]], tele_t: np.ndarray, meta: dict
+    work: dict[str, dict[str, np.ndarray]], tele_t: np.ndarray, meta: RunMeta
 ) -> tuple[float | None, float | None]:
     """A device's load start and end (its last work ended). Its load starts when its first
     unit of work is complete, of every part it runs: what comes before (imports, set-up,
@@ -219,9 +218,8 @@ def _load_span(
     ends = [w["t_end_s"].max() for w in work.values() if w["t_end_s"].size]
     if first is not None:
         return first, float(max(ends))
-    start = meta.get("load_start_s")
-    stop = StopRecord.of(meta)
-    end = None if stop is None else stop.load_stop_s
+    start = meta.load_start_s
+    end = None if meta.stop is None else meta.stop.load_stop_s
     if end is None and tele_t.size:
         end = float(tele_t[-1])
     return start, end
@@ -272,17 +270,11 @@ def hw_episodes(t: np.ndarray, reasons: np.ndarray) -> tuple[HwEpisode, ...] | N
     return tuple(out)
 
 
-def imported(meta: dict) -> bool:
-    """Whether the run is a trace imported from another tool (``soak import``)."""
-    return RunRecord.of(meta).imported
-
-
-def records_throughput(meta: dict, any_work: bool = True) -> bool:
+def records_throughput(run: RunRecord, any_work: bool = True) -> bool:
     """Whether the run records throughput by design. A telemetry-only import says it does
     not (``run.records_throughput`` false); an imported run (backend ``import``, or a
     ``source`` record) that does not say is taken to record none when it holds no work at
     all. A live run always does, so that a worker that did nothing still fails."""
-    run = RunRecord.of(meta)
     if run.records_throughput is not None:
         return run.records_throughput
     return any_work or not run.imported
@@ -308,7 +300,7 @@ def device_facts(
     work: dict[str, dict[str, np.ndarray]],
     units: dict[str, str],
     events: Sequence[Event],
-    meta: dict,
+    meta: RunMeta,
     profile: Profile,
     incomplete: bool,
     capabilities: dict[str, str] | None = None,
@@ -358,7 +350,7 @@ def device_facts(
     # An imported trace may hold throughput for some devices and none for others (gpu-burn
     # prints a GPU's rate only once its first batch is done): for those, an absence of data,
     # never "no work was measured". A live run's worker that did nothing still fails.
-    foreign = imported(meta)
+    foreign = meta.run.imported
     own_work = any(w["t_end_s"].size for w in work.values())
     facts = DeviceFacts(
         index=info.index,
@@ -380,13 +372,13 @@ def device_facts(
         verification_failed=int(np.sum(verified == 0)) + len(mismatches),
         verification_max_error=float(failed_errors.max()) if failed_errors.size else None,
         lost=any(e.kind is EventKind.DEVICE_LOST for e in mine),
-        workload=RunRecord.of(meta).workload,
+        workload=meta.run.workload,
         power_limit_w=_power_limit(steady, info),
         default_power_limit_w=info.default_power_limit_w,
         hw_episodes=hw_episodes(t, tele["clock_reasons"]),
         load_start_s=start,
         warmup_end_s=cold.window.start_s if cold is not None else None,
-        records_throughput=records_throughput(meta, any_work) and (own_work or not foreign),
+        records_throughput=records_throughput(meta.run, any_work) and (own_work or not foreign),
         throughput_note="" if own_work or not foreign else FOREIGN_NONE,
         foreign_load=foreign,
         capabilities=dict(capabilities or {}),
@@ -461,7 +453,7 @@ def _unreset(tele: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 def _quality(index: int, data: RunData, facts: DeviceFacts, resets: tuple[Reset, ...]) -> Quality:
     """What the analysis knows of one device's readings (``soak.validity``)."""
     t = data.telemetry[index]["t_s"]
-    found = tuple(gaps(t, RunRecord.of(data.meta).interval_s))
+    found = tuple(gaps(t, data.meta.run.interval_s))
     frozen = tuple(
         Frozen(
             index,
@@ -538,7 +530,7 @@ class RunData:
     """A run's records in memory, as the store reads them back: what the analysis needs.
     The accuracy benchmark builds one straight from the simulated server, without a store."""
 
-    meta: dict
+    meta: RunMeta
     devices: list[DeviceInfo]
     telemetry: dict[int, dict[str, np.ndarray]]  # device -> column -> values (NaN: unread)
     work: dict[int, dict[str, dict[str, np.ndarray]]]  # device -> part -> column -> values
@@ -583,9 +575,9 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     meta = data.meta
     events = data.events
     units = data.units
-    stop_reason = _stop_reason(StopRecord.of(meta))
+    stop_reason = _stop_reason(meta.stop)
     # A store read back from damage may have lost any sample: never a PASS on what is left.
-    incomplete = stop_reason not in COMPLETE_STOPS or bool(meta.get("salvage"))
+    incomplete = stop_reason not in COMPLETE_STOPS or meta.salvage is not None
     # An import whose log froze was cut where the freeze began: the record of the load
     # ended early, so nothing is accepted on it.
     incomplete = incomplete or any(_cut_at_freeze(e) for e in events)
@@ -604,7 +596,7 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         )
         all_facts.append(facts)
         spans[info.index] = (start, end)
-    if not imported(meta):  # the freeze watch's rule read offline, as the runner reads it
+    if not meta.run.imported:  # the freeze watch's rule read offline, as the runner reads it
         events = sorted([*events, *_unseen_freezes(data, spans)], key=lambda e: e.t_s)
         data = replace(data, events=events)
     sync = _sync_facts(data, all_facts, spans, profile)
@@ -618,7 +610,7 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         data.telemetry,
         data.work,
         data.server_readings,
-        meta.get("bmc"),
+        meta.bmc,
         profile.checks.design_inlet_c,
     )
     checks += headroom_checks(headroom, profile.checks.min_headroom_c)
@@ -632,7 +624,7 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         verdict = Verdict.FAIL if failed else Verdict.INCOMPLETE if unjudged else Verdict.PASS
         start, end = spans[info.index]
         found = diagnose(facts, mine, peers)
-        launched = meta.get("load_start_s")
+        launched = meta.load_start_s
         worked = any(w["t_end_s"].size for w in data.work.get(info.index, {}).values())
         known = worked and start is not None and launched is not None
         warmup = start - launched if known else None
@@ -707,23 +699,10 @@ def _sync_facts(
     )
     if sync is None:
         return None
-    group = data.meta.get("ddp_group")
-    if isinstance(group, Mapping) and group.get("ranks"):
-        sync = replace(sync, **_group_ranks(group))
+    group = data.meta.ddp_group  # a multi-node group: its global ranks, host and device
+    if group is not None and group.ranks:
+        sync = replace(sync, rank_of=group.this_node(), rank_labels=group.labels())
     return split_loss(sync, data.telemetry, profile)
-
-
-def _group_ranks(group: Mapping[str, Any]) -> dict[str, Any]:
-    """A multi-node group's record (``ddp_group``, soak.nodegroup): which global rank each
-    of this node's devices is, and every rank's host and device, for SyncFacts."""
-    node, local = int(group["node"]), int(group["local_ranks"])
-    ranks = [r for r in group["ranks"] if isinstance(r, Mapping)]
-    return {
-        "rank_of": {
-            int(r["device"]): int(r["rank"]) for r in ranks if int(r["rank"]) // local == node
-        },
-        "rank_labels": {int(r["rank"]): f"{r['host']} device {r['device']}" for r in ranks},
-    }
 
 
 def _stop_reason(stop: StopRecord | None) -> StopReason | str:

@@ -48,6 +48,7 @@ import numpy as np
 
 from soak.analysis.checks import CheckResult, DeviceFacts, Status
 from soak.model import INLET_SERIES, DeviceInfo
+from soak.record import BmcProbe
 
 BATCHES = 10  # batch means for θ's interval: the steady window's samples are correlated
 T95 = {10: 2.262, 9: 2.306, 8: 2.365, 7: 2.447, 6: 2.571, 5: 2.776, 4: 3.182, 3: 4.303}
@@ -507,7 +508,7 @@ def run_headroom(
     telemetry: Mapping[int, Mapping[str, np.ndarray]],
     work: Mapping[int, Mapping[str, Mapping[str, np.ndarray]]],
     server: Mapping[str, Mapping[str, np.ndarray]],
-    bmc: Mapping[str, object] | None,
+    bmc: BmcProbe | None,
     design_inlet_c: float,
 ) -> Headroom:
     """Every device's headroom, or why none was checked (no inlet read)."""
@@ -516,7 +517,7 @@ def run_headroom(
         if bmc is None:
             why = "no BMC was read (a run stored before soak read one)"
         else:
-            why = str(bmc.get("reason") or "the BMC gave no inlet reading")
+            why = bmc.reason or "the BMC gave no inlet reading"
         return Headroom(design_inlet_c, reason=f"inlet not available: {why}")
     out, skipped = [], {}
     for info, f in zip(infos, facts, strict=True):

@@ -35,7 +35,7 @@ from soak.model import (
     Telemetry,
     WorkSample,
 )
-from soak.record import RunRecord, StopRecord
+from soak.record import BmcProbe, RunRecord, StopRecord
 from soak.store import STORE_NAME, RunStore
 from soak.validity import Frozen, frozen_spans
 
@@ -524,7 +524,7 @@ def _fill_store(
 
 def _store_server(store: RunStore, trace: Trace, end_s: float) -> None:
     """The server-level series, and the inlet's probe record as a live run's BMC writes it
-    (``meta["bmc"]``): read from the mapped column, or why not."""
+    (meta ``"bmc"``): read from the mapped column, or why not."""
     inlet = trace.server.get(INLET_SERIES)
     if inlet is None:
         return
@@ -532,15 +532,14 @@ def _store_server(store: RunStore, trace: Trace, end_s: float) -> None:
     readings = [ServerReading(t, INLET_SERIES, v) for t, v in sorted(inlet.items()) if t <= end_s]
     store.append(server_readings=readings)
     read = any(r.value is not None for r in readings)
-    store.set_meta(
-        bmc={
-            "source": f"imported column {column!r}",
-            "capability": str(Capability.SUPPORTED if read else Capability.NOT_SUPPORTED),
-            "inlet_sensor": column,
-            "sensors": [column],
-            "reason": None if read else f"the imported column {column!r} holds no reading",
-        }
+    probe = BmcProbe(
+        source=f"imported column {column!r}",
+        capability=Capability.SUPPORTED if read else Capability.NOT_SUPPORTED,
+        inlet_sensor=column,
+        sensors=(column,),
+        reason=None if read else f"the imported column {column!r} holds no reading",
     )
+    store.set_meta(bmc=probe.as_dict())
 
 
 def _row_values(device: DeviceTrace, k: int) -> dict[str, float | int | None]:

@@ -29,7 +29,7 @@ from soak.analysis.windows import WindowStats
 from soak.config import Checks, Windows
 from soak.fields import REASONS
 from soak.model import RATE_UNITS, EventKind
-from soak.record import StopRecord
+from soak.record import BmcProbe, Salvage, StopRecord
 from soak.report import figures
 from soak.report.headroom import headroom_context
 from soak.report.junit import case_names, run_cases
@@ -387,8 +387,8 @@ def _overview(d: DeviceResult, part: str | None, units: dict[str, str]) -> dict[
     }
 
 
-def _host_rows(meta: dict, analysis: Analysis) -> list[tuple[str, str]]:
-    host = meta.get("host") or {}
+def _host_rows(analysis: Analysis) -> list[tuple[str, str]]:
+    host = analysis.meta.host
     run = analysis.run
 
     def distinct(attr: str) -> str:
@@ -495,16 +495,13 @@ def _capabilities(analysis: Analysis) -> dict[str, Any]:
     }
 
 
-def _bmc(bmc: dict[str, Any] | None) -> dict[str, str | None]:
+def _bmc(bmc: BmcProbe | None) -> dict[str, str | None]:
     """The BMC's row of the capability table: the inlet read, or why not."""
     if bmc is None:
         return {"status": NOT_AVAILABLE, "detail": "no BMC was probed"}
-    if bmc.get("capability") == "supported":
-        return {
-            "status": "supported",
-            "detail": f"{bmc.get('inlet_sensor')!r} from {bmc.get('source')}",
-        }
-    return {"status": str(bmc.get("capability") or NOT_AVAILABLE), "detail": bmc.get("reason")}
+    if bmc.supported:
+        return {"status": "supported", "detail": f"{bmc.inlet_sensor!r} from {bmc.source}"}
+    return {"status": str(bmc.capability or NOT_AVAILABLE), "detail": bmc.reason}
 
 
 def _events(analysis: Analysis, t0: float) -> dict[str, Any]:
@@ -616,7 +613,7 @@ def _header(analysis: Analysis) -> dict[str, Any]:
     stop = analysis.stop or StopRecord()
     names = Counter(d.info.name for d in analysis.devices)
     return {
-        "host": text(run.host or (meta.get("host") or {}).get("hostname")),
+        "host": text(run.host or meta.host.get("hostname")),
         "models": ", ".join(f"{n} × {name}" for name, n in sorted(names.items())) or "no devices",
         "workload": text(run.workload),
         "backend": text(run.backend),
@@ -628,7 +625,7 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         "stop_detail": stop.detail or "",
         "incomplete": analysis.stop_reason not in COMPLETE_STOPS,
         "imported": _imported(run.source),
-        "damaged": _damage(meta.get("salvage")),
+        "damaged": _damage(meta.salvage),
     }
 
 
@@ -658,15 +655,14 @@ def _imported(source: Any) -> str:
     return " · ".join(parts)
 
 
-def _damage(found: dict[str, Any] | None) -> str | None:
+def _damage(found: Salvage | None) -> str | None:
     """ "store damaged: recovered 6,012 samples up to t = 1.7 h" for a salvaged store."""
-    if not found:
+    if found is None:
         return None
-    up_to = duration(found.get("last_t_s"))
-    lost = ", ".join(found.get("incomplete_tables") or ()) or "none"
+    lost = ", ".join(found.incomplete_tables) or "none"
     return (
-        f"store damaged: recovered {found.get('samples', 0):,} samples up to t = {up_to} "
-        f"(tables not read whole: {lost})"
+        f"store damaged: recovered {found.samples:,} samples up to t = "
+        f"{duration(found.last_t_s)} (tables not read whole: {lost})"
     )
 
 
@@ -772,7 +768,7 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
     tele = data.telemetry
     work = {d.index: data.work.get(d.index, {}) for d in analysis.devices}
     starts = [d.load_start_s for d in analysis.devices if d.load_start_s is not None]
-    t0 = min(starts) if starts else (meta.get("load_start_s") or 0.0)
+    t0 = min(starts) if starts else (meta.load_start_s or 0.0)
     loss, slowest = analysis.sync_loss()
     rate_unit = RATE_UNITS.get(analysis.units.get(part or "", ""), "")
     parts = sorted(analysis.units)
@@ -782,7 +778,7 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
         server["heatmap"] = figures.heatmap(
             analysis.devices, tele, work, part, t0, _hot_spots(analysis)
         )
-    host_rows = _host_rows(meta, analysis)
+    host_rows = _host_rows(analysis)
     reasons = _reasons(analysis)
     return {
         "verdict": analysis.verdict,
@@ -805,7 +801,7 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
         "host_rows": host_rows,
         "inventory": _inventory(analysis),
         "capabilities": _capabilities(analysis),
-        "bmc": _bmc(meta.get("bmc")),
+        "bmc": _bmc(meta.bmc),
         "headroom": headroom_context(
             analysis.headroom,
             {d.index: d.info.label for d in analysis.devices},

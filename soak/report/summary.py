@@ -190,10 +190,10 @@ def build_summary(analysis: Analysis) -> dict[str, Any]:
             "host": run.host,
             "tags": dict(run.tags),
             "profile": analysis.profile.name,
-            "store_damage": meta.get("salvage"),
-            "ddp_group": meta.get("ddp_group"),
+            "store_damage": None if meta.salvage is None else meta.salvage.as_dict(),
+            "ddp_group": None if meta.ddp_group is None else meta.ddp_group.to_json(),
         },
-        "host": meta.get("host", {}),
+        "host": dict(meta.host),
         "devices": [_device(d, analysis.units, d.noise) for d in analysis.devices],
         "server": {
             "sync_loss": sync_loss,
@@ -213,7 +213,7 @@ def build_summary(analysis: Analysis) -> dict[str, Any]:
             {"device": c.device, "check": c.check, "status": str(c.status), "message": c.message}
             for c in analysis.not_checked
         ],
-        "headroom": headroom_summary(analysis.headroom, meta.get("bmc")),
+        "headroom": headroom_summary(analysis.headroom, meta.bmc),
     }
     return clean_json(summary)
 

@@ -14,7 +14,15 @@ from soak.analysis.checks import Status
 from soak.analysis.contention import FOREIGN_MIN_PCT, foreign_mask, window_contention
 from soak.analysis.windows import Window
 from soak.config import load_profile
-from soak.model import TELEMETRY_METRICS, DeviceInfo, Event, EventKind, Verdict
+from soak.model import (
+    TELEMETRY_METRICS,
+    DeviceInfo,
+    Event,
+    EventKind,
+    StopReason,
+    Verdict,
+)
+from soak.record import RunMeta, RunRecord, StopRecord
 from soak.report.junit import write_junit
 
 LOAD_S = 1200.0  # 20 min of load: cold minute, then the last 10 min as the steady window
@@ -54,12 +62,11 @@ def _run(
             "verify_error": np.full(starts.size, np.nan),
         }
     }
-    meta = {
-        "run": {"backend": backend, "workload": "train", "host": "h"},
-        "stop": {"reason": "duration", "load_stop_s": LOAD_S, "duration_s": LOAD_S},
-        "load_start_s": 0.0,
-        "host": {},
-    }
+    meta = RunMeta(
+        run=RunRecord(backend=backend, workload="train", host="h"),
+        stop=StopRecord(StopReason.DURATION, load_stop_s=LOAD_S, duration_s=LOAD_S),
+        load_start_s=0.0,
+    )
     outcome = Event(LOAD_S, EventKind.WORKER_OUTCOME, "ok", 0, {"outcome": "ok"})
     if ending is not None:
         outcome = Event(LOAD_S, EventKind.WORKER_OUTCOME, "ended", 0, ending)

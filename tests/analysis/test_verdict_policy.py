@@ -13,6 +13,7 @@ from soak.analysis.analyze import hw_episodes, records_throughput
 from soak.analysis.checks import HwEpisode, Status
 from soak.analysis.diagnosis import CAUSES, NEXT_STEPS, diagnose, peers_of
 from soak.config import Checks, Profile
+from soak.record import RunRecord
 from tests.analysis.facts import cold, facts, server, stats
 
 P = Profile()
@@ -258,7 +259,7 @@ def test_a_live_run_whose_worker_did_nothing_still_fails():
     ],
 )
 def test_the_run_record_says_whether_throughput_is_recorded(run, any_work, expected):
-    assert records_throughput({"run": run}, any_work) is expected
+    assert records_throughput(RunRecord.from_json(run), any_work) is expected
 
 
 # --- diagnosis -----------------------------------------------------------------------------

@@ -61,7 +61,8 @@ class SimLoad:
         self.sync = SyncSim(server.selected, server.link_factor) if workload.name == "ddp" else None
 
     def start(self, t0: float) -> None:
-        """Switch the load on; ``t0`` (the run's zero) is not needed: sim time is run time."""
+        """Switch the load on; ``t0`` (the run's zero) is not needed: sim time is run time.
+        The simulated server is one node: no group across nodes."""
         del t0
         if self.started_s is not None or self._stopped:
             raise RuntimeError("sim: this load was already started")
