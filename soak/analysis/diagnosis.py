@@ -35,13 +35,20 @@ operator's next step (``NEXT_STEPS``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from soak.analysis import contention
-from soak.analysis.checks import CLOCK_OF_UNIT, CheckResult, DeviceFacts, Status
+from soak.analysis.checks import (
+    CLOCK_OF_UNIT,
+    COUNTER_CHECKS,
+    CheckName,
+    DeviceFacts,
+    Finding,
+    Status,
+)
 from soak.analysis.windows import WindowStats
 from soak.model import ClockReason
 
@@ -69,17 +76,19 @@ NEXT_STEPS = {
 
 HARDWARE_CHECKS = frozenset(
     {
-        "worker",
-        "verification",
-        "ecc_uncorrected",
-        "retired_pages",
-        "remap_pending",
-        "remap_failure",
-        "xid",
-        "telemetry",  # readings frozen under load: a hung sensor or driver
+        CheckName.WORKER,
+        CheckName.VERIFICATION,
+        CheckName.XID,
+        CheckName.TELEMETRY,  # readings frozen under load: a hung sensor or driver
+        *(CheckName(key) for key in COUNTER_CHECKS),
     }
 )
-SLOW_CHECKS = frozenset({"throughput_retention", "clock_retention", "outlier", "floor"})
+SLOW_CHECKS = frozenset(
+    {CheckName.THROUGHPUT_RETENTION, CheckName.CLOCK_RETENTION, CheckName.OUTLIER, CheckName.FLOOR}
+)
+THERMAL_CHECKS = frozenset(
+    {CheckName.SW_THERMAL, CheckName.TEMP_MARGIN, CheckName.HW_EVENTS, CheckName.HOT_SPOT}
+)
 
 MIN_PEERS = 3
 BUSY_UTIL_PCT = 95.0  # a saturating load keeps NVML utilisation at 100 %
@@ -160,17 +169,19 @@ def _share(f: DeviceFacts, key: str) -> float:
     return max((s.reason_share.get(key) or 0.0 for s in _late(f)), default=0.0)
 
 
-def _messages(checks: Sequence[CheckResult], names: frozenset[str] | set[str]) -> list[str]:
+def _messages(checks: Sequence[Finding], names: Set[CheckName]) -> list[str]:
     return [c.message for c in checks if c.status is Status.FAIL and c.check in names]
 
 
-def _hardware(f: DeviceFacts, failing: set[str], checks: Sequence[CheckResult]) -> Diagnosis | None:
+def _hardware(
+    f: DeviceFacts, failing: set[CheckName], checks: Sequence[Finding]
+) -> Diagnosis | None:
     if f.lost:
         return Diagnosis(HARDWARE, ("device lost during the run",))
     if failing & HARDWARE_CHECKS:
         return Diagnosis(HARDWARE, tuple(_messages(checks, HARDWARE_CHECKS)))
-    if "hw_events" in failing and _protection_bits(f) & _NOT_THERMAL:
-        return Diagnosis(HARDWARE, tuple(_messages(checks, {"hw_events"})))
+    if CheckName.HW_EVENTS in failing and _protection_bits(f) & _NOT_THERMAL:
+        return Diagnosis(HARDWARE, tuple(_messages(checks, {CheckName.HW_EVENTS})))
     return None
 
 
@@ -187,11 +198,11 @@ def _protection_bits(f: DeviceFacts) -> int:
 
 
 def _thermal(
-    f: DeviceFacts, failing: set[str], checks: Sequence[CheckResult], peers: Peers, slow: bool
+    f: DeviceFacts, failing: set[CheckName], checks: Sequence[Finding], peers: Peers, slow: bool
 ) -> Diagnosis | None:
-    evidence = _messages(checks, {"sw_thermal", "temp_margin", "hw_events", "hot_spot"})
+    evidence = _messages(checks, THERMAL_CHECKS)
     thermal_share = max(_share(f, "sw_thermal"), _share(f, "hw_thermal"))
-    if thermal_share > 0.01 or failing & {"sw_thermal", "temp_margin", "hw_events", "hot_spot"}:
+    if thermal_share > 0.01 or failing & THERMAL_CHECKS:
         if thermal_share and not evidence:
             evidence.append(f"thermal clock reasons {100 * thermal_share:.1f} % of the time")
         return Diagnosis(THERMAL, tuple(evidence) + _clock_evidence(f, peers))
@@ -325,7 +336,7 @@ def _work_measured(f: DeviceFacts) -> bool:
     return any(rate is not None for rate in f.whole.throughput.values())
 
 
-def diagnose(f: DeviceFacts, checks: Sequence[CheckResult], peers: Peers) -> Diagnosis:
+def diagnose(f: DeviceFacts, checks: Sequence[Finding], peers: Peers) -> Diagnosis:
     """The likely cause of what this device's checks found; healthy where nothing failed."""
     failing = {c.check for c in checks if c.status is Status.FAIL and c.device == f.index}
     contended = _contended(f, checks)
@@ -355,7 +366,7 @@ def diagnose(f: DeviceFacts, checks: Sequence[CheckResult], peers: Peers) -> Dia
     return Diagnosis(HEALTHY, tuple(_messages(checks, failing)))
 
 
-def _contended(f: DeviceFacts, checks: Sequence[CheckResult]) -> Diagnosis | None:
+def _contended(f: DeviceFacts, checks: Sequence[Finding]) -> Diagnosis | None:
     """Checks left incomplete because something else used the device: host contention,
     or another process on it where the backend saw one (its pid, name and memory)."""
     messages = [c.message for c in checks if c.status is Status.INCOMPLETE and c.device == f.index]

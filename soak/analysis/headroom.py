@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from soak.analysis.checks import CheckResult, DeviceFacts, Status
+from soak.analysis.checks import DeviceFacts, Finding, Status
 from soak.model import INLET_SERIES, DeviceInfo
 from soak.record import BmcProbe
 
@@ -470,7 +470,7 @@ def headroom_of(model: DeviceModel, design_inlet_c: float) -> DeviceHeadroom:
     return DeviceHeadroom(model, projected, margins, model.throttle_inlet_c(), tuple(notes))
 
 
-def headroom_checks(headroom: Headroom, min_headroom_c: float) -> list[CheckResult]:
+def headroom_checks(headroom: Headroom, min_headroom_c: float) -> list[Finding]:
     """A warning per device that reaches a slowdown threshold below the design inlet; a
     failure per device whose SW thermal margin there is under ``min_headroom_c`` (0: off),
     and where that floor is asked for and could not be projected, not checked."""
@@ -479,10 +479,10 @@ def headroom_checks(headroom: Headroom, min_headroom_c: float) -> list[CheckResu
     if min_headroom_c > 0:  # a floor the profile asks for is never passed unseen
         if not headroom.checked:
             message = f"margin at the {design:.0f} °C design inlet not projected: {headroom.reason}"
-            out.append(CheckResult("thermal_headroom", Status.NOT_CHECKED, message, None))
+            out.append(Finding("thermal_headroom", Status.NOT_CHECKED, message, None))
         for device, why in sorted(headroom.not_checked.items()):
             message = f"margin at the {design:.0f} °C design inlet not projected: {why}"
-            out.append(CheckResult("thermal_headroom", Status.NOT_CHECKED, message, device))
+            out.append(Finding("thermal_headroom", Status.NOT_CHECKED, message, device))
     for d in headroom.devices:
         sw = d.margins_c.get("sw_thermal")
         if min_headroom_c > 0 and sw is not None and sw < min_headroom_c:
@@ -490,10 +490,10 @@ def headroom_checks(headroom: Headroom, min_headroom_c: float) -> list[CheckResu
                 f"projected {sw:.1f} °C from SW thermal slowdown at {design:.0f} °C inlet, "
                 f"under the profile's floor of {min_headroom_c:.0f} °C"
             )
-            out.append(CheckResult("thermal_headroom", Status.FAIL, message, d.device))
+            out.append(Finding("thermal_headroom", Status.FAIL, message, d.device))
         elif d.throttle_inlet_c is not None and d.throttle_inlet_c < design:
             message = f"{d.throttle_phrase()}, below the design inlet of {design:.0f} °C"
-            out.append(CheckResult("thermal_headroom", Status.WARN, message, d.device))
+            out.append(Finding("thermal_headroom", Status.WARN, message, d.device))
     return out
 
 

@@ -8,9 +8,10 @@ first finished unit of work, so that a worker's set-up time is never counted as 
 
 from __future__ import annotations
 
+import enum
 import math
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -20,6 +21,16 @@ from soak.model import ClockReason
 
 MIN_SEPARATE_STEADY_S = 60.0  # shortest steady window worth keeping apart from the cold one
 ENERGY_COUNTER, POWER_INTEGRAL = "energy counter", "power integral"
+
+
+class WindowName(enum.StrEnum):
+    """The windows a device's figures are taken over: the first minute of load after the
+    warm-up, the steady window after equilibrium (or the end of the run), and the last
+    minutes of the load where they are not the steady window."""
+
+    COLD = "cold"
+    STEADY = "steady"
+    FINAL = "final"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,15 +59,17 @@ class WindowStats:
     unknown_reason_bits: int = 0
     power_mean_w: float | None = None
     energy_basis: str | None = None  # where power_mean_w came from (ENERGY_COUNTER, ...)
+    # Joules per unit of work of each part, from the two above. With several parts running
+    # at once (``mix``) each part is charged the whole device's energy.
+    energy_per_work: dict[str, float | None] = field(init=False)
 
-    def energy_per_work(self) -> dict[str, float | None]:
-        """Joules per unit of work of each part. With several parts running at once
-        (``mix``) each part is charged the whole device's energy."""
+    def __post_init__(self) -> None:
         power = self.power_mean_w
-        return {
+        energy = {
             part: power / rate if power is not None and rate else None
             for part, rate in self.throughput.items()
         }
+        object.__setattr__(self, "energy_per_work", energy)
 
 
 def cold_window(load_start_s: float, windows: Windows) -> Window:
@@ -179,12 +192,21 @@ class LiveWork:
 _COMPACT_MIN = 4096  # samples held before the first look for ones to drop
 
 
-def work_rates(w: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True, slots=True)
+class WorkRates:
+    """One part's work samples as rates: each sample's mid time and its work per second
+    (NaN where it took no time)."""
+
+    t_s: np.ndarray
+    rate: np.ndarray
+
+
+def work_rates(w: dict[str, np.ndarray]) -> WorkRates:
     """Per work sample of one part: its mid time and its rate (NaN where it took no time)."""
     duration = w["t_end_s"] - w["t_start_s"]
     with np.errstate(divide="ignore", invalid="ignore"):
         rate = np.where(duration > 0, w["work"] / duration, np.nan)
-    return (w["t_start_s"] + w["t_end_s"]) / 2, rate
+    return WorkRates((w["t_start_s"] + w["t_end_s"]) / 2, rate)
 
 
 def _finite(values: np.ndarray) -> np.ndarray:

@@ -26,7 +26,6 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from soak.analysis.analyze import DeviceResult
-from soak.analysis.windows import work_rates
 from soak.fields import BY_NAME, NOISE_METRICS
 from soak.model import ClockReason
 
@@ -228,11 +227,7 @@ def _reason_strip(ax: Axes, t: np.ndarray, reasons: np.ndarray, t0: float, scale
         _not_available(ax, "clock-event reasons")
 
 
-def device_timeline(
-    d: DeviceResult,
-    tele: dict[str, np.ndarray],
-    work: dict[str, dict[str, np.ndarray]],
-) -> str:
+def device_timeline(d: DeviceResult, tele: dict[str, np.ndarray]) -> str:
     """Temperature, clocks, power and throughput of one device over the run, the cold and
     steady windows shaded, equilibrium dotted, clock-event reasons as bands underneath. A
     panel with nothing readable in it is not drawn; the figure names it once at the top."""
@@ -278,7 +273,7 @@ def device_timeline(
         _clock_panel(ax["clock"], d, sm, mem, scale)
     if "power" in ax:
         _power_panel(ax["power"], power, envelope(rel, tele["power_limit_w"]), scale)
-    _throughput_panel(ax["throughput"], d, work, t0, scale)
+    _throughput_panel(ax["throughput"], d, t0, scale)
     if "clock-event reasons" in ax:
         _reason_strip(ax["clock-event reasons"], t, tele["clock_reasons"], t0, scale)
     handles, _ = first.get_legend_handles_labels()
@@ -342,22 +337,19 @@ def _power_panel(ax: Axes, power: Envelope, limit: Envelope, scale: float):
     ax.set_ylabel("power (W)")
 
 
-def _throughput_panel(
-    ax: Axes, d: DeviceResult, work: dict[str, dict[str, np.ndarray]], t0: float, scale: float
-) -> None:
+def _throughput_panel(ax: Axes, d: DeviceResult, t0: float, scale: float) -> None:
     colors = ("#0969da", "#1a7f37", "#8250df", "#bc4c00")
     basis = "cold"
     drawn = False
-    for i, (part, w) in enumerate(sorted(work.items())):
-        mid, rate = work_rates(w)
+    for i, (part, r) in enumerate(sorted(d.rates.items())):
         ref = d.facts.cold.throughput.get(part) if d.facts.cold else None
         if not ref:
-            finite = rate[np.isfinite(rate)]
+            finite = r.rate[np.isfinite(r.rate)]
             ref = float(np.median(finite)) if finite.size else None
             basis = "run median"
         if not ref:
             continue
-        e = envelope(mid - t0, rate)
+        e = envelope(r.t_s - t0, r.rate)
         if not e.empty:
             _plot(ax, e, scale, colors[i % len(colors)], part, factor=100.0 / ref)
             drawn = True
@@ -372,7 +364,6 @@ def _throughput_panel(
 def server_view(
     results: Sequence[DeviceResult],
     tele: dict[int, dict[str, np.ndarray]],
-    work: dict[int, dict[str, dict[str, np.ndarray]]],
     part: str | None,
     rate_unit: str,
     t0: float,
@@ -386,8 +377,8 @@ def server_view(
     axes = fig.subplots(2 if with_temp else 1, 1, sharex=True, squeeze=False)[:, 0]
     ax_temp, ax_rate = (axes[0], axes[1]) if with_temp else (None, axes[0])
     cmap = matplotlib.colormaps["tab10" if len(results) <= 10 else "tab20"]
-    rates = {d.index: work_rates(work[d.index][part]) for d in results if part in work[d.index]}
-    finite = [r[np.isfinite(r)] for _, r in rates.values()]
+    rates = {d.index: d.rates[part] for d in results if part in d.rates}
+    finite = [r.rate[np.isfinite(r.rate)] for r in rates.values()]
     prefix_scale, prefix = _prefix(max((float(r.max()) for r in finite if r.size), default=0.0))
     for i, d in enumerate(results):
         color = cmap(i % cmap.N)
@@ -395,8 +386,7 @@ def server_view(
         if ax_temp is not None and not temp.empty:
             _plot(ax_temp, temp, scale, color, d.info.label)
         if d.index in rates:
-            mid, rate = rates[d.index]
-            e = envelope(mid - t0, rate)
+            e = envelope(rates[d.index].t_s - t0, rates[d.index].rate)
             if not e.empty:
                 _plot(ax_rate, e, scale, color, d.info.label, factor=1.0 / prefix_scale)
     if ax_temp is not None:
@@ -443,7 +433,6 @@ def binned(
 def heatmap(
     results: Sequence[DeviceResult],
     tele: dict[int, dict[str, np.ndarray]],
-    work: dict[int, dict[str, dict[str, np.ndarray]]],
     part: str | None,
     t0: float,
     hot_spots: dict[int, str] | None = None,
@@ -469,9 +458,9 @@ def heatmap(
     ref = float(np.median(colds)) if colds else None
     rows = []
     for d in results:
-        if part in work[d.index] and ref:
-            mid, rate = work_rates(work[d.index][part])
-            rows.append(binned(mid, rate, edges, "min") * 100.0 / ref)
+        if part in d.rates and ref:
+            r = d.rates[part]
+            rows.append(binned(r.t_s, r.rate, edges, "min") * 100.0 / ref)
         else:
             rows.append(np.full(bins, np.nan))
     rates = np.vstack(rows)

@@ -23,9 +23,9 @@ from soak.analysis.analyze import (
     RunData,
     merge_windows,
 )
-from soak.analysis.checks import CheckResult, Status
+from soak.analysis.checks import CheckName, Finding, Status
 from soak.analysis.diagnosis import NEXT_STEPS
-from soak.analysis.windows import WindowStats
+from soak.analysis.windows import WindowName, WindowStats
 from soak.config import Checks, Windows
 from soak.fields import REASONS
 from soak.model import RATE_UNITS, EventKind
@@ -218,8 +218,8 @@ def _part_rows(
     d: DeviceResult, units: dict[str, str], with_energy: bool = True
 ) -> list[dict[str, str]]:
     f = d.facts
-    cold_energy = f.cold.energy_per_work() if f.cold else {}
-    steady_energy = f.steady.energy_per_work() if f.steady else {}
+    cold_energy = f.cold.energy_per_work if f.cold else {}
+    steady_energy = f.steady.energy_per_work if f.steady else {}
     rows = []
     for part in sorted(f.units):
         unit = units.get(part, "")
@@ -287,10 +287,10 @@ def _counter_rows(d: DeviceResult, analysis: Analysis, missing: list[str]) -> li
     return rows
 
 
-def _checks(checks: list[CheckResult], parts: list[str]) -> list[dict[str, str]]:
+def _checks(checks: list[Finding]) -> list[dict[str, str]]:
     return [
         {"status": str(c.status), "name": name, "message": c.message}
-        for c, name in zip(checks, case_names(checks, parts), strict=True)
+        for c, name in zip(checks, case_names(checks), strict=True)
     ]
 
 
@@ -307,14 +307,8 @@ def _equilibrium(d: DeviceResult) -> dict[str, str]:
     }
 
 
-def _device(
-    d: DeviceResult,
-    analysis: Analysis,
-    tele: dict[str, np.ndarray],
-    work: dict[str, dict[str, np.ndarray]],
-) -> dict[str, Any]:
+def _device(d: DeviceResult, analysis: Analysis, tele: dict[str, np.ndarray]) -> dict[str, Any]:
     f = d.facts
-    parts = sorted(analysis.units)
     energy_basis = {s.energy_basis for s in (f.cold, f.steady) if s is not None and s.energy_basis}
     windows = {}
     missing: list[str] = []  # what the backend cannot read: named once, drawn nowhere
@@ -350,10 +344,10 @@ def _device(
         else None,
         "counters": _counter_rows(d, analysis, missing),
         "missing": missing,
-        "checks": _checks(d.checks, parts),
+        "checks": _checks(d.checks),
         "outcome": f.outcome.value if f.outcome else NOT_AVAILABLE,
         "outcome_detail": f.outcome_detail,
-        "figure": figures.device_timeline(d, tele, work),
+        "figure": figures.device_timeline(d, tele),
     }
 
 
@@ -754,30 +748,25 @@ def _hot_spots(analysis: Analysis) -> dict[int, str]:
     return {
         c.device: str(c.status)
         for c in analysis.server_checks + [c for d in analysis.devices for c in d.checks]
-        if c.check == "hot_spot"
+        if c.check is CheckName.HOT_SPOT
         and c.device is not None
-        and c.status in ("warn", "fail")
-        and c.message.startswith("steady")
+        and c.status in (Status.WARN, Status.FAIL)
+        and c.window is WindowName.STEADY
     }
 
 
 def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
     """Everything the report's template shows, formatted: the template only lays it out."""
     meta = analysis.meta
-    part = analysis.primary_part()
+    part = analysis.primary_part
     tele = data.telemetry
-    work = {d.index: data.work.get(d.index, {}) for d in analysis.devices}
     starts = [d.load_start_s for d in analysis.devices if d.load_start_s is not None]
     t0 = min(starts) if starts else (meta.load_start_s or 0.0)
-    loss, slowest = analysis.sync_loss()
     rate_unit = RATE_UNITS.get(analysis.units.get(part or "", ""), "")
-    parts = sorted(analysis.units)
     server: dict[str, str | None] = {"view": None, "heatmap": None}
     if analysis.devices and any(tele[d.index]["t_s"].size for d in analysis.devices):
-        server["view"] = figures.server_view(analysis.devices, tele, work, part, rate_unit, t0)
-        server["heatmap"] = figures.heatmap(
-            analysis.devices, tele, work, part, t0, _hot_spots(analysis)
-        )
+        server["view"] = figures.server_view(analysis.devices, tele, part, rate_unit, t0)
+        server["heatmap"] = figures.heatmap(analysis.devices, tele, part, t0, _hot_spots(analysis))
     host_rows = _host_rows(analysis)
     reasons = _reasons(analysis)
     return {
@@ -792,12 +781,12 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
         "overview": [_overview(d, part, analysis.units) for d in analysis.devices],
         "overview_columns": _overview_columns(analysis),
         "part": part,
-        "sync_loss": pct(loss, 2),
-        "slowest": slowest,
-        "server_checks": _checks(analysis.server_checks, parts),
+        "sync_loss": pct(analysis.sync_loss.loss, 2),
+        "slowest": analysis.sync_loss.slowest,
+        "server_checks": _checks(analysis.server_checks),
         "ddp": ddp_context(analysis.sync),
         "server_figures": server,
-        "devices": [_device(d, analysis, tele[d.index], work[d.index]) for d in analysis.devices],
+        "devices": [_device(d, analysis, tele[d.index]) for d in analysis.devices],
         "host_rows": host_rows,
         "inventory": _inventory(analysis),
         "capabilities": _capabilities(analysis),

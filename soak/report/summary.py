@@ -73,7 +73,7 @@ def _window(stats: WindowStats | None) -> dict[str, Any]:
     out["throughput_cv"] = dict(stats.throughput_cv)
     out["power_mean_w"] = stats.power_mean_w
     out["energy_basis"] = stats.energy_basis
-    out["energy_per_work"] = stats.energy_per_work()
+    out["energy_per_work"] = dict(stats.energy_per_work)
     return out
 
 
@@ -170,7 +170,6 @@ def build_summary(analysis: Analysis) -> dict[str, Any]:
     """The summary of an analysed run, the noise of each device's steady figures included."""
     meta = analysis.meta
     run, stop = analysis.run, analysis.stop
-    sync_loss, slowest = analysis.sync_loss()
     summary = {
         "schema_version": SCHEMA_VERSION,
         "soak_version": __version__,
@@ -196,12 +195,12 @@ def build_summary(analysis: Analysis) -> dict[str, Any]:
         "host": dict(meta.host),
         "devices": [_device(d, analysis.units, d.noise) for d in analysis.devices],
         "server": {
-            "sync_loss": sync_loss,
-            "slowest_device": slowest,
-            "part": analysis.primary_part(),
+            "sync_loss": analysis.sync_loss.loss,
+            "slowest_device": analysis.sync_loss.slowest,
+            "part": analysis.primary_part,
             "by_part": [
-                {"part": part, "sync_loss": loss, "slowest_device": device}
-                for part, (loss, device) in analysis.sync_losses().items()
+                {"part": s.part, "sync_loss": s.loss, "slowest_device": s.slowest}
+                for s in analysis.sync_losses
             ],
             "ddp": ddp_summary(analysis.sync),
         },

@@ -59,7 +59,7 @@ def test_window_stats_give_median_spread_and_throughput_per_part():
     assert s.throughput_cv["gemm"] == pytest.approx(0.0, abs=1e-12)
     # first to last energy reading: 700 * 599 J over 600 to 1199 s
     assert (s.power_mean_w, s.energy_basis) == (pytest.approx(700.0), "energy counter")
-    assert s.energy_per_work() == pytest.approx({"gemm": 1e-12, "membw": 700 / 2.7e12})
+    assert s.energy_per_work == pytest.approx({"gemm": 1e-12, "membw": 700 / 2.7e12})
     # Unread metrics are None, never 0.
     assert s.median["mem_temp_c"] is None and s.p90["util_pct"] is None
 
