@@ -23,51 +23,102 @@ from soak.errors import ConfigError
 from soak.nodegroup import NodeGroup
 
 
+def setting(default: Any, means: str) -> Any:
+    """A profile setting with its default and what it means, as the report explains it."""
+    return field(default=default, metadata={"meaning": means})
+
+
+def meaning(f: dataclasses.Field) -> str:
+    """What a profile setting means (``setting``)."""
+    return f.metadata.get("meaning", "")
+
+
 @dataclass(frozen=True, slots=True)
 class Windows:
-    """Where the cold and steady windows lie and what equilibrium means (DESIGN.md)."""
+    """Where the cold and steady windows lie and what equilibrium means (docs/verdict.md,
+    docs/equilibrium.md)."""
 
-    cold_start_s: float = 5.0  # after load start: past warm-up
-    cold_length_s: float = 60.0  # before the heat sink warms
-    eq_window_s: float = 300.0  # each of the two adjacent windows whose levels are compared
-    eq_check_interval_s: float = 30.0
-    eq_checks: int = 3  # passing checks within one eq_window_s
-    eq_temp_tolerance_c: float = 1.0  # settled: moved less than one sensor step
-    eq_rel_tolerance_pct: float = 1.0  # power, SM clock and throughput (% of level)
-    steady_length_s: float = 600.0
+    cold_start_s: float = setting(
+        5.0, "cold window starts this long after the device's load starts (s)"
+    )  # past warm-up
+    cold_length_s: float = setting(60.0, "length of the cold window (s)")  # before the sink warms
+    eq_window_s: float = setting(
+        300.0, "each of the two adjacent windows the equilibrium rule compares (s)"
+    )
+    eq_check_interval_s: float = setting(30.0, "time between equilibrium checks (s)")
+    eq_checks: int = setting(3, "passing checks within one window that make equilibrium")
+    eq_temp_tolerance_c: float = setting(  # one sensor step
+        1.0, "settled: temperature level moved less than this between the windows (°C)"
+    )
+    eq_rel_tolerance_pct: float = setting(
+        1.0, "settled: power, SM clock and throughput moved less than this (%)"
+    )
+    steady_length_s: float = setting(600.0, "length of the steady window after equilibrium (s)")
 
 
 @dataclass(frozen=True, slots=True)
 class Checks:
-    """Acceptance thresholds (DESIGN.md, Verdict)."""
+    """Acceptance thresholds (docs/verdict.md)."""
 
     # steady / cold, with the power-capped drift taken out: thermal and unexplained loss
-    min_throughput_retention: float = 0.95
-    max_power_drift: float = 0.08  # power-capped (leakage) drift fails only past this
-    expected_power_drift: float = 0.0  # what the SKU loses to leakage (0: no expectation)
-    max_sw_thermal_fraction: float = 0.01
-    min_temp_margin_c: float = 5.0  # steady temperature below the slowdown threshold
-    outlier_mad_k: float = 3.0  # within-server rule: median - max(k*MAD, rel*median)
-    outlier_min_rel: float = 0.05
-    max_jitter_cv: float = 0.05  # steady throughput coefficient of variation (warn above)
-    require_equilibrium: bool = False  # fail (not warn) when equilibrium is not reached
-    min_power_limit_fraction: float = 0.99  # warn when the enforced limit is below default
-    hot_spot_margin_c: float = 6.0  # warn above the server's median temperature by more
+    min_throughput_retention: float = setting(
+        0.95, "steady / cold throughput, without the power-capped drift, at least"
+    )
+    max_power_drift: float = setting(
+        0.08, "power-capped (leakage) drift from cold to steady fails past this"
+    )
+    expected_power_drift: float = setting(  # 0: no expectation
+        0.0, "the SKU's usual power-capped drift, shown for comparison"
+    )
+    max_sw_thermal_fraction: float = setting(
+        0.01, "SW thermal slowdown: largest share of steady time"
+    )
+    min_temp_margin_c: float = setting(
+        5.0, "steady temperature at least this far below slowdown (°C)"
+    )
+    outlier_mad_k: float = setting(3.0, "within-server rule: k in median − max(k·MAD, rel·median)")
+    outlier_min_rel: float = setting(
+        0.05, "within-server rule: rel in median − max(k·MAD, rel·median)"
+    )
+    max_jitter_cv: float = setting(
+        0.05, "steady throughput coefficient of variation above this warns"
+    )
+    require_equilibrium: bool = setting(False, "fail (not warn) when equilibrium is not reached")
+    min_power_limit_fraction: float = setting(
+        0.99, "an enforced power limit below this share of the default limit warns"
+    )
+    hot_spot_margin_c: float = setting(
+        6.0, "a device hotter than the server's median by more than this warns (°C)"
+    )
     # ddp (synchronous training): a rank that is the straggler in more than this share of
     # steady steps, computing more than warn (fail) above the median rank, warns (fails)
-    ddp_straggler_share: float = 0.5
-    ddp_straggler_warn: float = 0.05
-    ddp_straggler_fail: float = 0.10
-    min_sync_retention: float = 0.95  # ddp: steady / cold server step rate
-    min_busbw_Bps: float = 0.0  # ddp: all-reduce bus bandwidth floor, bytes/s; 0: none
-    min_busbw_source: str = ""  # where min_busbw_Bps comes from ([datasheet], [assumed], ...)
-    min_busbw_ranks: int = 2  # ddp: the busbw floor holds for runs of at least this many ranks
+    ddp_straggler_share: float = setting(
+        0.5, "ddp: share of steady steps a rank must set the pace in to be judged"
+    )
+    ddp_straggler_warn: float = setting(
+        0.05, "ddp: its compute time above the median rank's that warns"
+    )
+    ddp_straggler_fail: float = setting(
+        0.10, "ddp: its compute time above the median rank's that fails"
+    )
+    min_sync_retention: float = setting(0.95, "ddp: steady / cold server step rate at least")
+    min_busbw_Bps: float = setting(0.0, "ddp: all-reduce bus bandwidth floor (B/s; 0: none)")
+    min_busbw_source: str = setting(  # [datasheet], [assumed], ...
+        "", "ddp: where the bus bandwidth floor comes from"
+    )
+    min_busbw_ranks: int = setting(
+        2, "ddp: the bus bandwidth floor holds for at least this many ranks"
+    )
     # Thermal headroom (soak.analysis.headroom): the inlet each device is projected to, °C
     # (ASHRAE A2 allowable: 35 °C), and the margin to the SW thermal slowdown it must keep
     # there, °C (0: no floor; a projection that crosses a slowdown threshold below the
     # design inlet warns either way).
-    design_inlet_c: float = 35.0
-    min_headroom_c: float = 0.0
+    design_inlet_c: float = setting(
+        35.0, "thermal headroom: the inlet each device is projected to (°C)"
+    )
+    min_headroom_c: float = setting(
+        0.0, "thermal headroom: SW thermal margin at the design inlet at least (°C; 0: none)"
+    )
 
 
 @dataclass(frozen=True, slots=True)

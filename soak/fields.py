@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from soak.model import ClockReason
+from soak.model import HW_REASONS, ClockReason
 
 
 class Kind(enum.StrEnum):
@@ -176,11 +176,12 @@ REASONS: tuple[Reason, ...] = (
     Reason("hw_slowdown", ClockReason.HW_SLOWDOWN, "HW slowdown"),
     Reason("hw_thermal", ClockReason.HW_THERMAL, "HW thermal slowdown"),
     Reason("hw_power_brake", ClockReason.HW_POWER_BRAKE, "HW power brake"),
-    Reason(
-        "hw_any",
-        ClockReason.HW_SLOWDOWN | ClockReason.HW_THERMAL | ClockReason.HW_POWER_BRAKE,
-        "any HW reason",
-    ),
+    Reason("hw_any", HW_REASONS, "any HW reason"),
+)
+REASONS_BY_KEY: dict[str, Reason] = {r.key: r for r in REASONS}
+# The HW group one reason at a time (HW slowdown, HW thermal slowdown, HW power brake).
+HW_REASON_BITS: tuple[Reason, ...] = tuple(
+    r for r in REASONS if r.bits != HW_REASONS and r.bits & HW_REASONS == r.bits
 )
 
 

@@ -277,6 +277,3 @@ class ServerReading:
 
 INLET_SERIES = "inlet_c"
 CHASSIS_SERIES = "chassis_temp_c:"  # + the BMC's name of the sensor
-
-
-RATE_UNITS = {"FLOP": "FLOP/s", "B": "B/s", "token": "token/s"}

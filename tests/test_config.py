@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 from soak.bmc import BmcOptions
-from soak.config import Profile, RunConfig, builtin_profiles, load_profile, parse_profile
+from soak.config import (
+    Checks,
+    Profile,
+    RunConfig,
+    Windows,
+    builtin_profiles,
+    load_profile,
+    meaning,
+    parse_profile,
+)
 from soak.errors import ConfigError
 from soak.nodegroup import NodeGroup
 from workloads.base import OptionError, WorkloadOptions
@@ -174,3 +183,12 @@ def test_test_only_workload_options_are_not_operator_options():
         WorkloadOptions.typed([("ddp_slow_rank", "1")])
     assert "ddp_perturb_rank" not in str(raised.value) and "mix_sync" in str(raised.value)
     assert WorkloadOptions(ddp_slow_rank=1, ddp_slowdown=3.0).ddp_slow_rank == 1
+
+
+def test_every_profile_setting_says_what_it_means():
+    """The report's profile table explains each setting from the setting's own field."""
+    for cls in (Windows, Checks):
+        assert all(meaning(f) for f in dataclasses.fields(cls)), cls.__name__
+    assert "power limit" in meaning(
+        next(f for f in dataclasses.fields(Checks) if f.name == "min_power_limit_fraction")
+    )

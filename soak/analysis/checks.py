@@ -20,8 +20,8 @@ from soak.analysis.contention import RERUN, Contention, ForeignProcess, review
 from soak.analysis.equilibrium import Equilibrium
 from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowName, WindowStats
 from soak.config import Profile
-from soak.model import RATE_UNITS, ClockReason, WorkerOutcome
-from soak.units import duration, pct, si
+from soak.model import WorkerOutcome
+from soak.units import duration, pct, rate_unit, si
 
 
 class Status(enum.StrEnum):
@@ -172,7 +172,7 @@ class DeviceFacts:
 
 
 def _rate(value: float | None, part: str, facts: DeviceFacts) -> str:
-    return si(value, RATE_UNITS.get(facts.units.get(part, ""), facts.units.get(part, "") + "/s"))
+    return si(value, rate_unit(facts.units.get(part)))
 
 
 def _late_windows(f: DeviceFacts) -> list[tuple[WindowName, WindowStats | None]]:
@@ -483,16 +483,11 @@ def check_sw_thermal(f: DeviceFacts, profile: Profile) -> list[Finding]:
     return out
 
 
-HW_REASON_NAMES = {
-    ClockReason.HW_SLOWDOWN: "HW slowdown",
-    ClockReason.HW_THERMAL: "HW thermal slowdown",
-    ClockReason.HW_POWER_BRAKE: "HW power brake",
-}
 MAX_EPISODES_NAMED = 3
 
 
 def _episode_text(e: HwEpisode, load_start_s: float | None) -> str:
-    names = "/".join(name for bit, name in HW_REASON_NAMES.items() if e.bits & int(bit))
+    names = "/".join(r.label for r in fields.HW_REASON_BITS if e.bits & int(r.bits))
     if load_start_s is not None:
         when = f"{e.start_s - load_start_s:.0f} s into the load"
     else:

@@ -50,7 +50,7 @@ from soak.analysis.checks import (
     Status,
 )
 from soak.analysis.windows import WindowStats
-from soak.model import ClockReason
+from soak.model import HW_REASONS, ClockReason
 
 HEALTHY = "healthy"
 THERMAL = "thermal-limited"
@@ -61,6 +61,23 @@ NOT_MEASURED = "not measured"  # an incomplete run that stopped before any work 
 CONTENTION = contention.HOST  # the host's other load took the device (a CPU)
 FOREIGN = contention.PROCESS  # a compute process not soak's shared the device (a GPU)
 CAUSES = (HEALTHY, THERMAL, POWER, HOST, HARDWARE, NOT_MEASURED, CONTENTION, FOREIGN)
+# What each cause means, for the report's reader
+MEANINGS = {
+    HEALTHY: "no loss from cold to steady state that the checks flag",
+    THERMAL: "clocks held back by thermal slowdown (or a HW thermal event), or too little "
+    "margin below the slowdown temperature",
+    POWER: "slower at steady state with the power cap in force most of the time (leakage "
+    "grows with temperature)",
+    HOST: "utilisation fell before throughput did: the host did not keep the device busy",
+    HARDWARE: "hardware errors, protection events, failed results, a lost device or a "
+    "slowdown with no thermal, power or host explanation: see the failing checks",
+    NOT_MEASURED: "the run stopped before any work was measured: nothing can be said of the "
+    "device's health",
+    CONTENTION: "its figures fell while the host's other work used the device: it could not "
+    "be judged alone",
+    FOREIGN: "its figures fell while another compute process shared the device: it could not "
+    "be judged alone",
+}
 NEXT_STEPS = {
     HEALTHY: "nothing to do",
     THERMAL: "check the inlet temperature, the fans and the heat sink's contact (thermal pads, "
@@ -185,7 +202,7 @@ def _hardware(
     return None
 
 
-_NOT_THERMAL = int(ClockReason.HW_SLOWDOWN | ClockReason.HW_POWER_BRAKE)
+_NOT_THERMAL = int(HW_REASONS & ~ClockReason.HW_THERMAL)
 
 
 def _protection_bits(f: DeviceFacts) -> int:

@@ -26,8 +26,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from soak.analysis.analyze import DeviceResult
-from soak.fields import BY_NAME, NOISE_METRICS
+from soak.fields import BY_NAME, HW_REASON_BITS, NOISE_METRICS, REASONS_BY_KEY
 from soak.model import ClockReason
+from soak.units import prefix
 
 MAX_POINTS = 1000  # bins per plotted series; about one per pixel column of a figure
 RASTER_DPI = 130  # of the rasterised data layers: sharp on screen and printed
@@ -37,12 +38,10 @@ HEATMAP_BINS = 400
 GAP_FACTOR = 5.0  # bins further apart than this many typical spacings: the line breaks
 
 COLD_COLOR, STEADY_COLOR = "#54aeff", "#fb8f44"
-REASON_ROWS = (  # always drawn, so that their absence reads as "never set"
-    ("hw_slowdown", ClockReason.HW_SLOWDOWN, "#cf222e"),
-    ("hw_thermal", ClockReason.HW_THERMAL, "#cf222e"),
-    ("hw_power_brake", ClockReason.HW_POWER_BRAKE, "#cf222e"),
-    ("sw_thermal", ClockReason.SW_THERMAL, "#e16f24"),
-    ("sw_power_cap", ClockReason.SW_POWER_CAP, "#bf8700"),
+REASON_ROWS = (  # always drawn, so that their absence reads as "never set": the HW group first
+    *((r.key, r.bits, "#cf222e") for r in HW_REASON_BITS),
+    ("sw_thermal", REASONS_BY_KEY["sw_thermal"].bits, "#e16f24"),
+    ("sw_power_cap", REASONS_BY_KEY["sw_power_cap"].bits, "#bf8700"),
 )
 OTHER_REASON_COLOR = "#8c959f"
 
@@ -379,7 +378,7 @@ def server_view(
     cmap = matplotlib.colormaps["tab10" if len(results) <= 10 else "tab20"]
     rates = {d.index: d.rates[part] for d in results if part in d.rates}
     finite = [r.rate[np.isfinite(r.rate)] for r in rates.values()]
-    prefix_scale, prefix = _prefix(max((float(r.max()) for r in finite if r.size), default=0.0))
+    prefix_scale, name = prefix(max((float(r.max()) for r in finite if r.size), default=0.0))
     for i, d in enumerate(results):
         color = cmap(i % cmap.N)
         temp = envelope(tele[d.index]["t_s"] - t0, tele[d.index]["temp_c"])
@@ -391,7 +390,7 @@ def server_view(
                 _plot(ax_rate, e, scale, color, d.info.label, factor=1.0 / prefix_scale)
     if ax_temp is not None:
         ax_temp.set_ylabel("temperature (°C)")
-    rate_label = f"{prefix}{rate_unit}"
+    rate_label = f"{name}{rate_unit}"
     ax_rate.set_ylabel(f"{part or 'throughput'}" + (f" ({rate_label})" if rate_label else ""))
     if not ax_rate.lines:
         _not_available(ax_rate, "throughput")
@@ -402,13 +401,6 @@ def server_view(
         )
     fig.align_ylabels(axes)
     return to_data_uri(fig)
-
-
-def _prefix(value: float) -> tuple[float, str]:
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if value >= scale:
-            return scale, prefix
-    return 1.0, ""
 
 
 def binned(

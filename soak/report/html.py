@@ -24,20 +24,19 @@ from soak.analysis.analyze import (
     merge_windows,
 )
 from soak.analysis.checks import CheckName, Finding, Status
-from soak.analysis.diagnosis import NEXT_STEPS
+from soak.analysis.diagnosis import MEANINGS, NEXT_STEPS
 from soak.analysis.windows import WindowName, WindowStats
-from soak.config import Checks, Windows
+from soak.config import Checks, Windows, meaning
 from soak.fields import REASONS
-from soak.model import RATE_UNITS, EventKind
+from soak.model import EventKind
 from soak.record import BmcProbe, Salvage, StopRecord
 from soak.report import figures
 from soak.report.headroom import headroom_context
 from soak.report.junit import case_names, run_cases
 from soak.report.sync import ddp_context
-from soak.units import NOT_AVAILABLE, duration, num, pct, plural, si
+from soak.units import NOT_AVAILABLE, duration, num, pct, plural, rate_unit, si, small_si
 
 MAX_EVENTS = 2000  # event rows shown; the store keeps every one
-SMALL_PREFIXES = ((1e-3, "m"), (1e-6, "µ"), (1e-9, "n"), (1e-12, "p"), (1e-15, "f"))
 
 env = jinja2.Environment(
     loader=jinja2.PackageLoader("soak.report", "templates"),
@@ -58,56 +57,7 @@ def _cell(value: Any) -> Any:
 
 env.filters["cell"] = _cell
 
-DIAGNOSES = {
-    "healthy": "no loss from cold to steady state that the checks flag",
-    "thermal-limited": "clocks held back by thermal slowdown (or a HW thermal event), or too "
-    "little margin below the slowdown temperature",
-    "power-limited": "slower at steady state with the power cap in force most of the time "
-    "(leakage grows with temperature)",
-    "host-bound": "utilisation fell before throughput did: the host did not keep the device busy",
-    "hardware-fault": "hardware errors, protection events, failed results, a lost device or a "
-    "slowdown with no thermal, power or host explanation: see the failing checks",
-    "not measured": "the run stopped before any work was measured: nothing can be said of "
-    "the device's health",
-}
-DIAGNOSES = {cause: f"{text}. Next: {NEXT_STEPS[cause]}" for cause, text in DIAGNOSES.items()}
-
-WINDOW_MEANINGS = {
-    "cold_start_s": "cold window starts this long after the device's load starts (s)",
-    "cold_length_s": "length of the cold window (s)",
-    "eq_window_s": "each of the two adjacent windows the equilibrium rule compares (s)",
-    "eq_check_interval_s": "time between equilibrium checks (s)",
-    "eq_checks": "passing checks within one window that make equilibrium",
-    "eq_temp_tolerance_c": "settled: temperature level moved less than this between "
-    "the windows (°C)",
-    "eq_rel_tolerance_pct": "settled: power, SM clock and throughput moved less than this (%)",
-    "steady_length_s": "length of the steady window after equilibrium (s)",
-}
-CHECK_MEANINGS = {
-    "min_throughput_retention": "steady / cold throughput, without the power-capped drift, at "
-    "least",
-    "max_power_drift": "power-capped (leakage) drift from cold to steady fails past this",
-    "expected_power_drift": "the SKU's usual power-capped drift, shown for comparison",
-    "hot_spot_margin_c": "a device hotter than the server's median by more than this warns (°C)",
-    "max_sw_thermal_fraction": "SW thermal slowdown: largest share of steady time",
-    "min_temp_margin_c": "steady temperature at least this far below slowdown (°C)",
-    "outlier_mad_k": "within-server rule: k in median − max(k·MAD, rel·median)",
-    "outlier_min_rel": "within-server rule: rel in median − max(k·MAD, rel·median)",
-    "max_jitter_cv": "steady throughput coefficient of variation above this warns",
-    "require_equilibrium": "fail (not warn) when equilibrium is not reached",
-    "min_power_limit_fraction": "an enforced power limit below this share of the default "
-    "limit warns",
-    "ddp_straggler_share": "ddp: share of steady steps a rank must set the pace in to be judged",
-    "ddp_straggler_warn": "ddp: its compute time above the median rank's that warns",
-    "ddp_straggler_fail": "ddp: its compute time above the median rank's that fails",
-    "min_sync_retention": "ddp: steady / cold server step rate at least",
-    "min_busbw_Bps": "ddp: all-reduce bus bandwidth floor (B/s; 0: none)",
-    "min_busbw_source": "ddp: where the bus bandwidth floor comes from",
-    "min_busbw_ranks": "ddp: the bus bandwidth floor holds for at least this many ranks",
-    "design_inlet_c": "thermal headroom: the inlet each device is projected to (°C)",
-    "min_headroom_c": "thermal headroom: SW thermal margin at the design inlet at least (°C; "
-    "0: none)",
-}
+DIAGNOSES = {cause: f"{text}. Next: {NEXT_STEPS[cause]}" for cause, text in MEANINGS.items()}
 
 NOTABLE_EVENTS = frozenset(
     {
@@ -127,18 +77,6 @@ def text(value: Any) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return NOT_AVAILABLE
     return str(value)
-
-
-def small_si(value: float | None, unit: str, digits: int = 3) -> str:
-    """Like ``si`` but for values below one too: 1.02e-12 J/FLOP → "1.02 pJ/FLOP"."""
-    if value is None or not math.isfinite(value):
-        return NOT_AVAILABLE
-    if value == 0 or abs(value) >= 1:
-        return si(value, unit, digits)
-    scale, prefix = next(((s, p) for s, p in SMALL_PREFIXES if abs(value) >= s), SMALL_PREFIXES[-1])
-    scaled = value / scale
-    decimals = max(digits - 1 - math.floor(math.log10(abs(scaled))), 0)
-    return f"{scaled:.{decimals}f} {prefix}{unit}"
 
 
 def clock_time(seconds: float) -> str:
@@ -223,14 +161,14 @@ def _part_rows(
     rows = []
     for part in sorted(f.units):
         unit = units.get(part, "")
-        rate_unit = RATE_UNITS.get(unit, f"{unit}/s")
+        per_s = rate_unit(unit)
         cold, steady = _stat(f.cold, "throughput", part), _stat(f.steady, "throughput", part)
         cv = _stat(f.steady, "throughput_cv", part)
         rows.append(
             {
                 "label": f"{part} throughput",
-                "cold": si(cold, rate_unit),
-                "steady": si(steady, rate_unit),
+                "cold": si(cold, per_s),
+                "steady": si(steady, per_s),
                 "ratio": _ratio(cold, steady),
                 "spread": f"CV {pct(cv, 2)}" if cv is not None else NOT_AVAILABLE,
             }
@@ -353,7 +291,7 @@ def _device(d: DeviceResult, analysis: Analysis, tele: dict[str, np.ndarray]) ->
 
 def _overview(d: DeviceResult, part: str | None, units: dict[str, str]) -> dict[str, Any]:
     f = d.facts
-    rate_unit = RATE_UNITS.get(units.get(part or "", ""), "")
+    per_s = rate_unit(units.get(part or ""))
     cold = _stat(f.cold, "throughput", part) if part else None
     steady = _stat(f.steady, "throughput", part) if part else None
     temp = _stat(f.steady, "median", "temp_c")
@@ -368,8 +306,8 @@ def _overview(d: DeviceResult, part: str | None, units: dict[str, str]) -> dict[
         "index": d.index,
         "verdict": d.verdict,
         "diagnosis": d.diagnosis,
-        "cold": si(cold, rate_unit),
-        "steady": si(steady, rate_unit),
+        "cold": si(cold, per_s),
+        "steady": si(steady, per_s),
         "ratio": pct(steady / cold if cold and steady is not None else None),
         "temp": num(temp, ".0f", " °C"),
         "margin": num(margin, ".0f", " °C"),
@@ -517,17 +455,10 @@ def _profile(analysis: Analysis) -> dict[str, Any]:
     p = analysis.profile
     clock = words(device_kind(analysis))["sm_clock"]
     windows = [
-        (
-            f.name,
-            getattr(p.windows, f.name),
-            WINDOW_MEANINGS.get(f.name, "").replace("SM clock", clock),
-        )
+        (f.name, getattr(p.windows, f.name), meaning(f).replace("SM clock", clock))
         for f in dataclasses.fields(Windows)
     ]
-    checks = [
-        (f.name, getattr(p.checks, f.name), CHECK_MEANINGS.get(f.name, ""))
-        for f in dataclasses.fields(Checks)
-    ]
+    checks = [(f.name, getattr(p.checks, f.name), meaning(f)) for f in dataclasses.fields(Checks)]
     floors = [
         (workload, part, floor, p.floor_sources.get(workload, {}).get(part, ""))
         for workload, parts in sorted(p.floors.items())
@@ -762,10 +693,10 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
     tele = data.telemetry
     starts = [d.load_start_s for d in analysis.devices if d.load_start_s is not None]
     t0 = min(starts) if starts else (meta.load_start_s or 0.0)
-    rate_unit = RATE_UNITS.get(analysis.units.get(part or "", ""), "")
+    per_s = rate_unit(analysis.units.get(part or ""))
     server: dict[str, str | None] = {"view": None, "heatmap": None}
     if analysis.devices and any(tele[d.index]["t_s"].size for d in analysis.devices):
-        server["view"] = figures.server_view(analysis.devices, tele, part, rate_unit, t0)
+        server["view"] = figures.server_view(analysis.devices, tele, part, per_s, t0)
         server["heatmap"] = figures.heatmap(analysis.devices, tele, part, t0, _hot_spots(analysis))
     host_rows = _host_rows(analysis)
     reasons = _reasons(analysis)

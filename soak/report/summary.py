@@ -39,9 +39,9 @@ from soak.analysis.noise import Noise
 from soak.analysis.windows import WindowStats
 from soak.errors import ConfigError
 from soak.fields import SUMMARY_METRICS
-from soak.model import RATE_UNITS
 from soak.report.headroom import headroom_summary
 from soak.report.sync import ddp_summary
+from soak.units import rate_unit
 
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({1})
@@ -147,7 +147,7 @@ def _device(d: DeviceResult, units: dict[str, str], noise: Noise | None) -> dict
         "cold": cold,
         "steady": steady,
         "ratio": _ratio(cold, steady),
-        "throughput_units": {p: RATE_UNITS.get(units.get(p, ""), "") for p in f.units},
+        "throughput_units": {p: rate_unit(units.get(p)) for p in f.units},
         "windows": {
             name: None if s is None else {"start_s": s.window.start_s, "end_s": s.window.end_s}
             for name, s in (("cold", f.cold), ("steady", f.steady))

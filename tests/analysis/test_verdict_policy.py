@@ -11,7 +11,7 @@ import pytest
 from soak.analysis import checks as c
 from soak.analysis.analyze import hw_episodes, records_throughput
 from soak.analysis.checks import HwEpisode, Status
-from soak.analysis.diagnosis import CAUSES, NEXT_STEPS, diagnose, peers_of
+from soak.analysis.diagnosis import CAUSES, MEANINGS, NEXT_STEPS, diagnose, peers_of
 from soak.config import Checks, Profile
 from soak.record import RunRecord
 from tests.analysis.facts import cold, facts, server, stats
@@ -266,7 +266,7 @@ def test_the_run_record_says_whether_throughput_is_recorded(run, any_work, expec
 
 
 def test_every_cause_names_the_operators_next_step():
-    assert set(NEXT_STEPS) == set(CAUSES)
+    assert set(NEXT_STEPS) == set(MEANINGS) == set(CAUSES)
     assert "inlet" in NEXT_STEPS["thermal-limited"] and "fans" in NEXT_STEPS["thermal-limited"]
     assert "power limit" in NEXT_STEPS["power-limited"] and "PSU" in NEXT_STEPS["power-limited"]
     assert "PCIe" in NEXT_STEPS["host-bound"] and "NUMA" in NEXT_STEPS["host-bound"]

@@ -11,8 +11,8 @@ from markupsafe import escape
 
 from soak.config import load_profile
 from soak.report import build_outputs
-from soak.report.html import small_si
 from soak.store import STORE_NAME
+from soak.units import small_si
 from tests.report.conftest import HOSTILE_NAME, HOSTILE_TAG, copy_run
 
 
