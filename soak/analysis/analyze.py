@@ -22,11 +22,11 @@ from soak.analysis.contention import (
     foreign_processes,
     window_contention,
 )
+from soak.analysis.ddp_steps import SyncFacts, split_loss, sync_checks, sync_facts
 from soak.analysis.diagnosis import Peers, diagnose, peers_of
 from soak.analysis.equilibrium import Equilibrium, Series, Signals, detect
 from soak.analysis.headroom import Headroom, headroom_checks, run_headroom
 from soak.analysis.noise import Noise, noise
-from soak.analysis.sync import SyncFacts, split_loss, sync_checks, sync_facts
 from soak.analysis.windows import (
     Window,
     WindowName,

@@ -25,12 +25,12 @@ from soak.fleet.analyze import (
     Outlier,
     Settings,
     Spread,
-    analyze,
+    analyze_fleet,
     device_label,
     placement,
 )
 from soak.fleet.collect import Collection, Device, Node
-from soak.fleet.sync import Group, find_groups, group_json
+from soak.fleet.ddp_groups import Group, find_groups, group_json
 from soak.report.html import render, write_html
 from soak.report.summary import clean_json
 from soak.units import NOT_AVAILABLE, si
@@ -408,7 +408,7 @@ def make_report(
     """Analyse, then write ``fleet.json`` and ``fleet.html`` into ``out_dir``."""
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"{out_dir}: not a folder")
-    result = analyze(collection, settings)
+    result = analyze_fleet(collection, settings)
     where = placement(result, layout)
     out_dir.mkdir(parents=True, exist_ok=True)
     groups = find_groups(collection)

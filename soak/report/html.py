@@ -31,9 +31,9 @@ from soak.fields import REASONS
 from soak.model import EventKind
 from soak.record import BmcProbe, Salvage, StopRecord
 from soak.report import figures
+from soak.report.ddp_section import ddp_context
 from soak.report.headroom import headroom_context
 from soak.report.junit import case_names, run_cases
-from soak.report.sync import ddp_context
 from soak.units import NOT_AVAILABLE, duration, num, pct, plural, rate_unit, si, small_si
 
 MAX_EVENTS = 2000  # event rows shown; the store keeps every one

@@ -39,8 +39,8 @@ from soak.analysis.noise import Noise
 from soak.analysis.windows import WindowStats
 from soak.errors import ConfigError
 from soak.fields import SUMMARY_METRICS
+from soak.report.ddp_section import ddp_summary
 from soak.report.headroom import headroom_summary
-from soak.report.sync import ddp_summary
 from soak.units import rate_unit
 
 SCHEMA_VERSION = 1

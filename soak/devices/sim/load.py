@@ -9,9 +9,9 @@ from typing import Protocol
 import numpy as np
 
 from soak.devices.base import LoadUpdate
+from soak.devices.sim.lockstep import SyncSim
 from soak.devices.sim.params import Chassis, Workload
 from soak.devices.sim.physics import EPS
-from soak.devices.sim.sync import SyncSim
 from soak.model import Event, EventKind, WorkerOutcome, WorkSample
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from soak.analysis.checks import Status
-from soak.analysis.sync import (
+from soak.analysis.ddp_steps import (
     BUSBW_FORMULA,
     ONE_RANK,
     check_busbw,
