@@ -85,13 +85,10 @@ def _spread(s: Spread) -> dict[str, Any]:
     }
 
 
-def build_fleet_json(
-    result: FleetResult,
-    out_dir: Path,
-    where: Mapping[str, tuple[str, str]],
-    groups: Sequence[Group] = (),
-) -> dict[str, Any]:
-    c = result.collection
+def _nodes_json(
+    result: FleetResult, out_dir: Path, where: Mapping[str, tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """fleet.json's ``nodes``: every node ranked, with its worst device and rack place."""
     nodes = []
     for r in result.ranked:
         rack, slot = where.get(r.node.name, (None, None))
@@ -114,8 +111,13 @@ def build_fleet_json(
                 "slot": slot,
             }
         )
+    return nodes
+
+
+def _devices_json(result: FleetResult) -> list[dict[str, Any]]:
+    """fleet.json's ``devices``: every device of every node, with its slowness."""
     devices = []
-    for node in c.nodes:
+    for node in result.collection.nodes:
         for position, d in enumerate(node.devices):
             devices.append(
                 {
@@ -132,6 +134,18 @@ def build_fleet_json(
                     "throttle_inlet_c": d.throttle_inlet_c,
                 }
             )
+    return devices
+
+
+def build_fleet_json(
+    result: FleetResult,
+    out_dir: Path,
+    where: Mapping[str, tuple[str, str]],
+    groups: Sequence[Group] = (),
+) -> dict[str, Any]:
+    c = result.collection
+    nodes = _nodes_json(result, out_dir, where)
+    devices = _devices_json(result)
     data = {
         "schema_version": SCHEMA_VERSION,
         "soak_version": __version__,

@@ -458,7 +458,6 @@ def heatmap(
     rates = np.vstack(rows)
     height = 0.9 + 0.2 * len(results)
     extent = (0.0, (t_end - t0) / scale, len(results) - 0.5, -0.5)
-    labels = [d.info.label for d in results]
     panels = (
         (temps, "inferno", "hottest temperature in each bin (°C)", None, None),
         (
@@ -491,21 +490,22 @@ def heatmap(
         )
         fig.colorbar(image, ax=ax, pad=0.01)
         ax.set_title(label, loc="left")
-        if number == 0 and hot_spots:
-            marked = [
-                f"{x} ▲ hot spot" if d.index in hot_spots else x
-                for x, d in zip(labels, results, strict=True)
-            ]
-            ax.set_yticks(range(len(results)), marked)
-            for tick, d in zip(ax.get_yticklabels(), results, strict=True):
-                if d.index in hot_spots:
-                    tick.set_color("#b00020" if hot_spots[d.index] == "fail" else "#b36b00")
-                    tick.set_fontweight("bold")
-        else:
-            ax.set_yticks(range(len(results)), labels)
+        _device_ticks(ax, results, hot_spots if number == 0 else {})
         ax.grid(False)
     axes[-1].set_xlabel(f"{unit} since load start")
     return to_data_uri(fig)
+
+
+def _device_ticks(ax: Axes, results: Sequence[DeviceResult], hot_spots: dict[int, str]) -> None:
+    """A row label per device; those in ``hot_spots`` marked, red for "fail"."""
+    labels = [
+        f"{d.info.label} ▲ hot spot" if d.index in hot_spots else d.info.label for d in results
+    ]
+    ax.set_yticks(range(len(results)), labels)
+    for tick, d in zip(ax.get_yticklabels(), results, strict=True):
+        if d.index in hot_spots:
+            tick.set_color("#b00020" if hot_spots[d.index] == "fail" else "#b36b00")
+            tick.set_fontweight("bold")
 
 
 def comparison(changes: Sequence) -> str:
