@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from soak.errors import ConfigError, StoreError
-from soak.fields import INTEGER_COLUMNS
+from soak.fields import INTEGER_COLUMNS, Columns
 from soak.model import (
     TELEMETRY_FIELDS,
     TELEMETRY_METRICS,
@@ -383,7 +383,7 @@ class RunStore:
                 table.setdefault(device, {})[metric] = status
         return table
 
-    def telemetry(self, device: int, as_read: bool = False) -> dict[str, np.ndarray]:
+    def telemetry(self, device: int, as_read: bool = False) -> Columns:
         """Every telemetry column of one device as float arrays ordered by time; NaN where
         the value could not be read, and where it was read but cannot be true (flagged
         implausible), unless ``as_read``."""
@@ -404,7 +404,7 @@ class RunStore:
                 k = int(np.searchsorted(t, flag.t_s))
                 if k < t.size and t[k] == flag.t_s and flag.field in columns:
                     columns[flag.field][k] = math.nan
-        return columns
+        return Columns(columns)
 
     def implausible(self, device: int) -> list[Implausible]:
         """The readings of one device flagged as impossible, in time order."""

@@ -39,7 +39,7 @@ from soak.analysis.windows import (
     work_rates,
 )
 from soak.config import Profile, Windows
-from soak.fields import FOLLOWED
+from soak.fields import FOLLOWED, Columns
 from soak.model import (
     HW_REASONS,
     DeviceInfo,
@@ -293,10 +293,10 @@ def records_throughput(run: RunRecord, any_work: bool = True) -> bool:
     return any_work or not run.imported
 
 
-def _idle_temp(tele: dict[str, np.ndarray], start: float | None) -> float | None:
+def _idle_temp(tele: Columns, start: float | None) -> float | None:
     if start is None:
         return None
-    before = tele["temp_c"][(tele["t_s"] < start) & np.isfinite(tele["temp_c"])]
+    before = tele.temp_c[(tele.t_s < start) & np.isfinite(tele.temp_c)]
     return float(np.median(before)) if before.size else None
 
 
@@ -321,7 +321,7 @@ class _Windows:
 def _windows(
     start: float | None,
     end: float | None,
-    tele: dict[str, np.ndarray],
+    tele: Columns,
     work: dict[str, dict[str, np.ndarray]],
     rates: Mapping[str, WorkRates],
     windows: Windows,
@@ -330,11 +330,11 @@ def _windows(
     whole and final windows' statistics."""
     if start is None or end is None or end <= start:
         return _Windows()
-    t = tele["t_s"]
+    t = tele.t_s
     signals = Signals(
-        Series(t, tele["temp_c"]),
-        Series(t, tele["power_w"]),
-        Series(t, tele["sm_clock_mhz"]),
+        Series(t, tele.temp_c),
+        Series(t, tele.power_w),
+        Series(t, tele.sm_clock_mhz),
         {part: Series(r.t_s, r.rate) for part, r in rates.items()},
     )
     equilibrium = detect(start, end, signals, windows)
@@ -376,7 +376,7 @@ def _verified(work: dict[str, dict[str, np.ndarray]], mine: Sequence[Event]) -> 
 
 def device_facts(
     info: DeviceInfo,
-    tele: dict[str, np.ndarray],
+    tele: Columns,
     work: dict[str, dict[str, np.ndarray]],
     units: dict[str, str],
     events: Sequence[Event],
@@ -387,7 +387,7 @@ def device_facts(
     any_work: bool = True,
     rates: Mapping[str, WorkRates] | None = None,
 ) -> tuple[DeviceFacts, float | None, float | None]:
-    start, end = _load_span(work, tele["t_s"], meta)
+    start, end = _load_span(work, tele.t_s, meta)
     if rates is None:
         rates = {part: work_rates(w) for part, w in work.items()}
     w = _windows(start, end, tele, work, rates, profile.windows)
@@ -429,7 +429,7 @@ def device_facts(
         workload=meta.run.workload,
         power_limit_w=_power_limit(w.steady, info),
         default_power_limit_w=info.default_power_limit_w,
-        hw_episodes=hw_episodes(tele["t_s"], tele["clock_reasons"]),
+        hw_episodes=hw_episodes(tele.t_s, tele.clock_reasons),
         load_start_s=start,
         warmup_end_s=w.cold.window.start_s if w.cold is not None else None,
         records_throughput=records_throughput(meta.run, any_work) and (own_work or not foreign),
@@ -474,9 +474,9 @@ def _unseen_freezes(
         tele = data.telemetry.get(index)
         if index in seen or start is None or end is None or tele is None:
             continue
-        t = tele["t_s"]
+        t = tele.t_s
         loaded = (t >= start) & (t <= end)
-        columns = {n: tele[n] for n in MUST_MOVE if n in tele}
+        columns = {n: tele[n] for n in MUST_MOVE}
         found = frozen_spans(index, t.tolist(), columns, loaded.tolist())
         if found:
             first = _as_reached(found[0])
@@ -491,22 +491,17 @@ def _as_reached(span: Frozen) -> Frozen:
     return replace(span, to_s=span.from_s + FROZEN_S) if span.length_s > FROZEN_S else span
 
 
-def _resets(tele: dict[str, np.ndarray]) -> tuple[Reset, ...]:
-    return tuple(
-        r
-        for name in COUNTERS
-        if name in tele
-        for r in counter_resets(name, tele["t_s"], tele[name])
-    )
+def _resets(tele: Columns) -> tuple[Reset, ...]:
+    return tuple(r for name in COUNTERS for r in counter_resets(name, tele.t_s, tele[name]))
 
 
-def _unreset(tele: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {k: unreset(v) if k in COUNTERS else v for k, v in tele.items()}
+def _unreset(tele: Columns) -> Columns:
+    return tele.replace(**{name: unreset(tele[name]) for name in COUNTERS})
 
 
 def _quality(index: int, data: RunData, facts: DeviceFacts, resets: tuple[Reset, ...]) -> Quality:
     """What the analysis knows of one device's readings (``soak.validity``)."""
-    t = data.telemetry[index]["t_s"]
+    t = data.telemetry[index].t_s
     found = tuple(gaps(t, data.meta.run.interval_s))
     frozen = tuple(
         Frozen(
@@ -586,7 +581,7 @@ class RunData:
 
     meta: RunMeta
     devices: list[DeviceInfo]
-    telemetry: dict[int, dict[str, np.ndarray]]  # device -> column -> values (NaN: unread)
+    telemetry: dict[int, Columns]  # device -> its series (NaN: unread); a mapping is viewed
     work: dict[int, dict[str, dict[str, np.ndarray]]]  # device -> part -> column -> values
     units: dict[str, str]  # part -> unit of work
     events: list[Event]
@@ -597,6 +592,11 @@ class RunData:
     implausible: dict[int, list[Implausible]] = field(default_factory=dict)
     # the BMC's server-level series (inlet, chassis temperatures): name -> t_s, value
     server_readings: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        viewed = {i: Columns(t) for i, t in self.telemetry.items() if not isinstance(t, Columns)}
+        if viewed:
+            object.__setattr__(self, "telemetry", self.telemetry | viewed)
 
     @classmethod
     def from_store(cls, store: RunStore) -> RunData:

@@ -246,8 +246,8 @@ def split_loss(
         return replace(facts, split=_unexplained(device, ratio, missing))
     if facts.cold_window is None or facts.steady_window is None:
         return replace(facts, split=_unexplained(device, ratio, "no cold and steady windows"))
-    cold = window_stats(facts.cold_window, dict(tele), {})
-    steady = window_stats(facts.steady_window, dict(tele), {})
+    cold = window_stats(facts.cold_window, tele, {})
+    steady = window_stats(facts.steady_window, tele, {})
     cold_clock, steady_clock = cold.median.get(CLOCK), steady.median.get(CLOCK)
     if not cold_clock or steady_clock is None:
         missing = f"{facts.label(key)}'s SM clock not available"

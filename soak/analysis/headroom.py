@@ -47,6 +47,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from soak.analysis.checks import DeviceFacts, Finding, Status
+from soak.fields import Columns
 from soak.model import INLET_SERIES, DeviceInfo
 from soak.record import BmcProbe
 
@@ -379,7 +380,7 @@ def _mean(values: np.ndarray) -> float | None:
 
 def device_model(
     info: DeviceInfo,
-    tele: Mapping[str, np.ndarray],
+    tele: Columns,
     work: Mapping[str, Mapping[str, np.ndarray]],
     inlet: Mapping[str, np.ndarray],
     load_start_s: float,
@@ -389,10 +390,10 @@ def device_model(
     idle_power_w: float | None,
 ) -> DeviceModel | str:
     """The device's model (rule, steps 1, 2 and 4), or why there is none."""
-    t = tele["t_s"]
+    t = tele.t_s
     in_steady = (t >= steady[0]) & (t <= steady[1])
     air = _interp_inlet(inlet, t)
-    temp, power, clock = tele["temp_c"], tele["power_w"], tele["sm_clock_mhz"]
+    temp, power, clock = tele.temp_c, tele.power_w, tele.sm_clock_mhz
     if not np.isfinite(air[in_steady]).any():
         return "inlet not available over the steady window"
     both = np.isfinite(temp) & np.isfinite(power) & np.isfinite(air) & (power > 0)
@@ -415,7 +416,7 @@ def device_model(
         fixed = warm & (np.abs(clock - f_ss) <= FIXED_CLOCK_FRAC * f_ss)
         leakage_fit = _slope(t, temp, power, fixed, t_ss)
         leakage = leakage_fit[0] if leakage_fit else None
-    fan = _mean(tele["fan_pct"][in_steady]) if "fan_pct" in tele else None
+    fan = _mean(tele.fan_pct[in_steady])
     thresholds = {
         key: float(getattr(info, attr))
         for key, attr, _ in THRESHOLDS
@@ -505,7 +506,7 @@ def inlet_series(server: Mapping[str, Mapping[str, np.ndarray]]) -> Mapping[str,
 def run_headroom(
     infos: Sequence[DeviceInfo],
     facts: Sequence[DeviceFacts],
-    telemetry: Mapping[int, Mapping[str, np.ndarray]],
+    telemetry: Mapping[int, Columns],
     work: Mapping[int, Mapping[str, Mapping[str, np.ndarray]]],
     server: Mapping[str, Mapping[str, np.ndarray]],
     bmc: BmcProbe | None,
@@ -525,7 +526,7 @@ def run_headroom(
             skipped[info.index] = "no steady window"
             continue
         tele = telemetry[info.index]
-        idle = tele["power_w"][tele["t_s"] < f.load_start_s]
+        idle = tele.power_w[tele.t_s < f.load_start_s]
         model = device_model(
             info,
             tele,

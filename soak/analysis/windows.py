@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from soak.config import Windows
-from soak.fields import REASONS, WINDOW_METRICS
+from soak.fields import REASONS, WINDOW_METRICS, Columns
 from soak.model import ClockReason
 
 MIN_SEPARATE_STEADY_S = 60.0  # shortest steady window worth keeping apart from the cold one
@@ -240,15 +240,14 @@ def _mean_power(
 
 def window_stats(
     window: Window,
-    tele: dict[str, np.ndarray],
+    tele: Columns,
     work: dict[str, dict[str, np.ndarray]],
 ) -> WindowStats:
-    t = tele["t_s"]
+    t = tele.t_s
     mask = window.mask(t)
     median, p10, p90 = {}, {}, {}
     for name in WINDOW_METRICS:
-        column = tele.get(name)
-        values = column[mask] if column is not None else np.empty(0)
+        values = tele[name][mask]
         median[name] = _quantile(values, 0.5)
         p10[name] = _quantile(values, 0.1)
         p90[name] = _quantile(values, 0.9)
@@ -268,7 +267,7 @@ def window_stats(
         mean = float(np.mean(rates))
         cv[part] = float(np.std(rates)) / mean if rates.size > 1 and mean > 0 else None
 
-    reasons = tele["clock_reasons"][mask]
+    reasons = tele.clock_reasons[mask]
     readable = reasons[np.isfinite(reasons)].astype(np.int64)
     share: dict[str, float | None] = {}
     unknown = 0
@@ -278,7 +277,7 @@ def window_stats(
     if readable.size:
         unknown = int(np.bitwise_or.reduce(readable) & ~ClockReason.known_mask())
 
-    power, basis = _mean_power(t[mask], tele["energy_j"][mask], tele["power_w"][mask])
+    power, basis = _mean_power(t[mask], tele.energy_j[mask], tele.power_w[mask])
     return WindowStats(
         window, median, p10, p90, throughput, cv, counts, share, unknown, power, basis
     )

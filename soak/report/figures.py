@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from soak.analysis.analyze import DeviceResult
-from soak.fields import BY_NAME, HW_REASON_BITS, NOISE_METRICS, REASONS_BY_KEY
+from soak.fields import BY_NAME, HW_REASON_BITS, NOISE_METRICS, REASONS_BY_KEY, Columns
 from soak.model import ClockReason
 from soak.units import prefix
 
@@ -226,23 +226,23 @@ def _reason_strip(ax: Axes, t: np.ndarray, reasons: np.ndarray, t0: float, scale
         _not_available(ax, "clock-event reasons")
 
 
-def device_timeline(d: DeviceResult, tele: dict[str, np.ndarray]) -> str:
+def device_timeline(d: DeviceResult, tele: Columns) -> str:
     """Temperature, clocks, power and throughput of one device over the run, the cold and
     steady windows shaded, equilibrium dotted, clock-event reasons as bands underneath. A
     panel with nothing readable in it is not drawn; the figure names it once at the top."""
     t0 = d.load_start_s or 0.0
-    t = tele["t_s"]
+    t = tele.t_s
     scale, unit = time_scale(float(t[-1] - t[0]) if t.size else 0.0)
     rel = t - t0
-    temp, hbm = envelope(rel, tele["temp_c"]), envelope(rel, tele["mem_temp_c"])
-    sm, mem = envelope(rel, tele["sm_clock_mhz"]), envelope(rel, tele["mem_clock_mhz"])
-    power = envelope(rel, tele["power_w"])
+    temp, hbm = envelope(rel, tele.temp_c), envelope(rel, tele.mem_temp_c)
+    sm, mem = envelope(rel, tele.sm_clock_mhz), envelope(rel, tele.mem_clock_mhz)
+    power = envelope(rel, tele.power_w)
     has = {
         "temperature": not (temp.empty and hbm.empty),
         "clock": not (sm.empty and mem.empty),
         "power": not power.empty,
         "throughput": True,  # says "not available" itself: the load's own measure
-        "clock-event reasons": bool(np.isfinite(tele["clock_reasons"]).any()),
+        "clock-event reasons": bool(np.isfinite(tele.clock_reasons).any()),
     }
     heights = {"temperature": 1, "clock": 1, "power": 1, "throughput": 1.1}
     heights["clock-event reasons"] = 0.12 * (len(REASON_ROWS) + 2)
@@ -271,10 +271,10 @@ def device_timeline(d: DeviceResult, tele: dict[str, np.ndarray]) -> str:
     if "clock" in ax:
         _clock_panel(ax["clock"], d, sm, mem, scale)
     if "power" in ax:
-        _power_panel(ax["power"], power, envelope(rel, tele["power_limit_w"]), scale)
+        _power_panel(ax["power"], power, envelope(rel, tele.power_limit_w), scale)
     _throughput_panel(ax["throughput"], d, t0, scale)
     if "clock-event reasons" in ax:
-        _reason_strip(ax["clock-event reasons"], t, tele["clock_reasons"], t0, scale)
+        _reason_strip(ax["clock-event reasons"], t, tele.clock_reasons, t0, scale)
     handles, _ = first.get_legend_handles_labels()
     handles += [
         Patch(color=COLD_COLOR, alpha=0.35, label="cold window"),
@@ -362,15 +362,15 @@ def _throughput_panel(ax: Axes, d: DeviceResult, t0: float, scale: float) -> Non
 
 def server_view(
     results: Sequence[DeviceResult],
-    tele: dict[int, dict[str, np.ndarray]],
+    tele: Mapping[int, Columns],
     part: str | None,
     rate_unit: str,
     t0: float,
 ) -> str:
     """Every device's temperature and throughput of the main workload part together."""
-    spans = [float(tele[d.index]["t_s"][-1]) - t0 for d in results if tele[d.index]["t_s"].size]
+    spans = [float(tele[d.index].t_s[-1]) - t0 for d in results if tele[d.index].t_s.size]
     scale, unit = time_scale(max(spans, default=0.0))
-    with_temp = any(np.isfinite(tele[d.index]["temp_c"]).any() for d in results)
+    with_temp = any(np.isfinite(tele[d.index].temp_c).any() for d in results)
     fig = Figure(figsize=(WIDTH_IN, 5.4 if with_temp else 3.0))
     # no device reads a temperature: no empty frame for it
     axes = fig.subplots(2 if with_temp else 1, 1, sharex=True, squeeze=False)[:, 0]
@@ -381,7 +381,7 @@ def server_view(
     prefix_scale, name = prefix(max((float(r.max()) for r in finite if r.size), default=0.0))
     for i, d in enumerate(results):
         color = cmap(i % cmap.N)
-        temp = envelope(tele[d.index]["t_s"] - t0, tele[d.index]["temp_c"])
+        temp = envelope(tele[d.index].t_s - t0, tele[d.index].temp_c)
         if ax_temp is not None and not temp.empty:
             _plot(ax_temp, temp, scale, color, d.info.label)
         if d.index in rates:
@@ -424,7 +424,7 @@ def binned(
 
 def heatmap(
     results: Sequence[DeviceResult],
-    tele: dict[int, dict[str, np.ndarray]],
+    tele: Mapping[int, Columns],
     part: str | None,
     t0: float,
     hot_spots: dict[int, str] | None = None,
@@ -434,13 +434,13 @@ def heatmap(
     cell. ``hot_spots`` (device → "warn" or "fail") marks the devices the hot-spot rule
     flagged on the temperature map. A map with nothing readable is left out; None when
     neither has anything."""
-    t_end = max(float(tele[d.index]["t_s"][-1]) for d in results if tele[d.index]["t_s"].size)
+    t_end = max(float(tele[d.index].t_s[-1]) for d in results if tele[d.index].t_s.size)
     scale, unit = time_scale(t_end - t0)
-    ticks = max(int(np.sum(tele[d.index]["t_s"] >= t0)) for d in results)
+    ticks = max(int(np.sum(tele[d.index].t_s >= t0)) for d in results)
     bins = max(min(HEATMAP_BINS, ticks), 1)  # never more bins than readings: no empty stripes
     edges = np.linspace(t0, t_end + 1e-9, bins + 1)
     temps = np.vstack(
-        [binned(tele[d.index]["t_s"], tele[d.index]["temp_c"], edges, "max") for d in results]
+        [binned(tele[d.index].t_s, tele[d.index].temp_c, edges, "max") for d in results]
     )
     colds = [
         d.facts.cold.throughput.get(part)

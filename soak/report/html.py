@@ -13,7 +13,6 @@ from typing import Any
 
 import jinja2
 import markupsafe
-import numpy as np
 
 from soak import __version__, fields
 from soak.analysis.analyze import (
@@ -27,7 +26,7 @@ from soak.analysis.checks import CheckName, Finding, Status
 from soak.analysis.diagnosis import MEANINGS, NEXT_STEPS
 from soak.analysis.windows import WindowName, WindowStats
 from soak.config import Checks, Windows, meaning
-from soak.fields import REASONS
+from soak.fields import REASONS, Columns
 from soak.model import EventKind
 from soak.record import BmcProbe, Salvage, StopRecord
 from soak.report import figures
@@ -245,7 +244,7 @@ def _equilibrium(d: DeviceResult) -> dict[str, str]:
     }
 
 
-def _device(d: DeviceResult, analysis: Analysis, tele: dict[str, np.ndarray]) -> dict[str, Any]:
+def _device(d: DeviceResult, analysis: Analysis, tele: Columns) -> dict[str, Any]:
     f = d.facts
     energy_basis = {s.energy_basis for s in (f.cold, f.steady) if s is not None and s.energy_basis}
     windows = {}
@@ -695,7 +694,7 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
     t0 = min(starts) if starts else (meta.load_start_s or 0.0)
     per_s = rate_unit(analysis.units.get(part or ""))
     server: dict[str, str | None] = {"view": None, "heatmap": None}
-    if analysis.devices and any(tele[d.index]["t_s"].size for d in analysis.devices):
+    if analysis.devices and any(tele[d.index].t_s.size for d in analysis.devices):
         server["view"] = figures.server_view(analysis.devices, tele, part, per_s, t0)
         server["heatmap"] = figures.heatmap(analysis.devices, tele, part, t0, _hot_spots(analysis))
     host_rows = _host_rows(analysis)

@@ -14,6 +14,7 @@ from soak.analysis.checks import Status
 from soak.analysis.contention import FOREIGN_MIN_PCT, foreign_mask, window_contention
 from soak.analysis.windows import Window
 from soak.config import load_profile
+from soak.fields import Columns
 from soak.model import (
     TELEMETRY_METRICS,
     DeviceInfo,
@@ -260,14 +261,14 @@ def test_junit_carries_an_incomplete_check_as_an_error(tmp_path) -> None:
 def test_a_reading_is_contended_from_the_foreign_minimum_and_unread_is_not_measured(
     values, expected
 ) -> None:
-    tele = {"t_s": np.arange(4.0), "foreign_load_pct": np.array(values)}
+    tele = Columns({"t_s": np.arange(4.0), "foreign_load_pct": np.array(values)})
     mask = foreign_mask(tele)
     assert (mask.tolist() if mask is not None else None) == expected
 
 
 def test_the_throughput_without_foreign_load_counts_only_its_work() -> None:
     t = np.arange(0.0, 11.0)
-    tele = {"t_s": t, "foreign_load_pct": np.where(t >= 6, 50.0, 0.0)}
+    tele = Columns({"t_s": t, "foreign_load_pct": np.where(t >= 6, 50.0, 0.0)})
     starts = np.arange(0.0, 10.0)
     work = {"p": {"t_start_s": starts, "t_end_s": starts + 1, "work": np.where(starts >= 5, 1, 3)}}
     found = window_contention(Window(0.0, 10.0), tele, work, foreign_mask(tele))

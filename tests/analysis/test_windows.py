@@ -6,6 +6,7 @@ import pytest
 from soak.analysis.windows import LiveWork, Window, cold_window, steady_window, window_stats
 from soak.config import Windows
 from soak.fields import WINDOW_METRICS as METRICS
+from soak.fields import Columns
 from soak.model import ClockReason
 
 W = Windows()
@@ -46,7 +47,7 @@ def _records(seconds=1200):
             "work": np.where(start < 600, 3e12, 2.7e12),
         },
     }
-    return tele, work
+    return Columns(tele), work
 
 
 def test_window_stats_give_median_spread_and_throughput_per_part():
