@@ -1,5 +1,5 @@
 """Contention: what else used a device during the soak, and what a loss that coincides with
-it says about the device (DESIGN.md, Verdict).
+it says about the device (docs/verdict.md).
 
 1. A reading is contended where work that is not soak's took ``FOREIGN_MIN_PCT`` % or more
    of the device (a CPU: other processes and the hypervisor's steal time), or where a

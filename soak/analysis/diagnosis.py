@@ -1,4 +1,4 @@
-"""Diagnosis: the likely cause of a device's failure, with its evidence (DESIGN.md, Verdict).
+"""Diagnosis: the likely cause of a device's failure, with its evidence (docs/verdict.md).
 
 It follows what slows a training GPU, most certain first:
 

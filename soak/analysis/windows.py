@@ -2,8 +2,9 @@
 
 The cold window is the first minute of real load after warm-up; the steady window is the
 10 minutes after equilibrium, or the last 10 minutes of the run when equilibrium was not
-reached (DESIGN.md). Both are measured from each device's own load start: the time of its
-first finished unit of work, so that a worker's set-up time is never counted as load.
+reached (docs/verdict.md, Windows). Both are measured from each device's own load start:
+the time of its first finished unit of work, so that a worker's set-up time is never counted
+as load.
 """
 
 from __future__ import annotations

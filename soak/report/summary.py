@@ -1,9 +1,9 @@
-"""``summary.json``: the part of a run other tools rely on (DESIGN.md documents the schema).
+"""``summary.json``: the part of a run other tools rely on.
 
 Every key is described in docs/summary-schema.md; a test keeps that page complete.
 
 Schema versions (a later version may add keys; removing or renaming one bumps the version):
-  1: first version (DESIGN.md). Adds over the DESIGN.md sketch, as later keys are allowed:
+  1: first version. Adds over the first sketch of the schema, as later keys are allowed:
      "checks" (every check with its status, also passing ones), per device "windows"
      (start/end of cold and steady), "counters", "reason_share", "outcome", and per run
      "tags", "profile", "soak_version". Then, still version 1: "host"; per device
