@@ -7,7 +7,7 @@ many seeds:
 - healthy servers (``HEALTHY``: every simulated SKU in rooms 5 °C cooler to 7 °C warmer
   than nominal, +4 °C being a rear-row position; the default H100 server over ``--seeds``,
   the others over ``--sku-seeds``; and GEMM alone): the false-fail rate per device, the
-  power-capped drift (the cold→steady loss the power cap explains, DESIGN.md, Verdict),
+  power-capped drift (the cold→steady loss the power cap explains, docs/verdict.md),
   how close the worst device came to the throughput floors, and the equilibrium time
   against the simulator's own truth (``SimServer.thermal_truth``, ``hunt_truth``): "delay"
   is declared minus the first time after which the die (the fans' slow hunt left out) stays

@@ -18,54 +18,107 @@ from pathlib import Path
 from typing import Any
 
 from soak.bmc import BmcOptions
+from soak.devices.base import WORKLOAD_NAMES
 from soak.errors import ConfigError
+from soak.nodegroup import NodeGroup
+
+
+def setting(default: Any, means: str) -> Any:
+    """A profile setting with its default and what it means, as the report explains it."""
+    return field(default=default, metadata={"meaning": means})
+
+
+def meaning(f: dataclasses.Field) -> str:
+    """What a profile setting means (``setting``)."""
+    return f.metadata.get("meaning", "")
 
 
 @dataclass(frozen=True, slots=True)
 class Windows:
-    """Where the cold and steady windows lie and what equilibrium means (DESIGN.md)."""
+    """Where the cold and steady windows lie and what equilibrium means (docs/verdict.md,
+    docs/equilibrium.md)."""
 
-    cold_start_s: float = 5.0  # after load start: past warm-up
-    cold_length_s: float = 60.0  # before the heat sink warms
-    eq_window_s: float = 300.0  # each of the two adjacent windows whose levels are compared
-    eq_check_interval_s: float = 30.0
-    eq_checks: int = 3  # passing checks within one eq_window_s
-    eq_temp_tolerance_c: float = 1.0  # settled: moved less than one sensor step
-    eq_rel_tolerance_pct: float = 1.0  # power, SM clock and throughput (% of level)
-    steady_length_s: float = 600.0
+    cold_start_s: float = setting(
+        5.0, "cold window starts this long after the device's load starts (s)"
+    )  # past warm-up
+    cold_length_s: float = setting(60.0, "length of the cold window (s)")  # before the sink warms
+    eq_window_s: float = setting(
+        300.0, "each of the two adjacent windows the equilibrium rule compares (s)"
+    )
+    eq_check_interval_s: float = setting(30.0, "time between equilibrium checks (s)")
+    eq_checks: int = setting(3, "passing checks within one window that make equilibrium")
+    eq_temp_tolerance_c: float = setting(  # one sensor step
+        1.0, "settled: temperature level moved less than this between the windows (°C)"
+    )
+    eq_rel_tolerance_pct: float = setting(
+        1.0, "settled: power, SM clock and throughput moved less than this (%)"
+    )
+    steady_length_s: float = setting(600.0, "length of the steady window after equilibrium (s)")
 
 
 @dataclass(frozen=True, slots=True)
 class Checks:
-    """Acceptance thresholds (DESIGN.md, Verdict)."""
+    """Acceptance thresholds (docs/verdict.md)."""
 
     # steady / cold, with the power-capped drift taken out: thermal and unexplained loss
-    min_throughput_retention: float = 0.95
-    max_power_drift: float = 0.08  # power-capped (leakage) drift fails only past this
-    expected_power_drift: float = 0.0  # what the SKU loses to leakage (0: no expectation)
-    max_sw_thermal_fraction: float = 0.01
-    min_temp_margin_c: float = 5.0  # steady temperature below the slowdown threshold
-    outlier_mad_k: float = 3.0  # within-server rule: median - max(k*MAD, rel*median)
-    outlier_min_rel: float = 0.05
-    max_jitter_cv: float = 0.05  # steady throughput coefficient of variation (warn above)
-    require_equilibrium: bool = False  # fail (not warn) when equilibrium is not reached
-    min_power_limit_fraction: float = 0.99  # warn when the enforced limit is below default
-    hot_spot_margin_c: float = 6.0  # warn above the server's median temperature by more
+    min_throughput_retention: float = setting(
+        0.95, "steady / cold throughput, without the power-capped drift, at least"
+    )
+    max_power_drift: float = setting(
+        0.08, "power-capped (leakage) drift from cold to steady fails past this"
+    )
+    expected_power_drift: float = setting(  # 0: no expectation
+        0.0, "the SKU's usual power-capped drift, shown for comparison"
+    )
+    max_sw_thermal_fraction: float = setting(
+        0.01, "SW thermal slowdown: largest share of steady time"
+    )
+    min_temp_margin_c: float = setting(
+        5.0, "steady temperature at least this far below slowdown (°C)"
+    )
+    outlier_mad_k: float = setting(3.0, "within-server rule: k in median − max(k·MAD, rel·median)")
+    outlier_min_rel: float = setting(
+        0.05, "within-server rule: rel in median − max(k·MAD, rel·median)"
+    )
+    max_jitter_cv: float = setting(
+        0.05, "steady throughput coefficient of variation above this warns"
+    )
+    require_equilibrium: bool = setting(False, "fail (not warn) when equilibrium is not reached")
+    min_power_limit_fraction: float = setting(
+        0.99, "an enforced power limit below this share of the default limit warns"
+    )
+    hot_spot_margin_c: float = setting(
+        6.0, "a device hotter than the server's median by more than this warns (°C)"
+    )
     # ddp (synchronous training): a rank that is the straggler in more than this share of
     # steady steps, computing more than warn (fail) above the median rank, warns (fails)
-    ddp_straggler_share: float = 0.5
-    ddp_straggler_warn: float = 0.05
-    ddp_straggler_fail: float = 0.10
-    min_sync_retention: float = 0.95  # ddp: steady / cold server step rate
-    min_busbw_Bps: float = 0.0  # ddp: all-reduce bus bandwidth floor, bytes/s; 0: none
-    min_busbw_source: str = ""  # where min_busbw_Bps comes from ([datasheet], [assumed], ...)
-    min_busbw_ranks: int = 2  # ddp: the busbw floor holds for runs of at least this many ranks
+    ddp_straggler_share: float = setting(
+        0.5, "ddp: share of steady steps a rank must set the pace in to be judged"
+    )
+    ddp_straggler_warn: float = setting(
+        0.05, "ddp: its compute time above the median rank's that warns"
+    )
+    ddp_straggler_fail: float = setting(
+        0.10, "ddp: its compute time above the median rank's that fails"
+    )
+    min_sync_retention: float = setting(0.95, "ddp: steady / cold server step rate at least")
+    min_busbw_Bps: float = setting(0.0, "ddp: all-reduce bus bandwidth floor (B/s; 0: none)")
+    min_busbw_source: str = setting(  # [datasheet], [assumed], ...
+        "", "ddp: where the bus bandwidth floor comes from"
+    )
+    min_busbw_ranks: int = setting(
+        2, "ddp: the bus bandwidth floor holds for at least this many ranks"
+    )
     # Thermal headroom (soak.analysis.headroom): the inlet each device is projected to, °C
     # (ASHRAE A2 allowable: 35 °C), and the margin to the SW thermal slowdown it must keep
     # there, °C (0: no floor; a projection that crosses a slowdown threshold below the
     # design inlet warns either way).
-    design_inlet_c: float = 35.0
-    min_headroom_c: float = 0.0
+    design_inlet_c: float = setting(
+        35.0, "thermal headroom: the inlet each device is projected to (°C)"
+    )
+    min_headroom_c: float = setting(
+        0.0, "thermal headroom: SW thermal margin at the design inlet at least (°C; 0: none)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,9 +298,26 @@ def load_profile(spec: str | None) -> Profile:
     return parse_profile(text, f"built-in:{spec}")
 
 
+SIM_ACROSS_NODES = (
+    "--across-nodes: not with --backend sim (the simulated ddp runs in one process and cannot "
+    "span nodes)"
+)
+MIN_COLD_MEASURED_S = 15.0  # the least of the cold window whose rate is worth comparing
+# The fields a positive number bounds, by the option that sets them.
+POSITIVE = {
+    "interval_s": "--interval",
+    "heartbeat_timeout_s": "--heartbeat-timeout",
+    "ranks": "--ranks",
+    "sim_gpus": "--sim-gpus",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class RunConfig:
-    """Everything ``soak run`` was asked to do."""
+    """Everything ``soak run`` was asked to do. Built, it is a run that can start: every rule
+    between its values is checked here, whoever builds it (the command line, the fleet's batch
+    script, a bench, a test), and a broken one is a one-line ``ConfigError`` naming the
+    option that sets it."""
 
     backend: str = "auto"
     workload: str = "mix"
@@ -271,3 +341,66 @@ class RunConfig:
     # the BMC to read the inlet from; no host: the simulator's own BMC on the sim backend,
     # else in-band IPMI where the server has it
     bmc: BmcOptions = field(default_factory=BmcOptions)
+    # this node's place in a ddp group across nodes (``soak.nodegroup.from_env``); None: the
+    # run is a group of its own
+    node_group: NodeGroup | None = None
+
+    def __post_init__(self) -> None:
+        # The backend's name and the sim's SKU, size and faults are checked where they are
+        # used (soak.devices.open_backend, SimServer), before anything is created.
+        if self.workload not in WORKLOAD_NAMES:
+            raise ConfigError(
+                f"--workload: unknown workload {self.workload!r} ({', '.join(WORKLOAD_NAMES)})"
+            )
+        for name, flag in POSITIVE.items():
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{flag}: must be > 0, got {value:g}")
+        if not (math.isfinite(self.baseline_s) and self.baseline_s >= 0):
+            raise ConfigError(f"--baseline: must be >= 0, got {self.baseline_s:g}")
+        self._check_length()
+        self._check_load()
+        if self.sim_faults and self.backend != "sim":
+            raise ConfigError("--sim-fault: only with --backend sim")
+        if self.node_group is not None:
+            if self.workload != "ddp":
+                raise ConfigError(
+                    f"ddp across nodes (SOAK_DDP_NODES set): --workload is {self.workload}, not ddp"
+                )
+            if self.backend == "sim":
+                raise ConfigError(SIM_ACROSS_NODES)
+
+    def _check_length(self) -> None:
+        """Refuse a load too short to measure a cold rate (nothing could be compared)."""
+        windows = self.profile.windows
+        need = min(MIN_COLD_MEASURED_S, windows.cold_length_s)
+        least = windows.cold_start_s + need
+        if not math.isfinite(self.duration_s) or self.duration_s < least:
+            raise ConfigError(
+                f"--minutes {self.duration_s / 60:g}: {self.duration_s:.1f} s of load measures "
+                f"nothing: the cold window starts {windows.cold_start_s:g} s into the load and a "
+                f"cold rate needs {need:g} s of it; at least {least:g} s "
+                f"(--minutes {math.ceil(least / 60 * 100) / 100:g})"
+            )
+
+    def _check_load(self) -> None:
+        """The workload's options against the backend: the heartbeat outlasts a step, ranks
+        and lock-step mix where they can run."""
+        from workloads.base import WorkloadOptions
+
+        options = self.workload_options
+        if self.backend != "sim":
+            step_s = options.get("step_s", WorkloadOptions().step_s)
+            if isinstance(step_s, float) and self.heartbeat_timeout_s <= step_s:
+                raise ConfigError(
+                    f"--heartbeat-timeout: {self.heartbeat_timeout_s:g} s must exceed the "
+                    f"workload's step_s of {step_s:g} s"
+                )
+        lock_step = self.workload == "ddp" or (self.workload == "mix" and options.get("mix_sync"))
+        if self.ranks != 1 and (not lock_step or self.backend != "cpu"):
+            raise ConfigError(
+                "--ranks: only with --backend cpu and --workload ddp, or mix with "
+                "--option mix_sync=1"
+            )
+        if self.backend == "sim" and options.get("mix_sync"):
+            raise ConfigError("--option mix_sync: the simulator does not model lock-step mix")

@@ -11,9 +11,12 @@ can read it; ``tests/test_fields.py`` fails until both agree.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from soak.model import ClockReason
+import numpy as np
+
+from soak.model import HW_REASONS, ClockReason
 
 
 class Kind(enum.StrEnum):
@@ -160,6 +163,50 @@ FAILING_COUNTERS = named(Use.FAILS)
 FLEET_FIGURES = named(Use.FLEET)
 IMPORTABLE = named(Use.IMPORT)
 INTEGER_COLUMNS = frozenset(f.name for f in FIELDS if f.integer)
+COLUMNS: tuple[str, ...] = ("t_s", *(f.name for f in FIELDS))  # a device's stored series
+
+
+class Columns(Mapping[str, np.ndarray]):
+    """One device's telemetry as the store reads it back: an array per field of the
+    registry, ordered by time ``t_s``, read as attributes (``tele.temp_c``); NaN where a
+    value could not be read, and throughout a column a store written before its field
+    existed lacks. A read-only mapping too, for code that goes by the registry's names."""
+
+    __slots__ = COLUMNS
+
+    def __init__(self, arrays: Mapping[str, np.ndarray]) -> None:
+        unknown = sorted(set(arrays) - set(COLUMNS))
+        if unknown:
+            raise KeyError(f"not telemetry columns: {', '.join(unknown)}")
+        t = np.asarray(arrays["t_s"], dtype=float)
+        for name in COLUMNS:
+            column = arrays.get(name)
+            value = np.full(t.size, np.nan) if column is None else np.asarray(column)
+            object.__setattr__(self, name, t if name == "t_s" else value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"telemetry columns are read-only ({name})")
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in _COLUMN_NAMES:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(COLUMNS)
+
+    def __len__(self) -> int:
+        return len(COLUMNS)
+
+    def __getattr__(self, name: str) -> np.ndarray:  # for type checkers: every field's column
+        raise AttributeError(name)
+
+    def replace(self, **arrays: np.ndarray) -> Columns:
+        """A copy with the columns named replaced."""
+        return Columns({**self, **arrays})
+
+
+_COLUMN_NAMES = frozenset(COLUMNS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,11 +223,12 @@ REASONS: tuple[Reason, ...] = (
     Reason("hw_slowdown", ClockReason.HW_SLOWDOWN, "HW slowdown"),
     Reason("hw_thermal", ClockReason.HW_THERMAL, "HW thermal slowdown"),
     Reason("hw_power_brake", ClockReason.HW_POWER_BRAKE, "HW power brake"),
-    Reason(
-        "hw_any",
-        ClockReason.HW_SLOWDOWN | ClockReason.HW_THERMAL | ClockReason.HW_POWER_BRAKE,
-        "any HW reason",
-    ),
+    Reason("hw_any", HW_REASONS, "any HW reason"),
+)
+REASONS_BY_KEY: dict[str, Reason] = {r.key: r for r in REASONS}
+# The HW group one reason at a time (HW slowdown, HW thermal slowdown, HW power brake).
+HW_REASON_BITS: tuple[Reason, ...] = tuple(
+    r for r in REASONS if r.bits != HW_REASONS and r.bits & HW_REASONS == r.bits
 )
 
 

@@ -50,7 +50,7 @@ class ClockReason(enum.IntFlag, boundary=enum.KEEP):
 
 
 # Reasons that mean the hardware itself pulled the clocks down: any steady time under
-# them is a failed acceptance (DESIGN.md, Verdict).
+# them is a failed acceptance (docs/verdict.md).
 HW_REASONS = ClockReason.HW_SLOWDOWN | ClockReason.HW_THERMAL | ClockReason.HW_POWER_BRAKE
 
 
@@ -83,7 +83,7 @@ class EventKind(enum.StrEnum):
 
 
 class Verdict(enum.StrEnum):
-    """A device's or a run's acceptance outcome (DESIGN.md, Verdict). A StrEnum: it is the
+    """A device's or a run's acceptance outcome (docs/verdict.md). A StrEnum: it is the
     string summary.json and junit.xml carry."""
 
     PASS = "PASS"
@@ -277,6 +277,3 @@ class ServerReading:
 
 INLET_SERIES = "inlet_c"
 CHASSIS_SERIES = "chassis_temp_c:"  # + the BMC's name of the sensor
-
-
-RATE_UNITS = {"FLOP": "FLOP/s", "B": "B/s", "token": "token/s"}

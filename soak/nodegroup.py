@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from soak.errors import ConfigError, SoakError
+from soak.record import DdpGroup, RankPlace
 
 NODE_ENV = "SOAK_DDP_NODE"
 NODES_ENV = "SOAK_DDP_NODES"
@@ -138,26 +139,21 @@ def rank_map(posts: Sequence[Mapping[str, Any]]) -> RankMap:
     )
 
 
-def record(group: NodeGroup, ranks: RankMap) -> dict[str, Any]:
+def record(group: NodeGroup, ranks: RankMap) -> DdpGroup:
     """The run record's ``ddp_group``: the group this node was part of."""
-    return {
-        "name": group.name,
-        "node": group.node,
-        "nodes": group.nodes,
-        "master_addr": group.master_addr,
-        "master_port": group.master_port,
-        "torch_port": group.torch_port,
-        "hosts": list(ranks.hosts),
-        "local_ranks": ranks.local,
-        "world": ranks.world,
-        # The group's server-level steps (step rate, straggler as a global rank) are
-        # recorded by the node of global rank 0 only.
-        "server_steps_on": ranks.hosts[0],
-        "ranks": [
-            {"rank": r, "host": ranks.where(r)[0], "device": ranks.where(r)[1]}
-            for r in range(ranks.world)
-        ],
-    }
+    return DdpGroup(
+        name=group.name,
+        node=group.node,
+        nodes=group.nodes,
+        master_addr=group.master_addr,
+        master_port=group.master_port,
+        torch_port=group.torch_port,
+        hosts=ranks.hosts,
+        local_ranks=ranks.local,
+        world=ranks.world,
+        server_steps_on=ranks.hosts[0],
+        ranks=tuple(RankPlace(r, *ranks.where(r)) for r in range(ranks.world)),
+    )
 
 
 class Exchange:

@@ -1,4 +1,4 @@
-"""The runner's frozen snapshot of a soak in progress (DESIGN.md, Live metrics).
+"""The runner's frozen snapshot of a soak in progress (README.md, "Watching a soak").
 
 The runner builds one ``Progress`` per tick, after the tick is stored, and hands it to its
 watchers (the terminal view, the Prometheus exporter). Watchers read only this snapshot, never

@@ -1,6 +1,9 @@
 """The run's own records in the store's meta table, typed: what ``soak run`` or ``soak import``
 recorded at the start (``RunRecord``, meta ``"run"``) and how the load stopped
-(``StopRecord``, meta ``"stop"``). Every writer and every reader goes through this module.
+(``StopRecord``, meta ``"stop"``), the BMC's probe (``BmcProbe``, meta ``"bmc"``) and a
+multi-node ddp group (``DdpGroup``, meta ``"ddp_group"``); ``RunMeta`` is the whole table,
+read once by the store, with what a salvage of a damaged store got back (``Salvage``).
+Every writer and every reader goes through this module.
 
 ``to_json`` writes the layout the store has always held (docs/summary-schema.md, "The run
 store's records"); ``from_json`` reads every layout written since store version 1. A key that
@@ -12,11 +15,12 @@ it as a damaged store.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from soak.model import StopReason
+from soak.model import Capability, StopReason
 
 RUN_KEY = "run"
 STOP_KEY = "stop"
@@ -61,6 +65,9 @@ class _Reader:
         if value is not None and not all(isinstance(v, str) for v in value):
             raise ValueError(f"{self.what} {key!r} holds something other than text")
         return None if value is None else tuple(value)
+
+    def objects(self, key: str) -> list[Any] | None:
+        return self._take(key, (list,), "a list")
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,13 +182,6 @@ class RunRecord:
             extra=read.left,
         )
 
-    @classmethod
-    def of(cls, meta: Mapping[str, Any]) -> RunRecord:
-        """The run record of a store's meta table; every field None where none was written
-        (a coordinator killed before it recorded its start)."""
-        found = meta.get(RUN_KEY)
-        return cls() if found is None else cls.from_json(found)
-
 
 @dataclass(frozen=True, slots=True)
 class StopRecord:
@@ -215,15 +215,198 @@ class StopRecord:
             extra=read.left,
         )
 
-    @classmethod
-    def of(cls, meta: Mapping[str, Any]) -> StopRecord | None:
-        """The stop record of a store's meta table, or None where none was written."""
-        found = meta.get(STOP_KEY)
-        return None if found is None else cls.from_json(found)
-
 
 def _stop_reason(text: str) -> StopReason | str:
     try:
         return StopReason(text)
     except ValueError:
         return text
+
+
+@dataclass(frozen=True, slots=True)
+class BmcProbe:
+    """What the run's probe of its BMC found (meta ``"bmc"``): where the inlet is read from,
+    or why it is not available."""
+
+    source: str
+    capability: Capability | str  # a status this soak does not know is kept as written
+    inlet_sensor: str | None = None
+    sensors: tuple[str, ...] = ()
+    reason: str | None = None  # why the inlet is not available
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "capability": str(self.capability),
+            "inlet_sensor": self.inlet_sensor,
+            "sensors": list(self.sensors),
+            "reason": self.reason,
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> BmcProbe:
+        read = _Reader("BMC record", data)
+        status = read.text("capability")
+        try:
+            capability: Capability | str = Capability(status)
+        except ValueError:
+            capability = status or ""
+        return cls(
+            source=read.text("source") or "",
+            capability=capability,
+            inlet_sensor=read.text("inlet_sensor"),
+            sensors=read.texts("sensors") or (),
+            reason=read.text("reason"),
+        )
+
+    @property
+    def supported(self) -> bool:
+        return self.capability == Capability.SUPPORTED
+
+    @property
+    def line(self) -> str:
+        """The one line said at the start."""
+        if self.capability is Capability.SUPPORTED:
+            return f"inlet: {self.inlet_sensor!r} from {self.source}"
+        return f"inlet not available: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class RankPlace:
+    """Where one global rank of a multi-node ddp group ran."""
+
+    rank: int
+    host: str
+    device: int
+
+
+@dataclass(frozen=True, slots=True)
+class DdpGroup:
+    """The multi-node ddp group a run was one node of (meta ``"ddp_group"``, written by
+    ``soak.nodegroup.record``): every global rank's host and device, the same on every
+    node, so that the fleet report can name the host and device of any rank."""
+
+    name: str | None
+    node: int
+    nodes: int
+    master_addr: str
+    master_port: int
+    torch_port: int
+    hosts: tuple[str, ...]  # by node index
+    local_ranks: int
+    world: int
+    # The group's server-level steps (step rate, straggler as a global rank) are recorded by
+    # the node of global rank 0 only.
+    server_steps_on: str
+    ranks: tuple[RankPlace, ...]
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.extra,
+            "name": self.name,
+            "node": self.node,
+            "nodes": self.nodes,
+            "master_addr": self.master_addr,
+            "master_port": self.master_port,
+            "torch_port": self.torch_port,
+            "hosts": list(self.hosts),
+            "local_ranks": self.local_ranks,
+            "world": self.world,
+            "server_steps_on": self.server_steps_on,
+            "ranks": [dataclasses.asdict(r) for r in self.ranks],
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> DdpGroup:
+        read = _Reader("ddp group", data)
+        ranks = []
+        for entry in read.objects("ranks") or ():
+            place = _Reader("ddp group's rank", entry)
+            rank, host, device = place.integer("rank"), place.text("host"), place.integer("device")
+            if rank is None or host is None or device is None:
+                raise ValueError(f"ddp group's rank {entry!r:.60} lacks its rank, host or device")
+            ranks.append(RankPlace(rank, host, device))
+        numbers = {k: read.integer(k) for k in ("node", "nodes", "master_port", "torch_port")}
+        numbers |= {k: read.integer(k) for k in ("local_ranks", "world")}
+        missing = [k for k, v in numbers.items() if v is None]
+        if missing:
+            raise ValueError(f"ddp group lacks {', '.join(missing)}")
+        return cls(
+            name=read.text("name"),
+            master_addr=read.text("master_addr") or "",
+            hosts=read.texts("hosts") or (),
+            server_steps_on=read.text("server_steps_on") or "",
+            ranks=tuple(ranks),
+            extra=read.left,
+            **numbers,  # type: ignore[arg-type]
+        )
+
+    def this_node(self) -> dict[int, int]:
+        """This node's devices by their global rank: device index -> global rank."""
+        local = self.local_ranks
+        return {r.device: r.rank for r in self.ranks if local and r.rank // local == self.node}
+
+    def labels(self) -> dict[int, str]:
+        """Every global rank's host and device: "n2 device 1"."""
+        return {r.rank: f"{r.host} device {r.device}" for r in self.ranks}
+
+
+@dataclass(frozen=True, slots=True)
+class Salvage:
+    """What reading a damaged store got back: its telemetry samples (rows) and the time of
+    the last one, and the tables that were not read whole."""
+
+    samples: int
+    last_t_s: float | None
+    incomplete_tables: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RunMeta:
+    """A run store's meta table, typed: read once by the store (``RunStore.meta``), never
+    looked up by key anywhere else. An entry a run did not write reads as None (the run
+    record as a record of Nones); keys this soak does not know are kept in ``extra``."""
+
+    run: RunRecord = field(default_factory=RunRecord)
+    stop: StopRecord | None = None  # None: no stop was recorded (the coordinator died)
+    host: Mapping[str, Any] = field(default_factory=dict)  # hostname, os, cpu, versions
+    profile: Mapping[str, Any] | None = None  # the profile the run was judged with (as_dict)
+    load_start_s: float | None = None  # when the load was launched, on the run's clock
+    bmc: BmcProbe | None = None  # None: no BMC was probed (a run stored before soak read one)
+    ddp_group: DdpGroup | None = None  # None: not a node of a multi-node ddp group
+    store_version: int | None = None
+    # What a salvage of a damaged store got back; None: the store was read whole. Never
+    # written: the store that read the run says so.
+    salvage: Salvage | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, rows: Mapping[str, Any]) -> RunMeta:
+        """The meta table's entries, each decoded from JSON; ValueError naming an entry of
+        the wrong type (the store reports it as damage)."""
+        left = dict(rows)
+        for key, kinds in (("host", (dict,)), ("profile", (dict,)), ("load_start_s", _NUMBER)):
+            value = left.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+                raise ValueError(f"meta {key!r} is a {type(value).__name__}")
+        run, stop = left.pop(RUN_KEY, None), left.pop(STOP_KEY, None)
+        bmc, group = left.pop("bmc", None), left.pop("ddp_group", None)
+        version = left.pop("store_version", None)
+        return cls(
+            run=RunRecord() if run is None else RunRecord.from_json(run),
+            stop=None if stop is None else StopRecord.from_json(stop),
+            host=left.pop("host", None) or {},
+            profile=left.pop("profile", None),
+            load_start_s=left.pop("load_start_s", None),
+            bmc=None if bmc is None else BmcProbe.from_json(bmc),
+            ddp_group=None if group is None else DdpGroup.from_json(group),
+            store_version=version if isinstance(version, int) else None,
+            extra=left,
+        )
+
+
+_NUMBER = (int, float)

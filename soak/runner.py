@@ -170,12 +170,9 @@ def make_load(config: RunConfig, backend: Backend, devices: list[DeviceInfo]) ->
     simulated = backend.simulated_load(config.workload)
     if simulated is not None:
         return simulated
-    from soak.nodegroup import from_env
     from soak.worker import WorkerPool
     from workloads.base import WorkloadOptions
 
-    # --across-nodes: the node group the batch script exported (soak.nodegroup).
-    group = from_env(os.environ) if config.workload == "ddp" else None
     try:
         options = WorkloadOptions(**config.workload_options)
         return WorkerPool(
@@ -184,7 +181,7 @@ def make_load(config: RunConfig, backend: Backend, devices: list[DeviceInfo]) ->
             options,
             heartbeat_timeout_s=config.heartbeat_timeout_s,
             seed=config.seed or 0,
-            group=group,
+            group=config.node_group,  # --across-nodes: the group the batch script exported
             host=run_host(),
         )
     except (TypeError, ValueError) as exc:  # the command line checks these first
@@ -525,15 +522,14 @@ class Runner:
         if stopper.reason:
             return stopper.reason
         self.load = make_load(self.config, self.backend, self.devices)
-        group = getattr(self.load, "ddp_group", None)  # a multi-node ddp group's rank map
-        if group is not None:
-            self.store.set_meta(ddp_group=group)
         self.phase = Phase.LOAD
         self.load_started_s = self.now_s()
         self.store.set_meta(load_start_s=self.load_started_s)
         message = f"load {self.config.workload} started"
         self.store.append(events=[Event(self.load_started_s, EventKind.LOAD_START, message)])
-        self.load.start(self.t0)
+        group = self.load.start(self.t0)  # a multi-node ddp group's rank map
+        if group is not None:
+            self.store.set_meta(ddp_group=group.to_json())
         return self._loop(self.load, stopper)
 
     def _baseline(self, stopper: Stopper) -> None:

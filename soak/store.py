@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from soak.errors import ConfigError, StoreError
-from soak.fields import INTEGER_COLUMNS
+from soak.fields import INTEGER_COLUMNS, Columns
 from soak.model import (
     TELEMETRY_FIELDS,
     TELEMETRY_METRICS,
@@ -40,7 +40,7 @@ from soak.model import (
     Telemetry,
     WorkSample,
 )
-from soak.record import RUN_KEY, STOP_KEY, RunRecord, StopRecord
+from soak.record import RUN_KEY, RunMeta, Salvage
 from soak.validity import Implausible, screen_all
 
 # Version of the table layout below. 1: first layout. 2: adds sync_steps and server_steps
@@ -142,16 +142,6 @@ class StoreDamaged(StoreError):
     left may be salvaged (``salvage``)."""
 
 
-# Meta entries every reader relies on, and the JSON type each must have; the run and stop
-# records are read by their own types (soak/record.py).
-_META_TYPES: dict[str, type | tuple[type, ...]] = {
-    "host": dict,
-    "profile": dict,
-    "load_start_s": (int, float, type(None)),
-}
-_META_RECORDS = {RUN_KEY: RunRecord, STOP_KEY: StopRecord}
-
-
 def _translate(exc: sqlite3.Error, path: Path) -> StoreError:
     text = str(exc)
     if "full" in text:
@@ -190,6 +180,7 @@ class RunStore:
         self.max_commit_delay_s = max_commit_delay_s
         self._last_commit = time.monotonic()
         self._power_limits: dict[int, float | None] = {}  # as probed: validity's power bound
+        self.salvaged: Salvage | None = None  # what a salvage got back (``salvage``)
 
     # -- writing ---------------------------------------------------------------------
 
@@ -355,21 +346,19 @@ class RunStore:
             )
         return cls(path, conn)
 
-    def meta(self) -> dict[str, Any]:
+    def meta(self) -> RunMeta:
+        """The meta table, typed (``soak.record.RunMeta``); a salvaged store's says what the
+        salvage got back. An entry of the wrong type is damage."""
+        try:
+            meta = RunMeta.from_json(self._meta_entries())
+        except ValueError as exc:
+            raise StoreDamaged(f"{self.path}: damaged run store ({exc})") from exc
+        return meta if self.salvaged is None else dataclasses.replace(meta, salvage=self.salvaged)
+
+    def _meta_entries(self) -> dict[str, Any]:
         with _reading(self.path):
             rows = self._conn.execute("SELECT key, value FROM meta").fetchall()
-            meta = {key: json.loads(value) for key, value in rows}
-        for key, kind in _META_TYPES.items():
-            if key in meta and not isinstance(meta[key], kind):
-                found = type(meta[key]).__name__
-                raise StoreDamaged(f"{self.path}: damaged run store (meta {key!r} is a {found})")
-        for key, record in _META_RECORDS.items():
-            if key in meta:
-                try:
-                    record.from_json(meta[key])
-                except ValueError as exc:
-                    raise StoreDamaged(f"{self.path}: damaged run store ({exc})") from exc
-        return meta
+            return {key: json.loads(value) for key, value in rows}
 
     def devices(self) -> list[DeviceInfo]:
         known = {f.name for f in dataclasses.fields(DeviceInfo)}
@@ -394,7 +383,7 @@ class RunStore:
                 table.setdefault(device, {})[metric] = status
         return table
 
-    def telemetry(self, device: int, as_read: bool = False) -> dict[str, np.ndarray]:
+    def telemetry(self, device: int, as_read: bool = False) -> Columns:
         """Every telemetry column of one device as float arrays ordered by time; NaN where
         the value could not be read, and where it was read but cannot be true (flagged
         implausible), unless ``as_read``."""
@@ -415,7 +404,7 @@ class RunStore:
                 k = int(np.searchsorted(t, flag.t_s))
                 if k < t.size and t[k] == flag.t_s and flag.field in columns:
                     columns[flag.field][k] = math.nan
-        return columns
+        return Columns(columns)
 
     def implausible(self, device: int) -> list[Implausible]:
         """The readings of one device flagged as impossible, in time order."""
@@ -592,19 +581,6 @@ _OPTIONAL_TABLES = ("implausible", "server_readings")
 SALVAGE_FAILED_READS = 4000  # reads of damaged rows tried per table before giving it up
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Salvage:
-    """What reading a damaged store got back: its telemetry samples (rows) and the time of
-    the last one, and the tables that were not read whole."""
-
-    samples: int
-    last_t_s: float | None
-    incomplete_tables: tuple[str, ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
 def is_sqlite_file(path: Path) -> bool:
     """Whether the file starts as an SQLite database does (then damage may be salvaged)."""
     try:
@@ -750,13 +726,16 @@ def _salvage_copy(path: Path, copy: Path) -> tuple[RunStore, Salvage]:
         src.close()
     store = RunStore(path, dst)
     try:
-        meta = store.meta()
+        entries = store._meta_entries()
+        store.meta()  # every entry of its type
         (count, last) = dst.execute("SELECT COUNT(*), MAX(t_s) FROM telemetry").fetchone()
     except (StoreError, sqlite3.Error) as exc:
         dst.close()
         raise StoreError(f"{path}: damaged run store, its metadata unreadable ({exc})") from exc
-    if meta.get("store_version") != STORE_VERSION or RUN_KEY not in meta:
+    if entries.get("store_version") != STORE_VERSION or RUN_KEY not in entries:
         dst.close()
         raise StoreError(f"{path}: damaged run store, the run's own metadata is lost")
     missing = tuple(t for t in _TABLES if not whole[t])
-    return store, Salvage(int(count), None if last is None else float(last), missing)
+    found = Salvage(int(count), None if last is None else float(last), missing)
+    store.salvaged = found
+    return store, found

@@ -6,17 +6,57 @@ import math
 
 NOT_AVAILABLE = "not available"
 
-_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+# The SI prefixes soak prints, largest first: above one for rates, below for energy per work.
+PREFIXES = (
+    (1e15, "P"),
+    (1e12, "T"),
+    (1e9, "G"),
+    (1e6, "M"),
+    (1e3, "k"),
+    (1e-3, "m"),
+    (1e-6, "µ"),
+    (1e-9, "n"),
+    (1e-12, "p"),
+    (1e-15, "f"),
+)
+_LARGE = tuple((s, p) for s, p in PREFIXES if s > 1)
+_SMALL = tuple((s, p) for s, p in PREFIXES if s < 1)
+# The rate of each unit of work a workload counts.
+RATE_UNITS = {"FLOP": "FLOP/s", "B": "B/s", "token": "token/s"}
+
+
+def rate_unit(unit: str | None) -> str:
+    """The rate of a unit of work: "FLOP" → "FLOP/s"; "" where the unit is not known."""
+    if not unit:
+        return ""
+    return RATE_UNITS.get(unit, f"{unit}/s")
+
+
+def prefix(value: float) -> tuple[float, str]:
+    """The scale and prefix of the largest SI prefix at most ``value`` (1 and "" below k)."""
+    return next(((s, p) for s, p in _LARGE if value >= s), (1.0, ""))
 
 
 def si(value: float | None, unit: str, digits: int = 3) -> str:
     """``value`` with an SI prefix and ``digits`` significant figures; None → not available."""
     if value is None or not math.isfinite(value):
         return NOT_AVAILABLE
-    for scale, prefix in _PREFIXES:
+    for scale, name in _LARGE:
         if abs(value) >= scale:
-            return f"{_sig(value / scale, digits)} {prefix}{unit}"
+            return f"{_sig(value / scale, digits)} {name}{unit}"
     return f"{_sig(value, digits)} {unit}"
+
+
+def small_si(value: float | None, unit: str, digits: int = 3) -> str:
+    """Like ``si`` but for values below one too: 1.02e-12 J/FLOP → "1.02 pJ/FLOP"."""
+    if value is None or not math.isfinite(value):
+        return NOT_AVAILABLE
+    if value == 0 or abs(value) >= 1:
+        return si(value, unit, digits)
+    scale, name = next(((s, p) for s, p in _SMALL if abs(value) >= s), _SMALL[-1])
+    scaled = value / scale
+    decimals = max(digits - 1 - math.floor(math.log10(abs(scaled))), 0)
+    return f"{scaled:.{decimals}f} {name}{unit}"
 
 
 def _sig(value: float, digits: int) -> str:

@@ -15,7 +15,7 @@ from soak.analysis.analyze import RunData
 from soak.devices.sim import SimServer
 from soak.devices.sim.params import CHASSIS, Chassis
 from soak.model import TELEMETRY_FIELDS, Event, StopReason, Telemetry, WorkSample
-from soak.record import RunRecord, SimRecord, StopRecord
+from soak.record import RunMeta, RunRecord, SimRecord, StopRecord
 from soak.validity import cleaned, screen
 
 BASELINE_S = 10.0  # the idle baseline before the load, as the runner's
@@ -129,13 +129,11 @@ def simulate(
         t += 1.0
     update = load.stop(t)
     rec.add([], update.samples, update.events)
-    meta = {
-        "run": RunRecord(
-            backend="sim", workload=workload, seed=seed, sim=SimRecord(sku=sku)
-        ).to_json(),
-        "load_start_s": BASELINE_S,
-        "stop": StopRecord(StopReason.DURATION, load_stop_s=t, duration_s=t - BASELINE_S).to_json(),
-    }
+    meta = RunMeta(
+        run=RunRecord(backend="sim", workload=workload, seed=seed, sim=SimRecord(sku=sku)),
+        load_start_s=BASELINE_S,
+        stop=StopRecord(StopReason.DURATION, load_stop_s=t, duration_s=t - BASELINE_S),
+    )
     infos = server.devices()
     # as the store does: an impossible reading is flagged and left out (soak.validity)
     limits = {d.index: d.power_limit_w for d in infos}

@@ -225,13 +225,12 @@ def test_an_import_format_is_added_by_one_entry_in_the_registry(monkeypatch, tmp
     assert code in (0, 1, 3)
     out = capsys.readouterr().out.strip().splitlines()
     run_dir = Path(out[-1]).parent
-    from soak.record import RunRecord
     from soak.store import RunStore
 
     store = RunStore.open(run_dir)
     try:
         power = store.telemetry(0)["power_w"]
-        assert RunRecord.of(store.meta()).source["format"] == "semicolons"
+        assert store.meta().run.source["format"] == "semicolons"
     finally:
         store.close_read()
     assert power.min() >= 300 and power.max() <= 312.5  # --scale 200 applied by its reader

@@ -3,11 +3,24 @@ every bad key or value is a one-line error naming it."""
 
 import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 
-from soak.config import Profile, builtin_profiles, load_profile, parse_profile
+from soak.bmc import BmcOptions
+from soak.config import (
+    Checks,
+    Profile,
+    RunConfig,
+    Windows,
+    builtin_profiles,
+    load_profile,
+    meaning,
+    parse_profile,
+)
 from soak.errors import ConfigError
+from soak.nodegroup import NodeGroup
+from workloads.base import OptionError, WorkloadOptions
 
 SKU_PROFILES = ("h100-sxm", "h200", "a100-sxm", "mi300x")
 
@@ -95,3 +108,87 @@ def test_bad_keys_and_values_are_one_line_errors_naming_them(text, needle):
 def test_unknown_profile_names_the_built_ins():
     with pytest.raises(ConfigError, match="h100-sxm"):
         load_profile("h300")
+
+
+# -- the run config's own rules: every entry point gets them, not only the command line --
+GROUP = NodeGroup(node=0, nodes=2, master_addr="10.0.0.7", master_port=23456)
+BAD_RUNS = {
+    "unknown workload": ({"workload": "fft"}, "--workload: unknown workload 'fft' (gemm,"),
+    "a load that measures nothing": (
+        {"duration_s": 0.6},
+        "--minutes 0.01: 0.6 s of load measures nothing: the cold window starts 5 s into the "
+        "load and a cold rate needs 15 s of it; at least 20 s (--minutes 0.34)",
+    ),
+    "zero interval": ({"interval_s": 0.0}, "--interval: must be > 0, got 0"),
+    "negative baseline": ({"baseline_s": -1.0}, "--baseline: must be >= 0, got -1"),
+    "heartbeat within a step": (
+        {"backend": "cpu", "heartbeat_timeout_s": 1.0, "workload_options": {"step_s": 2.0}},
+        "--heartbeat-timeout: 1 s must exceed the workload's step_s of 2 s",
+    ),
+    "ranks on the simulator": (
+        {"workload": "ddp", "ranks": 2},
+        "--ranks: only with --backend cpu and --workload ddp, or mix with --option mix_sync=1",
+    ),
+    "ranks without lock-step": (
+        {"backend": "cpu", "workload": "gemm", "ranks": 2},
+        "--ranks: only with --backend cpu",
+    ),
+    "lock-step mix on the simulator": (
+        {"workload_options": {"mix_sync": True}},
+        "--option mix_sync: the simulator does not model lock-step mix",
+    ),
+    "a fault without the simulator": (
+        {"backend": "cpu", "sim_faults": ("inlet:delta=3",)},
+        "--sim-fault: only with --backend sim",
+    ),
+    "a node group for gemm": (
+        {"backend": "cpu", "workload": "gemm", "node_group": GROUP},
+        "ddp across nodes (SOAK_DDP_NODES set): --workload is gemm, not ddp",
+    ),
+    "a node group on the simulator": (
+        {"workload": "ddp", "node_group": GROUP},
+        "--across-nodes: not with --backend sim",
+    ),
+    "a BMC port without a BMC": ({"bmc": {"port": 623}}, "--bmc-port: only with --bmc HOST"),
+    "a BMC password file that is not there": (
+        {"bmc": {"host": "bmc.example", "password_file": Path("/nonexistent/pw")}},
+        "--bmc-password-file /nonexistent/pw: no such file",
+    ),
+}
+
+
+@pytest.mark.parametrize("values,message", BAD_RUNS.values(), ids=BAD_RUNS.keys())
+def test_a_run_config_refuses_what_cannot_run_in_one_line(values, message):
+    values = dict(values)
+    with pytest.raises(ConfigError) as raised:
+        if "bmc" in values:
+            values["bmc"] = BmcOptions(**values["bmc"])
+        RunConfig(**{"backend": "sim", "workload": "gemm", "duration_s": 1800.0, **values})
+    assert str(raised.value).startswith(message) and "\n" not in str(raised.value)
+
+
+def test_a_short_profile_lets_a_short_run_measure_its_cold_window():
+    short = dataclasses.replace(
+        Profile().windows, cold_start_s=0.2, cold_length_s=0.8, steady_length_s=1.0
+    )
+    profile = dataclasses.replace(Profile(), windows=short)
+    assert RunConfig(backend="cpu", workload="gemm", duration_s=5.0, profile=profile)
+    with pytest.raises(ConfigError, match="at least 1 s"):
+        RunConfig(backend="cpu", workload="gemm", duration_s=0.5, profile=profile)
+
+
+def test_test_only_workload_options_are_not_operator_options():
+    """The faults the ddp tests inject are set in the config, never through ``--option``."""
+    with pytest.raises(OptionError, match="ddp_slow_rank: unknown") as raised:
+        WorkloadOptions.typed([("ddp_slow_rank", "1")])
+    assert "ddp_perturb_rank" not in str(raised.value) and "mix_sync" in str(raised.value)
+    assert WorkloadOptions(ddp_slow_rank=1, ddp_slowdown=3.0).ddp_slow_rank == 1
+
+
+def test_every_profile_setting_says_what_it_means():
+    """The report's profile table explains each setting from the setting's own field."""
+    for cls in (Windows, Checks):
+        assert all(meaning(f) for f in dataclasses.fields(cls)), cls.__name__
+    assert "power limit" in meaning(
+        next(f for f in dataclasses.fields(Checks) if f.name == "min_power_limit_fraction")
+    )

@@ -6,7 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from soak import fields
+from soak.fields import Columns
 from soak.model import TELEMETRY_METRICS
 from soak.report.summary import WINDOW_KEYS
 from soak.store import _SCHEMA
@@ -55,3 +59,17 @@ def test_no_module_keeps_its_own_list_of_metric_names() -> None:
         and pattern.search(path.read_text())
     ]
     assert not offenders, offenders
+
+
+def test_a_devices_columns_are_the_registrys_fields_read_as_attributes() -> None:
+    """The store's series are read as ``tele.temp_c``: one column per field of the registry,
+    NaN where a store lacks it, never written over, and no column the registry lacks."""
+    t = np.arange(3.0)
+    tele = Columns({"t_s": t, "temp_c": np.array([40.0, 41.0, 42.0])})
+    assert list(tele) == ["t_s", *(f.name for f in fields.FIELDS)]
+    assert tele.temp_c.tolist() == [40.0, 41.0, 42.0] and tele["temp_c"] is tele.temp_c
+    assert all(np.isnan(getattr(tele, f.name)).all() for f in fields.FIELDS if f.name != "temp_c")
+    with pytest.raises(AttributeError):
+        tele.temp_c = t  # type: ignore[misc]
+    with pytest.raises(KeyError, match="fan_rpm"):
+        Columns({"t_s": t, "fan_rpm": t})

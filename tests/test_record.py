@@ -17,7 +17,7 @@ from soak.cli import main
 from soak.config import load_profile
 from soak.errors import StoreError
 from soak.model import StopReason
-from soak.record import RunRecord, SimRecord, StopRecord
+from soak.record import RunMeta, RunRecord, SimRecord, StopRecord
 from soak.report.junit import build_junit
 from soak.report.summary import build_summary
 from soak.store import STORE_NAME, RunStore
@@ -112,10 +112,11 @@ def test_keys_this_soak_does_not_know_survive_a_read_and_a_write():
 
 
 def test_a_missing_record_reads_as_nothing_recorded():
-    assert RunRecord.of({}) == RunRecord()
+    assert RunMeta.from_json({}).run == RunRecord()
     assert RunRecord().tags == {} and RunRecord().backend is None
-    assert StopRecord.of({}) is None  # the coordinator died before it recorded a stop
-    assert StopRecord.of({"stop": {}}) == StopRecord()
+    # the coordinator died before it recorded a stop
+    assert RunMeta.from_json({}).stop is None
+    assert RunMeta.from_json({"stop": {}}).stop == StopRecord()
 
 
 @pytest.mark.parametrize(
@@ -164,8 +165,8 @@ def test_a_store_written_by_the_first_release_reads_typed(tmp_path):
         meta = store.meta()
     finally:
         store.close_read()
-    assert meta["store_version"] == 1
-    run, stop = RunRecord.of(meta), StopRecord.of(meta)
+    assert meta.store_version == 1 and meta.salvage is None and meta.ddp_group is None
+    run, stop = meta.run, meta.stop
     assert run.backend == "sim" and run.workload == "mix" and run.seed == 3
     assert run.tags == {"rack": "r7"} and run.duration_asked_s == 60.0
     assert run.sim == SimRecord(gpus=2, sku="h100-sxm", faults=("airflow:gpu=1:factor=2",))

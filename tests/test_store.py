@@ -47,7 +47,7 @@ def test_round_trip_keeps_none_as_nan_and_counters_exact(tmp_path):
     assert work["verified"].tolist() == [1.0, 0.0]
     assert reader.events()[0].details == {"code": 79}
     assert reader.events()[0].kind is EventKind.XID
-    assert reader.meta()["load_start_s"] == 10.0
+    assert reader.meta().load_start_s == 10.0
     assert reader.devices()[0].uuid == "GPU-a"
     assert reader.capabilities() == {0: {"fan_pct": "not supported", "temp_c": "supported"}}
     assert reader.units() == {"gemm": "FLOP"}

@@ -69,9 +69,9 @@ def test_the_last_8_kb_cut_off_keeps_almost_every_sample(small_run, tmp_path, ca
     assert html is not None
     analysis, _ = build_outputs(run_dir)
     assert analysis.verdict in ("INCOMPLETE", "FAIL")
-    found = analysis.meta["salvage"]
-    assert found["samples"] > 0.5 * 2 * 900 and found["last_t_s"] > 0
-    assert f"recovered {found['samples']:,} samples up to t = " in html
+    found = analysis.meta.salvage
+    assert found.samples > 0.5 * 2 * 900 and found.last_t_s > 0
+    assert f"recovered {found.samples:,} samples up to t = " in html
 
 
 @pytest.mark.slow

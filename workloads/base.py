@@ -10,11 +10,14 @@ from __future__ import annotations
 import math
 import typing
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 DTYPE_NAMES = ("bf16", "fp16", "tf32", "fp32", "fp64", "fp8")
 """Matrix dtypes the GEMM workload accepts; ``fp8`` is e4m3 with bf16 output."""
+
+
+TEST_ONLY = {"test_only": True}  # a field's metadata: set by tests, never by ``--option``
 
 
 class OptionError(ValueError):
@@ -53,9 +56,13 @@ class WorkloadOptions:
     dist_backend: str | None = None  # ddp: gloo, nccl (RCCL on ROCm); None: by device
     ddp_allreduce_mib: float | None = None  # ddp: timed all-reduce buffer; None: 256 GPU, 4 CPU
     ddp_allreduce_every: int = 1  # ddp: time the buffer's all-reduce every this many steps
-    ddp_perturb_rank: int | None = None  # test only: this rank's parameters drift (ddp checksum)
-    ddp_slow_rank: int | None = None  # test only: this rank computes half as long again (straggler)
-    ddp_slowdown: float = 0.5  # test only: the share of each iteration the slow rank idles more
+    # Faults the tests inject (never an operator's: ``--option`` does not take them).
+    # ddp: this rank's parameters drift (the ddp checksum must see it)
+    ddp_perturb_rank: int | None = field(default=None, metadata=TEST_ONLY)
+    # ddp: this rank computes half as long again (a straggler)
+    ddp_slow_rank: int | None = field(default=None, metadata=TEST_ONLY)
+    # ddp: the share of each iteration the slow rank idles more
+    ddp_slowdown: float = field(default=0.5, metadata=TEST_ONLY)
     mix_sync: bool = False  # mix on 2+ devices: its training runs as lock-step ddp (docs/ddp.md)
 
     @classmethod
@@ -63,7 +70,8 @@ class WorkloadOptions:
         """``KEY=VALUE`` texts (the command line's --option) as field values, each typed by
         its field's annotation (``gemm_n: int | None`` takes a whole number, "4e9" too);
         raises OptionError naming the key, or for values the options then refuse."""
-        hints = typing.get_type_hints(cls)
+        hidden = {f.name for f in fields(cls) if f.metadata.get("test_only")}
+        hints = {k: v for k, v in typing.get_type_hints(cls).items() if k not in hidden}
         out: dict[str, object] = {}
         for key, text in pairs:
             if key not in hints:

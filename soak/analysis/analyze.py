@@ -5,14 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 
 from soak.analysis.checks import (
-    CheckResult,
-    Counter,
+    CounterSpan,
     DeviceFacts,
+    Finding,
     HwEpisode,
     Status,
     run_checks,
@@ -23,22 +22,24 @@ from soak.analysis.contention import (
     foreign_processes,
     window_contention,
 )
-from soak.analysis.diagnosis import diagnose, peers_of
+from soak.analysis.ddp_steps import SyncFacts, split_loss, sync_checks, sync_facts
+from soak.analysis.diagnosis import Peers, diagnose, peers_of
 from soak.analysis.equilibrium import Equilibrium, Series, Signals, detect
 from soak.analysis.headroom import Headroom, headroom_checks, run_headroom
 from soak.analysis.noise import Noise, noise
-from soak.analysis.sync import SyncFacts, split_loss, sync_checks, sync_facts
 from soak.analysis.windows import (
     Window,
+    WindowName,
     WindowStats,
+    WorkRates,
     cold_window,
     load_start,
     steady_window,
     window_stats,
     work_rates,
 )
-from soak.config import Profile
-from soak.fields import FOLLOWED
+from soak.config import Profile, Windows
+from soak.fields import FOLLOWED, Columns
 from soak.model import (
     HW_REASONS,
     DeviceInfo,
@@ -48,7 +49,7 @@ from soak.model import (
     Verdict,
     WorkerOutcome,
 )
-from soak.record import RunRecord, StopRecord
+from soak.record import RunMeta, RunRecord, StopRecord
 from soak.store import RunStore
 from soak.validity import (
     COUNTERS,
@@ -77,7 +78,7 @@ class DeviceResult:
     facts: DeviceFacts
     load_start_s: float | None
     end_s: float | None
-    checks: list[CheckResult]
+    checks: list[Finding]
     verdict: Verdict
     diagnosis: str  # one of diagnosis.CAUSES
     diagnosis_evidence: tuple[str, ...] = ()
@@ -86,42 +87,36 @@ class DeviceResult:
     warmup_s: float | None = None
     noise: Noise | None = None  # of the steady figures (batch means); None without a window
     quality: Quality | None = None  # how far its readings can be trusted (soak.validity)
+    rates: dict[str, WorkRates] = field(default_factory=dict)  # per part: each sample's rate
 
     @property
     def index(self) -> int:
         return self.info.index
 
 
-def merge_windows(results: list[CheckResult]) -> list[CheckResult]:
-    """Join each result about the final window to the result of the same check, device and
-    status about the steady window that says the same with other numbers: one row of the
-    report naming both windows, where two rows would read as one failure listed twice."""
+def merge_windows(results: list[Finding]) -> list[Finding]:
+    """Join each result about the final window to the result of the same check, device,
+    status and part about the steady window that says the same with other numbers: one row
+    of the report naming both windows, where two rows would read as one failure listed
+    twice."""
     steady: dict[tuple, int] = {}
-    out: list[CheckResult] = []
+    out: list[Finding] = []
     for c in results:
-        window = _window_word(c.message)
-        key = (c.check, c.device, c.status, _subject(c.message))
-        if window == "steady":
+        key = (c.check, c.device, c.status, c.part, _subject(c))
+        if c.window is WindowName.STEADY:
             steady[key] = len(out)
-        elif window == "final" and key in steady:
+        elif c.window is WindowName.FINAL and key in steady:
             at = steady.pop(key)
-            out[at] = CheckResult(c.check, c.status, _both(out[at].message, c.message), c.device)
+            out[at] = replace(out[at], message=_both(out[at].message, c.message))
             continue
         out.append(c)
     return out
 
 
-_WINDOW_WORD = re.compile(r"\b(steady|final)\b")
-
-
-def _window_word(message: str) -> str | None:
-    found = _WINDOW_WORD.search(message)
-    return found.group(1) if found else None
-
-
-def _subject(message: str) -> str:
-    """What a message says with its window and its numbers left out."""
-    return re.sub(r"\d[\d.,]*", "#", _WINDOW_WORD.sub("W", message, count=1))
+def _subject(c: Finding) -> str:
+    """What a result's message says with its window's name and its numbers left out."""
+    text = c.message.replace(c.window, "W", 1) if c.window is not None else c.message
+    return re.sub(r"\d[\d.,]*", "#", text)
 
 
 _CLAUSE_END = re.compile(r":\s|;\s|\s\(")
@@ -130,7 +125,9 @@ _CLAUSE_END = re.compile(r":\s|;\s|\s\(")
 def _both(steady: str, final: str) -> str:
     """One message for both windows: the steady one whole, the final one's first clause
     that holds a number (its own headline figures; what follows says the same as the
-    steady one's)."""
+    steady one's); once where both say the same."""
+    if final == steady:
+        return steady
     for end in _CLAUSE_END.finditer(final):
         if re.search(r"\d", final[: end.start()]):
             return f"{steady}; {final[: end.start()]}"
@@ -139,10 +136,10 @@ def _both(steady: str, final: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Analysis:
-    meta: dict
+    meta: RunMeta
     profile: Profile
     devices: list[DeviceResult]
-    server_checks: list[CheckResult]
+    server_checks: list[Finding]
     verdict: Verdict
     stop_reason: StopReason | str
     events: list[Event] = field(default_factory=list)
@@ -150,23 +147,25 @@ class Analysis:
     units: dict[str, str] = field(default_factory=dict)
     sync: SyncFacts | None = None  # --workload ddp: the server's synchronous steps
     headroom: Headroom | None = None  # thermal headroom at the design inlet (BMC inlet)
+    primary_part: str | None = None  # the part the headline figures are of
+    sync_losses: tuple[SyncLoss, ...] = ()  # for every workload part, by name
 
     @property
     def run(self) -> RunRecord:
         """What the run recorded at its start (every field None where it recorded nothing)."""
-        return RunRecord.of(self.meta)
+        return self.meta.run
 
     @property
     def stop(self) -> StopRecord | None:
         """How the load stopped; None: no stop was recorded (the coordinator died)."""
-        return StopRecord.of(self.meta)
+        return self.meta.stop
 
     @property
-    def checks(self) -> list[CheckResult]:
+    def checks(self) -> list[Finding]:
         return [c for d in self.devices for c in d.checks] + self.server_checks
 
     @property
-    def reasons(self) -> list[CheckResult]:
+    def reasons(self) -> list[Finding]:
         """Every failing, incomplete and warning result, failures first. A check that
         could not run for want of a signal is not a reason: see ``not_checked``."""
         order = {Status.FAIL: 0, Status.INCOMPLETE: 1, Status.WARN: 2}
@@ -176,40 +175,53 @@ class Analysis:
         )
 
     @property
-    def not_checked(self) -> list[CheckResult]:
+    def not_checked(self) -> list[Finding]:
         """Checks that could not run because a signal is not available, each once."""
         return [c for c in self.checks if c.status is Status.NOT_CHECKED]
 
-    def sync_loss(self, part: str | None = None) -> tuple[float | None, int | None]:
-        """1 − min/mean of steady throughput: what the slowest device costs a synchronous
-        job, and which device that is."""
-        part = part or self.primary_part()
-        rates = {
-            d.index: d.facts.steady.throughput.get(part)
-            for d in self.devices
-            if d.facts.steady is not None
-        }
-        rates = {i: r for i, r in rates.items() if r is not None}
-        mean = float(np.mean(list(rates.values()))) if rates else 0.0
-        if len(rates) < 2 or mean <= 0:  # no work anywhere: nothing to lose
-            return None, None
-        slowest = min(rates, key=lambda i: rates[i])
-        return 1.0 - rates[slowest] / mean, slowest
+    @property
+    def sync_loss(self) -> SyncLoss:
+        """The synchronous loss of the primary part (``primary_part``)."""
+        found = (loss for loss in self.sync_losses if loss.part == self.primary_part)
+        return next(found, SyncLoss(self.primary_part))
 
-    def sync_losses(self) -> dict[str, tuple[float | None, int | None]]:
-        """The synchronous loss and the device that sets it, for every workload part."""
-        return {part: self.sync_loss(part) for part in sorted(self.units)}
 
-    def primary_part(self) -> str | None:
-        parts = list(self.units)
-        for preferred in ("gemm", "train", "membw"):
-            if preferred in parts:
-                return preferred
-        return parts[0] if parts else None
+@dataclass(frozen=True, slots=True)
+class SyncLoss:
+    """What the slowest device costs a synchronous job in one workload part: 1 − min/mean of
+    the devices' steady throughput, and which device that is; None where fewer than two
+    devices measured a steady throughput or none did any work."""
+
+    part: str | None
+    loss: float | None = None
+    slowest: int | None = None
+
+
+def sync_loss(part: str | None, devices: Sequence[DeviceResult]) -> SyncLoss:
+    rates = {
+        d.index: d.facts.steady.throughput.get(part or "")
+        for d in devices
+        if d.facts.steady is not None
+    }
+    rates = {i: r for i, r in rates.items() if r is not None}
+    mean = float(np.mean(list(rates.values()))) if rates else 0.0
+    if len(rates) < 2 or mean <= 0:  # no work anywhere: nothing to lose
+        return SyncLoss(part)
+    slowest = min(rates, key=lambda i: rates[i])
+    return SyncLoss(part, 1.0 - rates[slowest] / mean, slowest)
+
+
+def primary_part(units: Mapping[str, str]) -> str | None:
+    """The part a run's headline figures are of: GEMM, else training, else memory."""
+    parts = list(units)
+    for preferred in ("gemm", "train", "membw"):
+        if preferred in parts:
+            return preferred
+    return parts[0] if parts else None
 
 
 def _load_span(
-    work: dict[str, dict[str, np.ndarray]], tele_t: np.ndarray, meta: dict
+    work: dict[str, dict[str, np.ndarray]], tele_t: np.ndarray, meta: RunMeta
 ) -> tuple[float | None, float | None]:
     """A device's load start and end (its last work ended). Its load starts when its first
     unit of work is complete, of every part it runs: what comes before (imports, set-up,
@@ -219,19 +231,18 @@ def _load_span(
     ends = [w["t_end_s"].max() for w in work.values() if w["t_end_s"].size]
     if first is not None:
         return first, float(max(ends))
-    start = meta.get("load_start_s")
-    stop = StopRecord.of(meta)
-    end = None if stop is None else stop.load_stop_s
+    start = meta.load_start_s
+    end = None if meta.stop is None else meta.stop.load_stop_s
     if end is None and tele_t.size:
         end = float(tele_t[-1])
     return start, end
 
 
-def _counter(values: np.ndarray) -> Counter:
+def _counter(values: np.ndarray) -> CounterSpan:
     finite = values[np.isfinite(values)]
     if not finite.size:
-        return Counter(None, None, None)
-    return Counter(float(finite[0]), float(finite[-1]), float(finite.max()))
+        return CounterSpan(None, None, None)
+    return CounterSpan(float(finite[0]), float(finite[-1]), float(finite.max()))
 
 
 def _outcome(events: Sequence[Event]) -> tuple[WorkerOutcome | None, str]:
@@ -272,26 +283,20 @@ def hw_episodes(t: np.ndarray, reasons: np.ndarray) -> tuple[HwEpisode, ...] | N
     return tuple(out)
 
 
-def imported(meta: dict) -> bool:
-    """Whether the run is a trace imported from another tool (``soak import``)."""
-    return RunRecord.of(meta).imported
-
-
-def records_throughput(meta: dict, any_work: bool = True) -> bool:
+def records_throughput(run: RunRecord, any_work: bool = True) -> bool:
     """Whether the run records throughput by design. A telemetry-only import says it does
     not (``run.records_throughput`` false); an imported run (backend ``import``, or a
     ``source`` record) that does not say is taken to record none when it holds no work at
     all. A live run always does, so that a worker that did nothing still fails."""
-    run = RunRecord.of(meta)
     if run.records_throughput is not None:
         return run.records_throughput
     return any_work or not run.imported
 
 
-def _idle_temp(tele: dict[str, np.ndarray], start: float | None) -> float | None:
+def _idle_temp(tele: Columns, start: float | None) -> float | None:
     if start is None:
         return None
-    before = tele["temp_c"][(tele["t_s"] < start) & np.isfinite(tele["temp_c"])]
+    before = tele.temp_c[(tele.t_s < start) & np.isfinite(tele.temp_c)]
     return float(np.median(before)) if before.size else None
 
 
@@ -302,48 +307,55 @@ def _power_limit(steady: WindowStats | None, info: DeviceInfo) -> float | None:
     return info.power_limit_w
 
 
-def device_facts(
-    info: DeviceInfo,
-    tele: dict[str, np.ndarray],
-    work: dict[str, dict[str, np.ndarray]],
-    units: dict[str, str],
-    events: Sequence[Event],
-    meta: dict,
-    profile: Profile,
-    incomplete: bool,
-    capabilities: dict[str, str] | None = None,
-    any_work: bool = True,
-) -> tuple[DeviceFacts, float | None, float | None]:
-    windows = profile.windows
-    start, end = _load_span(work, tele["t_s"], meta)
-    t = tele["t_s"]
+@dataclass(frozen=True, slots=True)
+class _Windows:
+    """A device's windows over its load, and its equilibrium (None: no load measured)."""
+
     equilibrium: Equilibrium | None = None
     cold: WindowStats | None = None
     steady: WindowStats | None = None
     whole: WindowStats | None = None
     final: WindowStats | None = None
-    if start is not None and end is not None and end > start:
-        rates = {part: Series(*work_rates(w)) for part, w in work.items()}
-        signals = Signals(
-            Series(t, tele["temp_c"]),
-            Series(t, tele["power_w"]),
-            Series(t, tele["sm_clock_mhz"]),
-            rates,
-        )
-        equilibrium = detect(start, end, signals, windows)
-        cold = window_stats(cold_window(start, windows), tele, work)
-        steady = window_stats(steady_window(equilibrium.time_s, start, end, windows), tele, work)
-        whole = window_stats(Window(start, end), tele, work)
-        final = window_stats(steady_window(None, start, end, windows), tele, work)
-    mask = foreign_mask(tele)
-    contention: dict[str, Contention] = {
-        label: window_contention(stats.window, tele, work, mask)
-        for label, stats in (("cold", cold), ("steady", steady), ("final", final))
-        if stats is not None
-    }
 
-    mine = [e for e in events if e.device == info.index]
-    outcome, detail = _outcome(mine)
+
+def _windows(
+    start: float | None,
+    end: float | None,
+    tele: Columns,
+    work: dict[str, dict[str, np.ndarray]],
+    rates: Mapping[str, WorkRates],
+    windows: Windows,
+) -> _Windows:
+    """The equilibrium of a device's load from ``start`` to ``end``, and its cold, steady,
+    whole and final windows' statistics."""
+    if start is None or end is None or end <= start:
+        return _Windows()
+    t = tele.t_s
+    signals = Signals(
+        Series(t, tele.temp_c),
+        Series(t, tele.power_w),
+        Series(t, tele.sm_clock_mhz),
+        {part: Series(r.t_s, r.rate) for part, r in rates.items()},
+    )
+    equilibrium = detect(start, end, signals, windows)
+    return _Windows(
+        equilibrium,
+        window_stats(cold_window(start, windows), tele, work),
+        window_stats(steady_window(equilibrium.time_s, start, end, windows), tele, work),
+        window_stats(Window(start, end), tele, work),
+        window_stats(steady_window(None, start, end, windows), tele, work),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Verified:
+    checked: int = 0
+    failed: int = 0
+    max_error: float | None = None
+
+
+def _verified(work: dict[str, dict[str, np.ndarray]], mine: Sequence[Event]) -> _Verified:
+    """The device's result checks: made, failed, and the largest error of a failed one."""
     verified = np.concatenate([w["verified"] for w in work.values()]) if work else np.empty(0)
     errors = np.concatenate([w["verify_error"] for w in work.values()]) if work else np.empty(0)
     failed_errors = errors[(verified == 0) & np.isfinite(errors)]
@@ -355,20 +367,54 @@ def device_facts(
         if e.kind is EventKind.VERIFICATION_FAILED
         and e.details.get("check") == "cross_device_checksum"
     ]
+    return _Verified(
+        int(np.sum(np.isfinite(verified))),
+        int(np.sum(verified == 0)) + len(mismatches),
+        float(failed_errors.max()) if failed_errors.size else None,
+    )
+
+
+def device_facts(
+    info: DeviceInfo,
+    tele: Columns,
+    work: dict[str, dict[str, np.ndarray]],
+    units: dict[str, str],
+    events: Sequence[Event],
+    meta: RunMeta,
+    profile: Profile,
+    incomplete: bool,
+    capabilities: dict[str, str] | None = None,
+    any_work: bool = True,
+    rates: Mapping[str, WorkRates] | None = None,
+) -> tuple[DeviceFacts, float | None, float | None]:
+    start, end = _load_span(work, tele.t_s, meta)
+    if rates is None:
+        rates = {part: work_rates(w) for part, w in work.items()}
+    w = _windows(start, end, tele, work, rates, profile.windows)
+    mask = foreign_mask(tele)
+    named = ((WindowName.COLD, w.cold), (WindowName.STEADY, w.steady), (WindowName.FINAL, w.final))
+    contention: dict[str, Contention] = {
+        label: window_contention(stats.window, tele, work, mask)
+        for label, stats in named
+        if stats is not None
+    }
+    mine = [e for e in events if e.device == info.index]
+    outcome, detail = _outcome(mine)
+    verified = _verified(work, mine)
     # An imported trace may hold throughput for some devices and none for others (gpu-burn
     # prints a GPU's rate only once its first batch is done): for those, an absence of data,
     # never "no work was measured". A live run's worker that did nothing still fails.
-    foreign = imported(meta)
+    foreign = meta.run.imported
     own_work = any(w["t_end_s"].size for w in work.values())
     facts = DeviceFacts(
         index=info.index,
         name=info.name,
         units={part: units.get(part, "") for part in work},
-        cold=cold,
-        steady=steady,
-        whole=whole,
-        final=final,
-        equilibrium=equilibrium,
+        cold=w.cold,
+        steady=w.steady,
+        whole=w.whole,
+        final=w.final,
+        equilibrium=w.equilibrium,
         slowdown_temp_c=info.slowdown_temp_c,
         run_incomplete=incomplete,
         counters={key: _counter(tele[key]) for key in FOLLOWED},
@@ -376,17 +422,17 @@ def device_facts(
         outcome=outcome,
         outcome_detail=detail,
         outcome_phase=_outcome_phase(mine),
-        verification_checked=int(np.sum(np.isfinite(verified))),
-        verification_failed=int(np.sum(verified == 0)) + len(mismatches),
-        verification_max_error=float(failed_errors.max()) if failed_errors.size else None,
+        verification_checked=verified.checked,
+        verification_failed=verified.failed,
+        verification_max_error=verified.max_error,
         lost=any(e.kind is EventKind.DEVICE_LOST for e in mine),
-        workload=RunRecord.of(meta).workload,
-        power_limit_w=_power_limit(steady, info),
+        workload=meta.run.workload,
+        power_limit_w=_power_limit(w.steady, info),
         default_power_limit_w=info.default_power_limit_w,
-        hw_episodes=hw_episodes(t, tele["clock_reasons"]),
+        hw_episodes=hw_episodes(tele.t_s, tele.clock_reasons),
         load_start_s=start,
-        warmup_end_s=cold.window.start_s if cold is not None else None,
-        records_throughput=records_throughput(meta, any_work) and (own_work or not foreign),
+        warmup_end_s=w.cold.window.start_s if w.cold is not None else None,
+        records_throughput=records_throughput(meta.run, any_work) and (own_work or not foreign),
         throughput_note="" if own_work or not foreign else FOREIGN_NONE,
         foreign_load=foreign,
         capabilities=dict(capabilities or {}),
@@ -397,7 +443,7 @@ def device_facts(
     return facts, start, end
 
 
-def telemetry_checks(events: Sequence[Event]) -> list[CheckResult]:
+def telemetry_checks(events: Sequence[Event]) -> list[Finding]:
     """Frozen telemetry (``soak.validity``): a freeze seen live fails its device, as a lost
     device does; a freeze an import cut the judged load at warns (and leaves the run
     incomplete), since nothing after it is judged."""
@@ -407,7 +453,7 @@ def telemetry_checks(events: Sequence[Event]) -> list[CheckResult]:
             continue
         judged = e.details.get("judged", True)
         out.append(
-            CheckResult("telemetry", Status.FAIL if judged else Status.WARN, e.message, e.device)
+            Finding("telemetry", Status.FAIL if judged else Status.WARN, e.message, e.device)
         )
     return out
 
@@ -428,9 +474,9 @@ def _unseen_freezes(
         tele = data.telemetry.get(index)
         if index in seen or start is None or end is None or tele is None:
             continue
-        t = tele["t_s"]
+        t = tele.t_s
         loaded = (t >= start) & (t <= end)
-        columns = {n: tele[n] for n in MUST_MOVE if n in tele}
+        columns = {n: tele[n] for n in MUST_MOVE}
         found = frozen_spans(index, t.tolist(), columns, loaded.tolist())
         if found:
             first = _as_reached(found[0])
@@ -445,23 +491,18 @@ def _as_reached(span: Frozen) -> Frozen:
     return replace(span, to_s=span.from_s + FROZEN_S) if span.length_s > FROZEN_S else span
 
 
-def _resets(tele: dict[str, np.ndarray]) -> tuple[Reset, ...]:
-    return tuple(
-        r
-        for name in COUNTERS
-        if name in tele
-        for r in counter_resets(name, tele["t_s"], tele[name])
-    )
+def _resets(tele: Columns) -> tuple[Reset, ...]:
+    return tuple(r for name in COUNTERS for r in counter_resets(name, tele.t_s, tele[name]))
 
 
-def _unreset(tele: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {k: unreset(v) if k in COUNTERS else v for k, v in tele.items()}
+def _unreset(tele: Columns) -> Columns:
+    return tele.replace(**{name: unreset(tele[name]) for name in COUNTERS})
 
 
 def _quality(index: int, data: RunData, facts: DeviceFacts, resets: tuple[Reset, ...]) -> Quality:
     """What the analysis knows of one device's readings (``soak.validity``)."""
-    t = data.telemetry[index]["t_s"]
-    found = tuple(gaps(t, RunRecord.of(data.meta).interval_s))
+    t = data.telemetry[index].t_s
+    found = tuple(gaps(t, data.meta.run.interval_s))
     frozen = tuple(
         Frozen(
             index,
@@ -523,13 +564,13 @@ def _cut_at_freeze(e: Event) -> bool:
     )
 
 
-def cross_device_checks(events: Sequence[Event]) -> list[CheckResult]:
+def cross_device_checks(events: Sequence[Event]) -> list[Finding]:
     """Devices that computed the same fixed product and disagreed with no majority to blame
     one: the server computes wrong somewhere, which fails it."""
     out = []
     for e in events:
         if e.kind is EventKind.VERIFICATION_FAILED and e.device is None:
-            out.append(CheckResult("cross_device", Status.FAIL, e.message, None))
+            out.append(Finding("cross_device", Status.FAIL, e.message, None))
     return out
 
 
@@ -538,9 +579,9 @@ class RunData:
     """A run's records in memory, as the store reads them back: what the analysis needs.
     The accuracy benchmark builds one straight from the simulated server, without a store."""
 
-    meta: dict
+    meta: RunMeta
     devices: list[DeviceInfo]
-    telemetry: dict[int, dict[str, np.ndarray]]  # device -> column -> values (NaN: unread)
+    telemetry: dict[int, Columns]  # device -> its series (NaN: unread); a mapping is viewed
     work: dict[int, dict[str, dict[str, np.ndarray]]]  # device -> part -> column -> values
     units: dict[str, str]  # part -> unit of work
     events: list[Event]
@@ -551,6 +592,11 @@ class RunData:
     implausible: dict[int, list[Implausible]] = field(default_factory=dict)
     # the BMC's server-level series (inlet, chassis temperatures): name -> t_s, value
     server_readings: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        viewed = {i: Columns(t) for i, t in self.telemetry.items() if not isinstance(t, Columns)}
+        if viewed:
+            object.__setattr__(self, "telemetry", self.telemetry | viewed)
 
     @classmethod
     def from_store(cls, store: RunStore) -> RunData:
@@ -581,105 +627,164 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     if any(resets.values()):  # the counts on either side of a reset are added
         data = replace(data, telemetry={i: _unreset(t) for i, t in data.telemetry.items()})
     meta = data.meta
-    events = data.events
-    units = data.units
-    stop_reason = _stop_reason(StopRecord.of(meta))
+    stop_reason = _stop_reason(meta.stop)
     # A store read back from damage may have lost any sample: never a PASS on what is left.
-    incomplete = stop_reason not in COMPLETE_STOPS or bool(meta.get("salvage"))
+    incomplete = stop_reason not in COMPLETE_STOPS or meta.salvage is not None
     # An import whose log froze was cut where the freeze began: the record of the load
     # ended early, so nothing is accepted on it.
-    incomplete = incomplete or any(_cut_at_freeze(e) for e in events)
-
-    results: list[DeviceResult] = []
-    all_facts: list[DeviceFacts] = []
-    spans = {}
-    infos = data.devices
-    any_work = any(w["t_end_s"].size for parts in data.work.values() for w in parts.values())
-    for info in infos:
-        tele = data.telemetry[info.index]
-        work = data.work.get(info.index, {})
-        caps = data.capabilities.get(info.index)
-        facts, start, end = device_facts(
-            info, tele, work, units, events, meta, profile, incomplete, caps, any_work
-        )
-        all_facts.append(facts)
-        spans[info.index] = (start, end)
-    if not imported(meta):  # the freeze watch's rule read offline, as the runner reads it
-        events = sorted([*events, *_unseen_freezes(data, spans)], key=lambda e: e.t_s)
+    incomplete = incomplete or any(_cut_at_freeze(e) for e in data.events)
+    rates = {
+        d.index: {part: work_rates(w) for part, w in data.work.get(d.index, {}).items()}
+        for d in data.devices
+    }
+    facts, spans = _all_facts(data, rates, profile, incomplete)
+    if not meta.run.imported:  # the freeze watch's rule read offline, as the runner reads it
+        events = sorted([*data.events, *_unseen_freezes(data, spans)], key=lambda e: e.t_s)
         data = replace(data, events=events)
-    sync = _sync_facts(data, all_facts, spans, profile)
-    checks = run_checks(all_facts, profile) + cross_device_checks(events)
-    checks += telemetry_checks(events)
-    names = {f.index: f.name for f in all_facts}
-    checks += sync_checks(sync, events, profile, names)
+    sync = _sync_facts(data, facts, spans, profile)
     headroom = run_headroom(
-        infos,
-        all_facts,
+        data.devices,
+        facts,
         data.telemetry,
         data.work,
         data.server_readings,
-        meta.get("bmc"),
+        meta.bmc,
         profile.checks.design_inlet_c,
     )
-    checks += headroom_checks(headroom, profile.checks.min_headroom_c)
+    checks = _all_checks(data, facts, sync, headroom, profile)
     server_checks = [c for c in checks if c.device is None]
-    peers = peers_of(all_facts)
-    for info, facts in zip(infos, all_facts, strict=True):
-        mine = [c for c in checks if c.device == info.index]
-        failed = any(c.status is Status.FAIL for c in mine)
-        # a check the device could not be judged on alone (contention) accepts nothing
-        unjudged = incomplete or any(c.status is Status.INCOMPLETE for c in mine)
-        verdict = Verdict.FAIL if failed else Verdict.INCOMPLETE if unjudged else Verdict.PASS
-        start, end = spans[info.index]
-        found = diagnose(facts, mine, peers)
-        launched = meta.get("load_start_s")
-        worked = any(w["t_end_s"].size for w in data.work.get(info.index, {}).values())
-        known = worked and start is not None and launched is not None
-        warmup = start - launched if known else None
-        steady_noise = None
-        if facts.steady is not None:
-            load = facts.whole.window if facts.whole is not None else None
-            tele, work = data.telemetry[info.index], data.work.get(info.index, {})
-            steady_noise = noise(facts.steady.window, load, tele, work)
-        results.append(
-            DeviceResult(
-                info,
-                facts,
-                start,
-                end,
-                mine,
-                verdict,
-                found.cause,
-                found.evidence,
-                warmup,
-                steady_noise,
-                _quality(info.index, data, facts, resets.get(info.index, ())),
-            )
+    peers = peers_of(facts)
+    results = [
+        _device_result(
+            data,
+            f,
+            [c for c in checks if c.device == f.index],
+            spans[f.index],
+            peers,
+            incomplete,
+            resets.get(f.index, ()),
+            rates[f.index],
         )
-
-    if not results:
-        verdict = Verdict.FAIL if not incomplete else Verdict.INCOMPLETE
-    elif any(r.verdict is Verdict.FAIL for r in results) or any(
-        c.status is Status.FAIL for c in server_checks
-    ):
-        verdict = Verdict.FAIL
-    elif incomplete or any(r.verdict is Verdict.INCOMPLETE for r in results):
-        verdict = Verdict.INCOMPLETE
-    else:
-        verdict = Verdict.PASS
+        for f in facts
+    ]
+    units = data.units
+    part = primary_part(units)
     return Analysis(
         meta,
         profile,
         results,
         server_checks,
-        verdict,
+        _verdict(results, server_checks, incomplete),
         stop_reason,
-        sorted([*events, *_episodes(results)], key=lambda e: e.t_s),
+        sorted([*data.events, *_episodes(results)], key=lambda e: e.t_s),
         data.capabilities,
         units,
         sync,
         headroom,
+        part,
+        tuple(sync_loss(p, results) for p in sorted(units)),
     )
+
+
+def _all_facts(
+    data: RunData,
+    rates: Mapping[int, Mapping[str, WorkRates]],
+    profile: Profile,
+    incomplete: bool,
+) -> tuple[list[DeviceFacts], dict[int, tuple[float | None, float | None]]]:
+    """Every device's facts, and its load's span (start, end)."""
+    any_work = any(w["t_end_s"].size for parts in data.work.values() for w in parts.values())
+    facts, spans = [], {}
+    for info in data.devices:
+        found, start, end = device_facts(
+            info,
+            data.telemetry[info.index],
+            data.work.get(info.index, {}),
+            data.units,
+            data.events,
+            data.meta,
+            profile,
+            incomplete,
+            data.capabilities.get(info.index),
+            any_work,
+            rates[info.index],
+        )
+        facts.append(found)
+        spans[info.index] = (start, end)
+    return facts, spans
+
+
+def _all_checks(
+    data: RunData,
+    facts: Sequence[DeviceFacts],
+    sync: SyncFacts | None,
+    headroom: Headroom,
+    profile: Profile,
+) -> list[Finding]:
+    """Every check of the devices and of the server."""
+    events = data.events
+    checks = run_checks(facts, profile) + cross_device_checks(events)
+    checks += telemetry_checks(events)
+    checks += sync_checks(sync, events, profile, {f.index: f.name for f in facts})
+    return checks + headroom_checks(headroom, profile.checks.min_headroom_c)
+
+
+def _device_result(
+    data: RunData,
+    facts: DeviceFacts,
+    mine: list[Finding],
+    span: tuple[float | None, float | None],
+    peers: Peers,
+    incomplete: bool,
+    resets: tuple[Reset, ...],
+    rates: dict[str, WorkRates],
+) -> DeviceResult:
+    """One device's verdict on its checks, its diagnosis, warm-up and steady noise."""
+    failed = any(c.status is Status.FAIL for c in mine)
+    # a check the device could not be judged on alone (contention) accepts nothing
+    unjudged = incomplete or any(c.status is Status.INCOMPLETE for c in mine)
+    verdict = Verdict.FAIL if failed else Verdict.INCOMPLETE if unjudged else Verdict.PASS
+    start, end = span
+    found = diagnose(facts, mine, peers)
+    launched = data.meta.load_start_s
+    work = data.work.get(facts.index, {})
+    worked = any(w["t_end_s"].size for w in work.values())
+    known = worked and start is not None and launched is not None
+    steady_noise = None
+    if facts.steady is not None:
+        load = facts.whole.window if facts.whole is not None else None
+        steady_noise = noise(facts.steady.window, load, data.telemetry[facts.index], work)
+    info = next(d for d in data.devices if d.index == facts.index)
+    return DeviceResult(
+        info,
+        facts,
+        start,
+        end,
+        mine,
+        verdict,
+        found.cause,
+        found.evidence,
+        start - launched if known else None,  # type: ignore[operator]
+        steady_noise,
+        _quality(facts.index, data, facts, resets),
+        rates,
+    )
+
+
+def _verdict(
+    results: Sequence[DeviceResult], server_checks: Sequence[Finding], incomplete: bool
+) -> Verdict:
+    """The server's verdict: FAIL on any failure, INCOMPLETE where nothing failed but
+    something could not be judged, else PASS; no device at all accepts nothing."""
+    if not results:
+        return Verdict.FAIL if not incomplete else Verdict.INCOMPLETE
+    if any(r.verdict is Verdict.FAIL for r in results) or any(
+        c.status is Status.FAIL for c in server_checks
+    ):
+        return Verdict.FAIL
+    if incomplete or any(r.verdict is Verdict.INCOMPLETE for r in results):
+        return Verdict.INCOMPLETE
+    return Verdict.PASS
 
 
 def _sync_facts(
@@ -707,23 +812,10 @@ def _sync_facts(
     )
     if sync is None:
         return None
-    group = data.meta.get("ddp_group")
-    if isinstance(group, Mapping) and group.get("ranks"):
-        sync = replace(sync, **_group_ranks(group))
+    group = data.meta.ddp_group  # a multi-node group: its global ranks, host and device
+    if group is not None and group.ranks:
+        sync = replace(sync, rank_of=group.this_node(), rank_labels=group.labels())
     return split_loss(sync, data.telemetry, profile)
-
-
-def _group_ranks(group: Mapping[str, Any]) -> dict[str, Any]:
-    """A multi-node group's record (``ddp_group``, soak.nodegroup): which global rank each
-    of this node's devices is, and every rank's host and device, for SyncFacts."""
-    node, local = int(group["node"]), int(group["local_ranks"])
-    ranks = [r for r in group["ranks"] if isinstance(r, Mapping)]
-    return {
-        "rank_of": {
-            int(r["device"]): int(r["rank"]) for r in ranks if int(r["rank"]) // local == node
-        },
-        "rank_labels": {int(r["rank"]): f"{r['host']} device {r['device']}" for r in ranks},
-    }
 
 
 def _stop_reason(stop: StopRecord | None) -> StopReason | str:

@@ -18,10 +18,10 @@ import numpy as np
 from soak import fields
 from soak.analysis.contention import RERUN, Contention, ForeignProcess, review
 from soak.analysis.equilibrium import Equilibrium
-from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowStats
+from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowName, WindowStats
 from soak.config import Profile
-from soak.model import RATE_UNITS, ClockReason, WorkerOutcome
-from soak.units import duration, pct, si
+from soak.model import WorkerOutcome
+from soak.units import duration, pct, rate_unit, si
 
 
 class Status(enum.StrEnum):
@@ -34,16 +34,64 @@ class Status(enum.StrEnum):
     INCOMPLETE = "incomplete"
 
 
+# The hardware's own counts and flags that fail a device: each is a check of its field's name.
+COUNTER_CHECKS = fields.FAILING_COUNTERS + tuple(
+    k for k in fields.FOLLOWED if fields.BY_NAME[k].kind is fields.Kind.FLAG
+)
+
+
+class CheckName(enum.StrEnum):
+    """Every acceptance check by the name summary.json and junit.xml carry: soak's own, and
+    one per counter or flag of ``COUNTER_CHECKS`` (the field registry's)."""
+
+    _ignore_ = "CheckName key"
+    WORKER = "worker"
+    VERIFICATION = "verification"
+    XID = "xid"
+    THROUGHPUT_RETENTION = "throughput_retention"
+    CLOCK_RETENTION = "clock_retention"
+    HW_EVENTS = "hw_events"
+    SW_THERMAL = "sw_thermal"
+    TEMP_MARGIN = "temp_margin"
+    EQUILIBRIUM = "equilibrium"
+    RUN_LENGTH = "run_length"
+    JITTER = "jitter"
+    POWER_LIMIT = "power_limit"
+    PROFILE = "profile"
+    FLOOR = "floor"
+    OUTLIER = "outlier"
+    HOT_SPOT = "hot_spot"
+    CROSS_DEVICE = "cross_device"  # the server: devices that disagree on the same product
+    TELEMETRY = "telemetry"  # readings frozen under load
+    THERMAL_HEADROOM = "thermal_headroom"  # soak.analysis.headroom
+    # ddp (soak.analysis.sync_steps)
+    STRAGGLER = "straggler"
+    SYNC_RETENTION = "sync_retention"
+    REPLICAS = "replicas"
+    BUSBW = "busbw"
+    CheckName = vars()
+    for key in COUNTER_CHECKS:
+        CheckName[key.upper()] = key
+
+
 @dataclass(frozen=True, slots=True)
-class CheckResult:
-    check: str
+class Finding:
+    """One check's result for a device (``device`` None: the server): its status, and its
+    numbers in ``message``; the window and workload part it judged where it judged one."""
+
+    check: CheckName
     status: Status
     message: str
     device: int | None = None
+    window: WindowName | None = None  # steady or final: the late window it judged
+    part: str | None = None  # the workload part whose throughput it judged
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "check", CheckName(self.check))
 
 
 @dataclass(frozen=True, slots=True)
-class Counter:
+class CounterSpan:
     """A cumulative hardware counter over the run: first and last readings, or None."""
 
     first: float | None
@@ -87,7 +135,7 @@ class DeviceFacts:
     final: WindowStats | None  # the last minutes of the load, where they are not the steady window
     equilibrium: Equilibrium | None
     slowdown_temp_c: float | None
-    counters: dict[str, Counter] = field(default_factory=dict)
+    counters: dict[str, CounterSpan] = field(default_factory=dict)
     xids: list[int] = field(default_factory=list)
     outcome: WorkerOutcome | None = None
     outcome_detail: str = ""
@@ -124,23 +172,26 @@ class DeviceFacts:
 
 
 def _rate(value: float | None, part: str, facts: DeviceFacts) -> str:
-    return si(value, RATE_UNITS.get(facts.units.get(part, ""), facts.units.get(part, "") + "/s"))
+    return si(value, rate_unit(facts.units.get(part)))
 
 
-def _late_windows(f: DeviceFacts) -> list[tuple[str, WindowStats | None]]:
+def _late_windows(f: DeviceFacts) -> list[tuple[WindowName, WindowStats | None]]:
     """The steady window, and the end of the load too where it differs: a device that
     degrades after equilibrium must not pass on the strength of its earlier steady state."""
-    windows = [("steady", f.steady)]
+    windows = [(WindowName.STEADY, f.steady)]
     if f.final is not None and (f.steady is None or f.final.window != f.steady.window):
-        windows.append(("final", f.final))
+        windows.append((WindowName.FINAL, f.final))
     return windows
 
 
-def _not_checked(check: str, what: str, f: DeviceFacts, *fields: str) -> CheckResult:
+def _not_checked(
+    check: str, what: str, f: DeviceFacts, *fields: str, window: WindowName | None = None
+) -> Finding:
     """A check that cannot run for want of a signal, naming the capability that is missing."""
     caps = [f"{k}: {f.capabilities[k]}" for k in fields if f.capabilities.get(k)]
     missing = f" ({'; '.join(caps)})" if caps else ""
-    return CheckResult(check, Status.NOT_CHECKED, f"{what} not available{missing}", f.index)
+    message = f"{what} not available{missing}"
+    return Finding(check, Status.NOT_CHECKED, message, f.index, window)
 
 
 # The clock each unit of work scales with: tensor math and training steps with the SM
@@ -213,7 +264,7 @@ def split_by_cause(
 
 def check_throughput_retention(
     f: DeviceFacts, profile: Profile, peers: Sequence[DeviceFacts] = ()
-) -> list[CheckResult]:
+) -> list[Finding]:
     """Steady (and final) throughput against cold, each loss judged by its cause: the
     power-capped drift only past its absolute floor, thermal and unexplained loss by the
     strict floor. ``peers`` (the server's devices) give the drift its comparison."""
@@ -229,14 +280,15 @@ def check_throughput_retention(
 
 
 def _clock_retention(
-    f: DeviceFacts, late: WindowStats | None, label: str, profile: Profile
-) -> list[CheckResult]:
+    f: DeviceFacts, late: WindowStats | None, label: WindowName, profile: Profile
+) -> list[Finding]:
     """Where no throughput is recorded, the SM clock stands in for it: the same split by
     cause and the same floors, on late / cold SM clock."""
     cold = f.cold.median.get("sm_clock_mhz") if f.cold else None
     clock = late.median.get("sm_clock_mhz") if late else None
     if not cold or clock is None or late is None:
-        return [_not_checked("clock_retention", f"{label} SM clock", f, "sm_clock_mhz")]
+        what = f"{label} SM clock"
+        return [_not_checked("clock_retention", what, f, "sm_clock_mhz", window=label)]
     split = split_by_cause(clock / cold, clock / cold, late, profile)
     checks = profile.checks
     text = (
@@ -249,16 +301,17 @@ def _clock_retention(
     ok = split.drift <= checks.max_power_drift and split.strict_ratio >= (
         checks.min_throughput_retention
     )
-    return [CheckResult("clock_retention", Status.PASS if ok else Status.FAIL, text, f.index)]
+    status = Status.PASS if ok else Status.FAIL
+    return [Finding("clock_retention", status, text, f.index, label)]
 
 
-def _not_measured(check: str, f: DeviceFacts) -> CheckResult:
+def _not_measured(check: str, f: DeviceFacts) -> Finding:
     why = f.throughput_note or "this run records no throughput (telemetry only)"
-    return CheckResult(check, Status.NOT_CHECKED, f"throughput not measured: {why}", f.index)
+    return Finding(check, Status.NOT_CHECKED, f"throughput not measured: {why}", f.index)
 
 
 def _peer_drifts(
-    peers: Sequence[DeviceFacts], f: DeviceFacts, label: str, part: str, profile: Profile
+    peers: Sequence[DeviceFacts], f: DeviceFacts, label: WindowName, part: str, profile: Profile
 ) -> list[float]:
     drifts = []
     for other in peers:
@@ -274,18 +327,22 @@ def _peer_drifts(
 def _retention(
     f: DeviceFacts,
     late: WindowStats | None,
-    label: str,
+    label: WindowName,
     profile: Profile,
     peers: Sequence[DeviceFacts] = (),
-) -> list[CheckResult]:
+) -> list[Finding]:
     out = []
     parts = sorted(set(f.cold.throughput if f.cold else {}) | set(late.throughput if late else {}))
     missing_status = Status.WARN if f.run_incomplete else Status.FAIL
     early = " before the run stopped" if f.run_incomplete else ""
     if not parts:
         return [
-            CheckResult(
-                "throughput_retention", missing_status, f"no work was measured{early}", f.index
+            Finding(
+                "throughput_retention",
+                missing_status,
+                f"no work was measured{early}",
+                f.index,
+                label,
             )
         ]
     for part in parts:
@@ -294,17 +351,19 @@ def _retention(
         if cold is None or steady is None:
             missing = "cold" if cold is None else label
             out.append(
-                CheckResult(
+                Finding(
                     "throughput_retention",
                     missing_status,
                     f"{part}: no {missing} throughput measured{early}",
                     f.index,
+                    label,
+                    part,
                 )
             )
             continue
         if cold <= 0:  # no ratio to take; a device that did nothing cold is not healthy
             message = f"{part}: cold throughput {_rate(cold, part, f)}: no work done cold"
-            out.append(CheckResult("throughput_retention", Status.FAIL, message, f.index))
+            out.append(Finding("throughput_retention", Status.FAIL, message, f.index, label, part))
             continue
         assert late is not None
         split = retention_split(f, late, part, profile)
@@ -315,12 +374,12 @@ def _retention(
 
 def _retention_result(
     f: DeviceFacts,
-    label: str,
+    label: WindowName,
     part: str,
     split: RetentionSplit,
     profile: Profile,
     peers: Sequence[DeviceFacts],
-) -> CheckResult:
+) -> Finding:
     checks = profile.checks
     floor, drift_floor = checks.min_throughput_retention, checks.max_power_drift
     cold = f.cold.throughput[part] if f.cold else None
@@ -355,11 +414,11 @@ def _contended(
     status: Status,
     text: str,
     f: DeviceFacts,
-    label: str,
+    label: WindowName,
     part: str,
     profile: Profile,
     alone_limit: float | None = None,
-) -> CheckResult:
+) -> Finding:
     """A failing throughput figure measured while something else used the device: the
     check is incomplete, or fails as before where the loss stays without the foreign load
     (``contention.review``). ``alone_limit`` is the lowest rate that passes; None: the
@@ -369,12 +428,12 @@ def _contended(
     late window without it) is incomplete too: the ratio is flattered, and a real loss
     could hide in it."""
     if status is Status.PASS and alone_limit is None:
-        return _flattered(check, text, f, label, profile)
+        return _flattered(check, text, f, label, part, profile)
     if status is not Status.FAIL:
-        return CheckResult(check, status, text, f.index)
+        return Finding(check, status, text, f.index, label, part)
     cold = f.cold.throughput.get(part) if f.cold else None
     if alone_limit is None and cold is None:
-        return CheckResult(check, status, text, f.index)
+        return Finding(check, status, text, f.index, label, part)
     limit = alone_limit
     if limit is None:
         limit = profile.checks.min_throughput_retention * cold  # type: ignore[operator]
@@ -389,22 +448,23 @@ def _contended(
         rate_text=lambda rate: _rate(rate, part, f),
     )
     if found is None:
-        return CheckResult(check, status, text, f.index)
-    return CheckResult(
-        check, Status.FAIL if found.stays else Status.INCOMPLETE, f"{text}; {found.note}", f.index
-    )
+        return Finding(check, status, text, f.index, label, part)
+    status = Status.FAIL if found.stays else Status.INCOMPLETE
+    return Finding(check, status, f"{text}; {found.note}", f.index, label, part)
 
 
-def _flattered(check: str, text: str, f: DeviceFacts, label: str, profile: Profile) -> CheckResult:
+def _flattered(
+    check: str, text: str, f: DeviceFacts, label: WindowName, part: str, profile: Profile
+) -> Finding:
     cold, late = f.contention.get("cold"), f.contention.get(label)
     floor = profile.checks.min_throughput_retention
     if floor <= 0 or cold is None or not cold.contended or (late is not None and late.contended):
-        return CheckResult(check, Status.PASS, text, f.index)
+        return Finding(check, Status.PASS, text, f.index, label, part)
     note = f"{cold.describe(f.foreign_processes, 'cold')}, not of the {label} window"
-    return CheckResult(check, Status.INCOMPLETE, f"{text}; {note}; {RERUN}", f.index)
+    return Finding(check, Status.INCOMPLETE, f"{text}; {note}; {RERUN}", f.index, label, part)
 
 
-def check_sw_thermal(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+def check_sw_thermal(f: DeviceFacts, profile: Profile) -> list[Finding]:
     """SW thermal slowdown: a budget of the steady (and final) window's time."""
     out = []
     lim = profile.checks.max_sw_thermal_fraction
@@ -419,20 +479,15 @@ def check_sw_thermal(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
             f"SW thermal slowdown {pct(share, 2)} of {window_label} window ({seconds:.0f} s); "
             f"limit {pct(lim, 2)}"
         )
-        out.append(CheckResult("sw_thermal", status, message, f.index))
+        out.append(Finding("sw_thermal", status, message, f.index, window_label))
     return out
 
 
-HW_REASON_NAMES = {
-    ClockReason.HW_SLOWDOWN: "HW slowdown",
-    ClockReason.HW_THERMAL: "HW thermal slowdown",
-    ClockReason.HW_POWER_BRAKE: "HW power brake",
-}
 MAX_EPISODES_NAMED = 3
 
 
 def _episode_text(e: HwEpisode, load_start_s: float | None) -> str:
-    names = "/".join(name for bit, name in HW_REASON_NAMES.items() if e.bits & int(bit))
+    names = "/".join(r.label for r in fields.HW_REASON_BITS if e.bits & int(r.bits))
     if load_start_s is not None:
         when = f"{e.start_s - load_start_s:.0f} s into the load"
     else:
@@ -440,7 +495,7 @@ def _episode_text(e: HwEpisode, load_start_s: float | None) -> str:
     return f"{names} at {when} for {e.duration_s:.0f} s (reason bits {e.bits:#x})"
 
 
-def check_protection_events(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+def check_protection_events(f: DeviceFacts, profile: Profile) -> list[Finding]:
     """Any HW slowdown, HW thermal slowdown or HW power brake after the warm-up fails the
     device wherever it falls: a healthy server never asserts one during a soak. Inside the
     warm-up (before the cold window) it warns. The message names each episode's time,
@@ -449,7 +504,7 @@ def check_protection_events(f: DeviceFacts, profile: Profile) -> list[CheckResul
         return [_not_checked("hw_events", "clock-event reasons", f, "clock_reasons")]
     if not f.hw_episodes:
         message = "no HW slowdown, HW thermal slowdown or HW power brake during the run"
-        return [CheckResult("hw_events", Status.PASS, message, f.index)]
+        return [Finding("hw_events", Status.PASS, message, f.index)]
     warmup = f.warmup_end_s
     late = [e for e in f.hw_episodes if warmup is None or e.end_s > warmup]
     early = [e for e in f.hw_episodes if e not in late]
@@ -468,11 +523,11 @@ def check_protection_events(f: DeviceFacts, profile: Profile) -> list[CheckResul
             f"{len(episodes)} HW protection event{'s' if len(episodes) > 1 else ''} {where} "
             f"({total:.0f} s in all): {'; '.join(named)}{extra}"
         )
-        out.append(CheckResult("hw_events", status, message, f.index))
+        out.append(Finding("hw_events", status, message, f.index))
     return out
 
 
-def check_temp_margin(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+def check_temp_margin(f: DeviceFacts, profile: Profile) -> list[Finding]:
     slowdown = f.slowdown_temp_c
     if slowdown is None:
         return [_not_checked("temp_margin", "slowdown threshold", f, "temp_c")]
@@ -481,7 +536,8 @@ def check_temp_margin(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     for label, stats in _late_windows(f):
         temp = stats.p90.get("temp_c") if stats else None
         if temp is None:
-            out.append(_not_checked("temp_margin", f"{label} temperature", f, "temp_c"))
+            what = f"{label} temperature"
+            out.append(_not_checked("temp_margin", what, f, "temp_c", window=label))
             continue
         margin = slowdown - temp
         status = Status.PASS if margin >= need else Status.FAIL
@@ -489,13 +545,13 @@ def check_temp_margin(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
             f"{label} temperature (p90) {temp:.0f} °C is {margin:.0f} °C below slowdown "
             f"{slowdown:.0f} °C; margin needed {need:.0f} °C"
         )
-        out.append(CheckResult("temp_margin", status, message, f.index))
+        out.append(Finding("temp_margin", status, message, f.index, label))
     return out
 
 
-def check_hardware_errors(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+def check_hardware_errors(f: DeviceFacts, profile: Profile) -> list[Finding]:
     out = []
-    remapping = (f.counters.get("remap_pending") or Counter(None, None)).peak is not None
+    remapping = (f.counters.get("remap_pending") or CounterSpan(None, None)).peak is not None
     for key in fields.FAILING_COUNTERS:
         label = fields.label(key)
         counter = f.counters.get(key)
@@ -508,7 +564,7 @@ def check_hardware_errors(f: DeviceFacts, profile: Profile) -> list[CheckResult]
         status = Status.PASS if new <= 0 else Status.FAIL
         noun = label.removesuffix("s") if int(new) == 1 else label  # "1 new ... error"
         message = f"{int(new)} new {noun} (from {int(counter.first)} to {int(counter.last)})"
-        out.append(CheckResult(key, status, message, f.index))
+        out.append(Finding(key, status, message, f.index))
     for key in (k for k in fields.FOLLOWED if fields.BY_NAME[k].kind is fields.Kind.FLAG):
         label = fields.label(key)
         counter = f.counters.get(key)
@@ -516,47 +572,47 @@ def check_hardware_errors(f: DeviceFacts, profile: Profile) -> list[CheckResult]
             out.append(_not_checked(key, label, f, key))
             continue
         status = Status.FAIL if counter.peak > 0 else Status.PASS
-        out.append(CheckResult(key, status, f"{label}: {'yes' if counter.peak else 'no'}", f.index))
+        out.append(Finding(key, status, f"{label}: {'yes' if counter.peak else 'no'}", f.index))
     if f.xids:
         codes = ", ".join(str(c) for c in sorted(set(f.xids)))
         out.append(
-            CheckResult("xid", Status.FAIL, f"{len(f.xids)} XID events (codes {codes})", f.index)
+            Finding("xid", Status.FAIL, f"{len(f.xids)} XID events (codes {codes})", f.index)
         )
     else:
-        out.append(CheckResult("xid", Status.PASS, "no XID events", f.index))
+        out.append(Finding("xid", Status.PASS, "no XID events", f.index))
     return out
 
 
-def check_verification(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+def check_verification(f: DeviceFacts, profile: Profile) -> list[Finding]:
     if f.verification_failed:
         err = f"; largest error {f.verification_max_error:.3g}" if f.verification_max_error else ""
         message = f"{f.verification_failed} of {f.verification_checked} result checks failed{err}"
-        return [CheckResult("verification", Status.FAIL, message, f.index)]
+        return [Finding("verification", Status.FAIL, message, f.index)]
     if f.verification_checked == 0:
         if f.foreign_load:
             message = "result verification not available: another tool ran the load"
-            return [CheckResult("verification", Status.NOT_CHECKED, message, f.index)]
+            return [Finding("verification", Status.NOT_CHECKED, message, f.index)]
         if not f.records_throughput:
             message = "result verification not available: this run records no work"
-            return [CheckResult("verification", Status.NOT_CHECKED, message, f.index)]
-        return [CheckResult("verification", Status.WARN, "no results were verified", f.index)]
+            return [Finding("verification", Status.NOT_CHECKED, message, f.index)]
+        return [Finding("verification", Status.WARN, "no results were verified", f.index)]
     message = f"{f.verification_checked} result checks passed"
-    return [CheckResult("verification", Status.PASS, message, f.index)]
+    return [Finding("verification", Status.PASS, message, f.index)]
 
 
-def check_outcome(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+def check_outcome(f: DeviceFacts, profile: Profile) -> list[Finding]:
     if f.lost:
-        return [CheckResult("worker", Status.FAIL, "device lost during the run", f.index)]
+        return [Finding("worker", Status.FAIL, "device lost during the run", f.index)]
     if f.outcome is None:
         if f.foreign_load:
             message = "worker outcome not available: another tool ran the load"
-            return [CheckResult("worker", Status.NOT_CHECKED, message, f.index)]
+            return [Finding("worker", Status.NOT_CHECKED, message, f.index)]
         if not f.records_throughput:
             message = "worker outcome not available: this run ran no load of soak's"
-            return [CheckResult("worker", Status.NOT_CHECKED, message, f.index)]
-        return [CheckResult("worker", Status.WARN, "load did not report how it ended", f.index)]
+            return [Finding("worker", Status.NOT_CHECKED, message, f.index)]
+        return [Finding("worker", Status.WARN, "load did not report how it ended", f.index)]
     if f.outcome is WorkerOutcome.OK:
-        return [CheckResult("worker", Status.PASS, "load ran to the end", f.index)]
+        return [Finding("worker", Status.PASS, "load ran to the end", f.index)]
     detail = f": {f.outcome_detail}" if f.outcome_detail else ""
     final = f.contention.get("final")
     if f.outcome is WorkerOutcome.HUNG and f.outcome_phase == "stop" and final and final.contended:
@@ -565,14 +621,14 @@ def check_outcome(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
             f"load ended: {f.outcome.value}{detail}; "
             f"{final.describe(f.foreign_processes, 'final')}; rerun on an idle host"
         )
-        return [CheckResult("worker", Status.INCOMPLETE, message, f.index)]
+        return [Finding("worker", Status.INCOMPLETE, message, f.index)]
     if f.outcome is WorkerOutcome.PEER_LOST:  # ddp: another rank ended; its device fails
         message = f"load ended early: another rank was lost{detail}"
-        return [CheckResult("worker", Status.WARN, message, f.index)]
-    return [CheckResult("worker", Status.FAIL, f"load ended: {f.outcome.value}{detail}", f.index)]
+        return [Finding("worker", Status.WARN, message, f.index)]
+    return [Finding("worker", Status.FAIL, f"load ended: {f.outcome.value}{detail}", f.index)]
 
 
-def check_jitter(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+def check_jitter(f: DeviceFacts, profile: Profile) -> list[Finding]:
     out = []
     limit = profile.checks.max_jitter_cv
     for part, cv in sorted((f.steady.throughput_cv if f.steady else {}).items()):
@@ -583,11 +639,11 @@ def check_jitter(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
         steady = f.contention.get("steady")
         if status is Status.WARN and steady is not None and steady.contended:
             message += f"; {steady.describe(f.foreign_processes)}"
-        out.append(CheckResult("jitter", status, message, f.index))
+        out.append(Finding("jitter", status, message, f.index, WindowName.STEADY, part))
     return out
 
 
-def check_equilibrium(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+def check_equilibrium(f: DeviceFacts, profile: Profile) -> list[Finding]:
     eq = f.equilibrium
     withdrawn = "".join(f"; {w.describe()}" for w in eq.withdrawn) if eq is not None else ""
     if eq is not None and eq.reached:
@@ -597,23 +653,21 @@ def check_equilibrium(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
             else f"at {eq.time_s:.0f} s of the run"
         )
         message = f"thermal equilibrium {when} (basis: {eq.basis}){withdrawn}"
-        return [CheckResult("equilibrium", Status.PASS, message, f.index)]
+        return [Finding("equilibrium", Status.PASS, message, f.index)]
     status = Status.FAIL if profile.checks.require_equilibrium else Status.WARN
     message = "equilibrium not reached; steady figures are from the last minutes of the run"
     if eq is not None and eq.reason:
         message += f" ({eq.reason})"
     message += withdrawn
-    return [CheckResult("equilibrium", status, message, f.index)]
+    return [Finding("equilibrium", status, message, f.index)]
 
 
-def check_run_length(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+def check_run_length(f: DeviceFacts, profile: Profile) -> list[Finding]:
     """A load too short for separate cold and steady windows cannot show a cold/hot loss."""
     if f.cold is None or f.steady is None:
         return []
     if f.steady.window.start_s >= f.cold.window.end_s:
-        return [
-            CheckResult("run_length", Status.PASS, "cold and steady windows are apart", f.index)
-        ]
+        return [Finding("run_length", Status.PASS, "cold and steady windows are apart", f.index)]
     needed = profile.windows.cold_start_s + profile.windows.cold_length_s + MIN_SEPARATE_STEADY_S
     had = f.whole.window.length_s if f.whole is not None else None
     had_text = f"{had:.0f} s of load" if had is not None else "the load"
@@ -622,17 +676,17 @@ def check_run_length(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
         f"{needed:.0f} s; {profile.windows.steady_length_s / 60:.0f} min of steady state after "
         f"equilibrium for a full verdict)"
     )
-    return [CheckResult("run_length", Status.WARN, message, f.index)]
+    return [Finding("run_length", Status.WARN, message, f.index)]
 
 
-def check_floors(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+def check_floors(f: DeviceFacts, profile: Profile) -> list[Finding]:
     """Per-SKU floors: a minimum steady throughput per workload and part, with its source.
     Floors are per workload because a part shares the device in ``mix`` and runs alone
     otherwise; a workload the profile gives no floors for is not judged by them."""
     if profile.legacy_floors:
         names = ", ".join(sorted(profile.legacy_floors))
         message = f"floors for {names} are in an older profile format; not applied"
-        return [CheckResult("floor", Status.WARN, message, f.index)]
+        return [Finding("floor", Status.WARN, message, f.index)]
     out = []
     floors = profile.floors.get(f.workload or "", {})
     sources = profile.floor_sources.get(f.workload or "", {})
@@ -647,7 +701,7 @@ def check_floors(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
                 message = (
                     f"{label} {part} throughput not measured; floor {_rate(floor, part, f)}{src}"
                 )
-                out.append(CheckResult("floor", Status.FAIL, message, f.index))
+                out.append(Finding("floor", Status.FAIL, message, f.index, label, part))
                 continue
             status = Status.PASS if rate >= floor else Status.FAIL
             message = (
@@ -658,7 +712,7 @@ def check_floors(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
     return out
 
 
-def check_power_limit(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+def check_power_limit(f: DeviceFacts, profile: Profile) -> list[Finding]:
     """An enforced power limit below the device's default caps its throughput by
     configuration; a warning, since an operator may have chosen it (the within-server rule
     fails a device that it makes slower than its peers)."""
@@ -667,12 +721,12 @@ def check_power_limit(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
         return []
     if limit >= profile.checks.min_power_limit_fraction * default:
         message = f"power limit {limit:.0f} W (default {default:.0f} W)"
-        return [CheckResult("power_limit", Status.PASS, message, f.index)]
+        return [Finding("power_limit", Status.PASS, message, f.index)]
     message = (
         f"power limit {limit:.0f} W is {pct(limit / default)} of the default {default:.0f} W; "
         f"limit {pct(profile.checks.min_power_limit_fraction, 0)}"
     )
-    return [CheckResult("power_limit", Status.WARN, message, f.index)]
+    return [Finding("power_limit", Status.WARN, message, f.index)]
 
 
 def profile_applies(name: str, profile: Profile) -> bool:
@@ -684,7 +738,7 @@ def profile_applies(name: str, profile: Profile) -> bool:
     return any(name == n.casefold() for n in profile.device_names)
 
 
-def check_profile_applies(f: DeviceFacts, profile: Profile) -> list[CheckResult]:
+def check_profile_applies(f: DeviceFacts, profile: Profile) -> list[Finding]:
     """A SKU profile names the devices its floors are for; on another device they mislead."""
     if profile_applies(f.name, profile):
         return []
@@ -692,10 +746,10 @@ def check_profile_applies(f: DeviceFacts, profile: Profile) -> list[CheckResult]
         f"profile {profile.name} is for {' / '.join(profile.device_names)}, "
         f"this device is {f.name}: its floors may not apply"
     )
-    return [CheckResult("profile", Status.WARN, message, f.index)]
+    return [Finding("profile", Status.WARN, message, f.index)]
 
 
-DEVICE_CHECKS: tuple[Callable[[DeviceFacts, Profile], list[CheckResult]], ...] = (
+DEVICE_CHECKS: tuple[Callable[[DeviceFacts, Profile], list[Finding]], ...] = (
     check_outcome,
     check_verification,
     check_hardware_errors,
@@ -712,26 +766,26 @@ DEVICE_CHECKS: tuple[Callable[[DeviceFacts, Profile], list[CheckResult]], ...] =
 )
 
 
-def _window_of(f: DeviceFacts, label: str) -> WindowStats | None:
-    return f.steady if label == "steady" else f.final if label == "final" else None
+def _window_of(f: DeviceFacts, label: WindowName) -> WindowStats | None:
+    return {WindowName.STEADY: f.steady, WindowName.FINAL: f.final}.get(label)
 
 
-def check_outliers(devices: Sequence[DeviceFacts], profile: Profile) -> list[CheckResult]:
+def check_outliers(devices: Sequence[DeviceFacts], profile: Profile) -> list[Finding]:
     """Within-server rule: a device whose steady (or final) throughput is below the server's
     median − max(k·MAD, rel·median) over that window fails. Needs three devices to mean
     anything. The final window is judged where a device's differs from its steady one, so
     a device that degrades after its steady window cannot pass on its earlier figures."""
     out = []
-    for label in ("steady", "final"):
+    for label in (WindowName.STEADY, WindowName.FINAL):
         out += _outliers(devices, profile, label)
     return out
 
 
-def _outliers(devices: Sequence[DeviceFacts], profile: Profile, label: str) -> list[CheckResult]:
+def _outliers(devices: Sequence[DeviceFacts], profile: Profile, label: WindowName) -> list[Finding]:
     out = []
     judged = [f for f in devices if f.records_throughput]
-    if label == "final":  # the final window of a device whose own final window is apart
-        apart = {f.index for f in judged if any(lbl == "final" for lbl, _ in _late_windows(f))}
+    if label is WindowName.FINAL:  # the final window of a device whose own is apart
+        apart = {f.index for f in judged if any(w is label for w, _ in _late_windows(f))}
         if not apart:
             return []
     else:
@@ -761,7 +815,7 @@ def _outliers(devices: Sequence[DeviceFacts], profile: Profile, label: str) -> l
                     f"{label} {part} {_rate(rate, part, facts)}; the server median is "
                     f"{_rate(median, part, facts)}: no reference for the within-server rule"
                 )
-                out.append(CheckResult("outlier", Status.WARN, message, index))
+                out.append(Finding("outlier", Status.WARN, message, index, label, part))
                 continue
             status = Status.PASS if rate >= limit else Status.FAIL
             message = (
@@ -777,7 +831,7 @@ POWER_SAME = 0.03  # relative: power within this of the server median counts as 
 
 
 def hot_spot_temps(
-    devices: Sequence[DeviceFacts], label: str = "steady"
+    devices: Sequence[DeviceFacts], label: WindowName = WindowName.STEADY
 ) -> tuple[dict[int, float], str]:
     """Each device's temperature over a late window as the hot-spot rule compares it, and
     how: the median temperature where every device runs at the server's median power
@@ -806,7 +860,7 @@ def hot_spot_temps(
     return scaled, f"temperature (at the median power {median_power:.0f} W)"
 
 
-def check_hot_spots(devices: Sequence[DeviceFacts], profile: Profile) -> list[CheckResult]:
+def check_hot_spots(devices: Sequence[DeviceFacts], profile: Profile) -> list[Finding]:
     """Within-server temperature rule: a device hotter than the server's median by more than
     the profile's margin warns, naming its temperature, the median and the margin (a cooling
     defect: a blocked heat sink, a bad thermal pad, a missing baffle); it fails when it also
@@ -814,7 +868,7 @@ def check_hot_spots(devices: Sequence[DeviceFacts], profile: Profile) -> list[Ch
     out = []
     margin = profile.checks.hot_spot_margin_c
     need = profile.checks.min_temp_margin_c
-    for label in ("steady", "final"):
+    for label in (WindowName.STEADY, WindowName.FINAL):
         temps, basis = hot_spot_temps(devices, label)
         if len(temps) < 3:
             continue
@@ -822,7 +876,7 @@ def check_hot_spots(devices: Sequence[DeviceFacts], profile: Profile) -> list[Ch
         f_by_index = {f.index: f for f in devices}
         for index, temp in sorted(temps.items()):
             f = f_by_index[index]
-            if label == "final" and not any(lbl == "final" for lbl, _ in _late_windows(f)):
+            if label is WindowName.FINAL and not any(w is label for w, _ in _late_windows(f)):
                 continue
             above = temp - median
             side = "above" if above >= 0 else "below"
@@ -831,7 +885,7 @@ def check_hot_spots(devices: Sequence[DeviceFacts], profile: Profile) -> list[Ch
                 f"median {median:.1f} °C; margin {margin:.0f} °C"
             )
             if above <= margin:
-                out.append(CheckResult("hot_spot", Status.PASS, text, index))
+                out.append(Finding("hot_spot", Status.PASS, text, index, label))
                 continue
             window = _window_of(f, label)
             p90 = window.p90.get("temp_c") if window else None
@@ -841,11 +895,12 @@ def check_hot_spots(devices: Sequence[DeviceFacts], profile: Profile) -> list[Ch
                 text += f"; p90 {p90:.0f} °C is within {need:.0f} °C of slowdown {slowdown:.0f} °C"
             else:
                 text += ": a hot slot (check its heat sink, thermal pads and baffles)"
-            out.append(CheckResult("hot_spot", Status.FAIL if near else Status.WARN, text, index))
+            status = Status.FAIL if near else Status.WARN
+            out.append(Finding("hot_spot", status, text, index, label))
     return out
 
 
-def run_checks(devices: Sequence[DeviceFacts], profile: Profile) -> list[CheckResult]:
+def run_checks(devices: Sequence[DeviceFacts], profile: Profile) -> list[Finding]:
     results = []
     for f in devices:
         for check in DEVICE_CHECKS:

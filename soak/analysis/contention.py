@@ -1,5 +1,5 @@
 """Contention: what else used a device during the soak, and what a loss that coincides with
-it says about the device (DESIGN.md, Verdict).
+it says about the device (docs/verdict.md).
 
 1. A reading is contended where work that is not soak's took ``FOREIGN_MIN_PCT`` % or more
    of the device (a CPU: other processes and the hypervisor's steal time), or where a
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from soak.analysis.windows import Window
+from soak.fields import Columns
 from soak.model import Event, EventKind
 
 # Work not soak's below this share of a device is a host's ordinary background (daemons,
@@ -93,17 +94,13 @@ class Contention:
         return f"other work used {load} {over}"
 
 
-def foreign_mask(tele: dict[str, np.ndarray]) -> np.ndarray | None:
+def foreign_mask(tele: Columns) -> np.ndarray | None:
     """Per reading: whether work not soak's used the device (NaN-safe); None where no
     reading of foreign load exists at all (not measured)."""
-    load = tele.get("foreign_load_pct")
-    procs = tele.get("foreign_procs")
-    n = tele["t_s"].size
+    n = tele.t_s.size
     known = np.zeros(n, dtype=bool)
     hit = np.zeros(n, dtype=bool)
-    for values, limit in ((load, FOREIGN_MIN_PCT), (procs, 1.0)):
-        if values is None:
-            continue
+    for values, limit in ((tele.foreign_load_pct, FOREIGN_MIN_PCT), (tele.foreign_procs, 1.0)):
         finite = np.isfinite(values)
         known |= finite
         hit |= finite & (np.where(finite, values, 0.0) >= limit)
@@ -112,7 +109,7 @@ def foreign_mask(tele: dict[str, np.ndarray]) -> np.ndarray | None:
 
 def window_contention(
     window: Window,
-    tele: dict[str, np.ndarray],
+    tele: Columns,
     work: dict[str, dict[str, np.ndarray]],
     mask: np.ndarray | None,
 ) -> Contention:
@@ -121,17 +118,16 @@ def window_contention(
     before it)."""
     if mask is None:
         return Contention(None)
-    t = tele["t_s"]
+    t = tele.t_s
     inside = window.mask(t)
     if not inside.any():
         return Contention(None)
     hit = mask[inside]
     share = float(np.mean(hit))
-    load = tele.get("foreign_load_pct")
-    loads = load[inside][hit] if load is not None else np.empty(0)
+    loads = tele.foreign_load_pct[inside][hit]
     loads = loads[np.isfinite(loads)]
-    procs = _peak(tele.get("foreign_procs"), inside)
-    mem = _peak(tele.get("foreign_mem_mib"), inside)
+    procs = _peak(tele.foreign_procs, inside)
+    mem = _peak(tele.foreign_mem_mib, inside)
     clean: dict[str, float | None] = {}
     clean_s = 0.0
     for part, w in work.items():
@@ -152,9 +148,7 @@ def window_contention(
     )
 
 
-def _peak(values: np.ndarray | None, inside: np.ndarray) -> float | None:
-    if values is None:
-        return None
+def _peak(values: np.ndarray, inside: np.ndarray) -> float | None:
     finite = values[inside][np.isfinite(values[inside])]
     return float(finite.max()) if finite.size and finite.max() > 0 else None
 

@@ -1,4 +1,4 @@
-"""Diagnosis: the likely cause of a device's failure, with its evidence (DESIGN.md, Verdict).
+"""Diagnosis: the likely cause of a device's failure, with its evidence (docs/verdict.md).
 
 It follows what slows a training GPU, most certain first:
 
@@ -35,15 +35,22 @@ operator's next step (``NEXT_STEPS``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from soak.analysis import contention
-from soak.analysis.checks import CLOCK_OF_UNIT, CheckResult, DeviceFacts, Status
+from soak.analysis.checks import (
+    CLOCK_OF_UNIT,
+    COUNTER_CHECKS,
+    CheckName,
+    DeviceFacts,
+    Finding,
+    Status,
+)
 from soak.analysis.windows import WindowStats
-from soak.model import ClockReason
+from soak.model import HW_REASONS, ClockReason
 
 HEALTHY = "healthy"
 THERMAL = "thermal-limited"
@@ -54,6 +61,23 @@ NOT_MEASURED = "not measured"  # an incomplete run that stopped before any work 
 CONTENTION = contention.HOST  # the host's other load took the device (a CPU)
 FOREIGN = contention.PROCESS  # a compute process not soak's shared the device (a GPU)
 CAUSES = (HEALTHY, THERMAL, POWER, HOST, HARDWARE, NOT_MEASURED, CONTENTION, FOREIGN)
+# What each cause means, for the report's reader
+MEANINGS = {
+    HEALTHY: "no loss from cold to steady state that the checks flag",
+    THERMAL: "clocks held back by thermal slowdown (or a HW thermal event), or too little "
+    "margin below the slowdown temperature",
+    POWER: "slower at steady state with the power cap in force most of the time (leakage "
+    "grows with temperature)",
+    HOST: "utilisation fell before throughput did: the host did not keep the device busy",
+    HARDWARE: "hardware errors, protection events, failed results, a lost device or a "
+    "slowdown with no thermal, power or host explanation: see the failing checks",
+    NOT_MEASURED: "the run stopped before any work was measured: nothing can be said of the "
+    "device's health",
+    CONTENTION: "its figures fell while the host's other work used the device: it could not "
+    "be judged alone",
+    FOREIGN: "its figures fell while another compute process shared the device: it could not "
+    "be judged alone",
+}
 NEXT_STEPS = {
     HEALTHY: "nothing to do",
     THERMAL: "check the inlet temperature, the fans and the heat sink's contact (thermal pads, "
@@ -69,17 +93,19 @@ NEXT_STEPS = {
 
 HARDWARE_CHECKS = frozenset(
     {
-        "worker",
-        "verification",
-        "ecc_uncorrected",
-        "retired_pages",
-        "remap_pending",
-        "remap_failure",
-        "xid",
-        "telemetry",  # readings frozen under load: a hung sensor or driver
+        CheckName.WORKER,
+        CheckName.VERIFICATION,
+        CheckName.XID,
+        CheckName.TELEMETRY,  # readings frozen under load: a hung sensor or driver
+        *(CheckName(key) for key in COUNTER_CHECKS),
     }
 )
-SLOW_CHECKS = frozenset({"throughput_retention", "clock_retention", "outlier", "floor"})
+SLOW_CHECKS = frozenset(
+    {CheckName.THROUGHPUT_RETENTION, CheckName.CLOCK_RETENTION, CheckName.OUTLIER, CheckName.FLOOR}
+)
+THERMAL_CHECKS = frozenset(
+    {CheckName.SW_THERMAL, CheckName.TEMP_MARGIN, CheckName.HW_EVENTS, CheckName.HOT_SPOT}
+)
 
 MIN_PEERS = 3
 BUSY_UTIL_PCT = 95.0  # a saturating load keeps NVML utilisation at 100 %
@@ -160,21 +186,23 @@ def _share(f: DeviceFacts, key: str) -> float:
     return max((s.reason_share.get(key) or 0.0 for s in _late(f)), default=0.0)
 
 
-def _messages(checks: Sequence[CheckResult], names: frozenset[str] | set[str]) -> list[str]:
+def _messages(checks: Sequence[Finding], names: Set[CheckName]) -> list[str]:
     return [c.message for c in checks if c.status is Status.FAIL and c.check in names]
 
 
-def _hardware(f: DeviceFacts, failing: set[str], checks: Sequence[CheckResult]) -> Diagnosis | None:
+def _hardware(
+    f: DeviceFacts, failing: set[CheckName], checks: Sequence[Finding]
+) -> Diagnosis | None:
     if f.lost:
         return Diagnosis(HARDWARE, ("device lost during the run",))
     if failing & HARDWARE_CHECKS:
         return Diagnosis(HARDWARE, tuple(_messages(checks, HARDWARE_CHECKS)))
-    if "hw_events" in failing and _protection_bits(f) & _NOT_THERMAL:
-        return Diagnosis(HARDWARE, tuple(_messages(checks, {"hw_events"})))
+    if CheckName.HW_EVENTS in failing and _protection_bits(f) & _NOT_THERMAL:
+        return Diagnosis(HARDWARE, tuple(_messages(checks, {CheckName.HW_EVENTS})))
     return None
 
 
-_NOT_THERMAL = int(ClockReason.HW_SLOWDOWN | ClockReason.HW_POWER_BRAKE)
+_NOT_THERMAL = int(HW_REASONS & ~ClockReason.HW_THERMAL)
 
 
 def _protection_bits(f: DeviceFacts) -> int:
@@ -187,11 +215,11 @@ def _protection_bits(f: DeviceFacts) -> int:
 
 
 def _thermal(
-    f: DeviceFacts, failing: set[str], checks: Sequence[CheckResult], peers: Peers, slow: bool
+    f: DeviceFacts, failing: set[CheckName], checks: Sequence[Finding], peers: Peers, slow: bool
 ) -> Diagnosis | None:
-    evidence = _messages(checks, {"sw_thermal", "temp_margin", "hw_events", "hot_spot"})
+    evidence = _messages(checks, THERMAL_CHECKS)
     thermal_share = max(_share(f, "sw_thermal"), _share(f, "hw_thermal"))
-    if thermal_share > 0.01 or failing & {"sw_thermal", "temp_margin", "hw_events", "hot_spot"}:
+    if thermal_share > 0.01 or failing & THERMAL_CHECKS:
         if thermal_share and not evidence:
             evidence.append(f"thermal clock reasons {100 * thermal_share:.1f} % of the time")
         return Diagnosis(THERMAL, tuple(evidence) + _clock_evidence(f, peers))
@@ -325,7 +353,7 @@ def _work_measured(f: DeviceFacts) -> bool:
     return any(rate is not None for rate in f.whole.throughput.values())
 
 
-def diagnose(f: DeviceFacts, checks: Sequence[CheckResult], peers: Peers) -> Diagnosis:
+def diagnose(f: DeviceFacts, checks: Sequence[Finding], peers: Peers) -> Diagnosis:
     """The likely cause of what this device's checks found; healthy where nothing failed."""
     failing = {c.check for c in checks if c.status is Status.FAIL and c.device == f.index}
     contended = _contended(f, checks)
@@ -355,7 +383,7 @@ def diagnose(f: DeviceFacts, checks: Sequence[CheckResult], peers: Peers) -> Dia
     return Diagnosis(HEALTHY, tuple(_messages(checks, failing)))
 
 
-def _contended(f: DeviceFacts, checks: Sequence[CheckResult]) -> Diagnosis | None:
+def _contended(f: DeviceFacts, checks: Sequence[Finding]) -> Diagnosis | None:
     """Checks left incomplete because something else used the device: host contention,
     or another process on it where the backend saw one (its pid, name and memory)."""
     messages = [c.message for c in checks if c.status is Status.INCOMPLETE and c.device == f.index]

@@ -46,8 +46,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from soak.analysis.checks import CheckResult, DeviceFacts, Status
+from soak.analysis.checks import DeviceFacts, Finding, Status
+from soak.fields import Columns
 from soak.model import INLET_SERIES, DeviceInfo
+from soak.record import BmcProbe
 
 BATCHES = 10  # batch means for θ's interval: the steady window's samples are correlated
 T95 = {10: 2.262, 9: 2.306, 8: 2.365, 7: 2.447, 6: 2.571, 5: 2.776, 4: 3.182, 3: 4.303}
@@ -378,7 +380,7 @@ def _mean(values: np.ndarray) -> float | None:
 
 def device_model(
     info: DeviceInfo,
-    tele: Mapping[str, np.ndarray],
+    tele: Columns,
     work: Mapping[str, Mapping[str, np.ndarray]],
     inlet: Mapping[str, np.ndarray],
     load_start_s: float,
@@ -388,10 +390,10 @@ def device_model(
     idle_power_w: float | None,
 ) -> DeviceModel | str:
     """The device's model (rule, steps 1, 2 and 4), or why there is none."""
-    t = tele["t_s"]
+    t = tele.t_s
     in_steady = (t >= steady[0]) & (t <= steady[1])
     air = _interp_inlet(inlet, t)
-    temp, power, clock = tele["temp_c"], tele["power_w"], tele["sm_clock_mhz"]
+    temp, power, clock = tele.temp_c, tele.power_w, tele.sm_clock_mhz
     if not np.isfinite(air[in_steady]).any():
         return "inlet not available over the steady window"
     both = np.isfinite(temp) & np.isfinite(power) & np.isfinite(air) & (power > 0)
@@ -414,7 +416,7 @@ def device_model(
         fixed = warm & (np.abs(clock - f_ss) <= FIXED_CLOCK_FRAC * f_ss)
         leakage_fit = _slope(t, temp, power, fixed, t_ss)
         leakage = leakage_fit[0] if leakage_fit else None
-    fan = _mean(tele["fan_pct"][in_steady]) if "fan_pct" in tele else None
+    fan = _mean(tele.fan_pct[in_steady])
     thresholds = {
         key: float(getattr(info, attr))
         for key, attr, _ in THRESHOLDS
@@ -469,7 +471,7 @@ def headroom_of(model: DeviceModel, design_inlet_c: float) -> DeviceHeadroom:
     return DeviceHeadroom(model, projected, margins, model.throttle_inlet_c(), tuple(notes))
 
 
-def headroom_checks(headroom: Headroom, min_headroom_c: float) -> list[CheckResult]:
+def headroom_checks(headroom: Headroom, min_headroom_c: float) -> list[Finding]:
     """A warning per device that reaches a slowdown threshold below the design inlet; a
     failure per device whose SW thermal margin there is under ``min_headroom_c`` (0: off),
     and where that floor is asked for and could not be projected, not checked."""
@@ -478,10 +480,10 @@ def headroom_checks(headroom: Headroom, min_headroom_c: float) -> list[CheckResu
     if min_headroom_c > 0:  # a floor the profile asks for is never passed unseen
         if not headroom.checked:
             message = f"margin at the {design:.0f} °C design inlet not projected: {headroom.reason}"
-            out.append(CheckResult("thermal_headroom", Status.NOT_CHECKED, message, None))
+            out.append(Finding("thermal_headroom", Status.NOT_CHECKED, message, None))
         for device, why in sorted(headroom.not_checked.items()):
             message = f"margin at the {design:.0f} °C design inlet not projected: {why}"
-            out.append(CheckResult("thermal_headroom", Status.NOT_CHECKED, message, device))
+            out.append(Finding("thermal_headroom", Status.NOT_CHECKED, message, device))
     for d in headroom.devices:
         sw = d.margins_c.get("sw_thermal")
         if min_headroom_c > 0 and sw is not None and sw < min_headroom_c:
@@ -489,10 +491,10 @@ def headroom_checks(headroom: Headroom, min_headroom_c: float) -> list[CheckResu
                 f"projected {sw:.1f} °C from SW thermal slowdown at {design:.0f} °C inlet, "
                 f"under the profile's floor of {min_headroom_c:.0f} °C"
             )
-            out.append(CheckResult("thermal_headroom", Status.FAIL, message, d.device))
+            out.append(Finding("thermal_headroom", Status.FAIL, message, d.device))
         elif d.throttle_inlet_c is not None and d.throttle_inlet_c < design:
             message = f"{d.throttle_phrase()}, below the design inlet of {design:.0f} °C"
-            out.append(CheckResult("thermal_headroom", Status.WARN, message, d.device))
+            out.append(Finding("thermal_headroom", Status.WARN, message, d.device))
     return out
 
 
@@ -504,10 +506,10 @@ def inlet_series(server: Mapping[str, Mapping[str, np.ndarray]]) -> Mapping[str,
 def run_headroom(
     infos: Sequence[DeviceInfo],
     facts: Sequence[DeviceFacts],
-    telemetry: Mapping[int, Mapping[str, np.ndarray]],
+    telemetry: Mapping[int, Columns],
     work: Mapping[int, Mapping[str, Mapping[str, np.ndarray]]],
     server: Mapping[str, Mapping[str, np.ndarray]],
-    bmc: Mapping[str, object] | None,
+    bmc: BmcProbe | None,
     design_inlet_c: float,
 ) -> Headroom:
     """Every device's headroom, or why none was checked (no inlet read)."""
@@ -516,7 +518,7 @@ def run_headroom(
         if bmc is None:
             why = "no BMC was read (a run stored before soak read one)"
         else:
-            why = str(bmc.get("reason") or "the BMC gave no inlet reading")
+            why = bmc.reason or "the BMC gave no inlet reading"
         return Headroom(design_inlet_c, reason=f"inlet not available: {why}")
     out, skipped = [], {}
     for info, f in zip(infos, facts, strict=True):
@@ -524,7 +526,7 @@ def run_headroom(
             skipped[info.index] = "no steady window"
             continue
         tele = telemetry[info.index]
-        idle = tele["power_w"][tele["t_s"] < f.load_start_s]
+        idle = tele.power_w[tele.t_s < f.load_start_s]
         model = device_model(
             info,
             tele,

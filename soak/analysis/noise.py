@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from soak.analysis.windows import Window
-from soak.fields import NOISE_METRICS
+from soak.fields import NOISE_METRICS, Columns
 
 NOISE_BLOCKS = 10
 MIN_BLOCKS = 3  # fewer blocks with data than this: no noise estimate
@@ -46,13 +46,13 @@ def _step(values: np.ndarray) -> float | None:
 def noise(
     steady: Window,
     load: Window | None,
-    tele: dict[str, np.ndarray],
+    tele: Columns,
     work: dict[str, dict[str, np.ndarray]],
     blocks: int = NOISE_BLOCKS,
 ) -> Noise:
     """Batch-means standard errors of the steady figures (see the module's docstring)."""
     edges = np.linspace(steady.start_s, steady.end_s, blocks + 1)
-    t = tele["t_s"]
+    t = tele.t_s
     inside = steady.mask(t)
     block_of = np.clip(np.searchsorted(edges, t[inside], side="right") - 1, 0, blocks - 1)
     load_mask = load.mask(t) if load is not None else np.ones(t.shape, bool)

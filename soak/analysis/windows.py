@@ -2,24 +2,36 @@
 
 The cold window is the first minute of real load after warm-up; the steady window is the
 10 minutes after equilibrium, or the last 10 minutes of the run when equilibrium was not
-reached (DESIGN.md). Both are measured from each device's own load start: the time of its
-first finished unit of work, so that a worker's set-up time is never counted as load.
+reached (docs/verdict.md, Windows). Both are measured from each device's own load start:
+the time of its first finished unit of work, so that a worker's set-up time is never counted
+as load.
 """
 
 from __future__ import annotations
 
+import enum
 import math
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from soak.config import Windows
-from soak.fields import REASONS, WINDOW_METRICS
+from soak.fields import REASONS, WINDOW_METRICS, Columns
 from soak.model import ClockReason
 
 MIN_SEPARATE_STEADY_S = 60.0  # shortest steady window worth keeping apart from the cold one
 ENERGY_COUNTER, POWER_INTEGRAL = "energy counter", "power integral"
+
+
+class WindowName(enum.StrEnum):
+    """The windows a device's figures are taken over: the first minute of load after the
+    warm-up, the steady window after equilibrium (or the end of the run), and the last
+    minutes of the load where they are not the steady window."""
+
+    COLD = "cold"
+    STEADY = "steady"
+    FINAL = "final"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,15 +60,17 @@ class WindowStats:
     unknown_reason_bits: int = 0
     power_mean_w: float | None = None
     energy_basis: str | None = None  # where power_mean_w came from (ENERGY_COUNTER, ...)
+    # Joules per unit of work of each part, from the two above. With several parts running
+    # at once (``mix``) each part is charged the whole device's energy.
+    energy_per_work: dict[str, float | None] = field(init=False)
 
-    def energy_per_work(self) -> dict[str, float | None]:
-        """Joules per unit of work of each part. With several parts running at once
-        (``mix``) each part is charged the whole device's energy."""
+    def __post_init__(self) -> None:
         power = self.power_mean_w
-        return {
+        energy = {
             part: power / rate if power is not None and rate else None
             for part, rate in self.throughput.items()
         }
+        object.__setattr__(self, "energy_per_work", energy)
 
 
 def cold_window(load_start_s: float, windows: Windows) -> Window:
@@ -179,12 +193,21 @@ class LiveWork:
 _COMPACT_MIN = 4096  # samples held before the first look for ones to drop
 
 
-def work_rates(w: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True, slots=True)
+class WorkRates:
+    """One part's work samples as rates: each sample's mid time and its work per second
+    (NaN where it took no time)."""
+
+    t_s: np.ndarray
+    rate: np.ndarray
+
+
+def work_rates(w: dict[str, np.ndarray]) -> WorkRates:
     """Per work sample of one part: its mid time and its rate (NaN where it took no time)."""
     duration = w["t_end_s"] - w["t_start_s"]
     with np.errstate(divide="ignore", invalid="ignore"):
         rate = np.where(duration > 0, w["work"] / duration, np.nan)
-    return (w["t_start_s"] + w["t_end_s"]) / 2, rate
+    return WorkRates((w["t_start_s"] + w["t_end_s"]) / 2, rate)
 
 
 def _finite(values: np.ndarray) -> np.ndarray:
@@ -218,15 +241,14 @@ def _mean_power(
 
 def window_stats(
     window: Window,
-    tele: dict[str, np.ndarray],
+    tele: Columns,
     work: dict[str, dict[str, np.ndarray]],
 ) -> WindowStats:
-    t = tele["t_s"]
+    t = tele.t_s
     mask = window.mask(t)
     median, p10, p90 = {}, {}, {}
     for name in WINDOW_METRICS:
-        column = tele.get(name)
-        values = column[mask] if column is not None else np.empty(0)
+        values = tele[name][mask]
         median[name] = _quantile(values, 0.5)
         p10[name] = _quantile(values, 0.1)
         p90[name] = _quantile(values, 0.9)
@@ -246,7 +268,7 @@ def window_stats(
         mean = float(np.mean(rates))
         cv[part] = float(np.std(rates)) / mean if rates.size > 1 and mean > 0 else None
 
-    reasons = tele["clock_reasons"][mask]
+    reasons = tele.clock_reasons[mask]
     readable = reasons[np.isfinite(reasons)].astype(np.int64)
     share: dict[str, float | None] = {}
     unknown = 0
@@ -256,7 +278,7 @@ def window_stats(
     if readable.size:
         unknown = int(np.bitwise_or.reduce(readable) & ~ClockReason.known_mask())
 
-    power, basis = _mean_power(t[mask], tele["energy_j"][mask], tele["power_w"][mask])
+    power, basis = _mean_power(t[mask], tele.energy_j[mask], tele.power_w[mask])
     return WindowStats(
         window, median, p10, p90, throughput, cv, counts, share, unknown, power, basis
     )

@@ -50,6 +50,25 @@ class BmcOptions:
     inlet_sensor: str | None = None
     ipmi_auth: str | None = None  # ipmitool -A (e.g. MD5) where the BMC needs one
 
+    def __post_init__(self) -> None:
+        """How to reach a BMC only with a BMC to reach, and the files named there."""
+        if self.host is None:
+            given = [
+                name
+                for name in ("port", "password_file", "ca_file", "ipmi_auth")
+                if getattr(self, name) is not None
+            ]
+            if given or self.insecure:
+                flag = "--bmc-" + (given[0] if given else "insecure").replace("_", "-")
+                raise ConfigError(f"{flag}: only with --bmc HOST")
+        if self.protocol not in BMC_PROTOCOLS:
+            known = ", ".join(BMC_PROTOCOLS)
+            raise ConfigError(f"--bmc-protocol: {self.protocol!r} is not one of {known}")
+        files = (("--bmc-password-file", self.password_file), ("--bmc-ca-file", self.ca_file))
+        for flag, path in files:
+            if path is not None and not path.is_file():
+                raise ConfigError(f"{flag} {path}: no such file")
+
 
 class NoBmc:
     """No BMC to read: every read says why."""

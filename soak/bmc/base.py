@@ -20,6 +20,7 @@ from typing import Protocol
 
 from soak.errors import BmcUnavailable, ConfigError
 from soak.model import CHASSIS_SERIES, INLET_SERIES, Capability, ServerReading
+from soak.record import BmcProbe
 
 log = logging.getLogger(__name__)
 
@@ -77,33 +78,6 @@ def choose_inlet(sensors: Sequence[Sensor], name: str | None = None) -> Sensor:
     if by_kind:
         return by_kind[0]
     raise BmcUnavailable(f"no inlet sensor among the BMC's temperature sensors (found: {found})")
-
-
-@dataclass(frozen=True, slots=True)
-class BmcProbe:
-    """What the probe found, recorded in the run (``meta["bmc"]``)."""
-
-    source: str
-    capability: Capability
-    inlet_sensor: str | None = None
-    sensors: tuple[str, ...] = ()
-    reason: str | None = None  # why the inlet is not available
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "source": self.source,
-            "capability": str(self.capability),
-            "inlet_sensor": self.inlet_sensor,
-            "sensors": list(self.sensors),
-            "reason": self.reason,
-        }
-
-    @property
-    def line(self) -> str:
-        """The one line said at the start."""
-        if self.capability is Capability.SUPPORTED:
-            return f"inlet: {self.inlet_sensor!r} from {self.source}"
-        return f"inlet not available: {self.reason}"
 
 
 class ServerSensors:

@@ -2,7 +2,7 @@
 in a module of their own (``run``, ``reports``, ``importing``, ``fleet``); ``args`` holds what
 they share.
 
-Exit codes (DESIGN.md): 0 PASS, 1 FAIL, 2 usage or configuration error, 3 the run could not
+Exit codes (README.md): 0 PASS, 1 FAIL, 2 usage or configuration error, 3 the run could not
 complete (INCOMPLETE). Bad input is one line on stderr naming what is wrong, and creates
 nothing.
 """

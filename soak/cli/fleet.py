@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from soak.cli.args import EXIT_FAIL, EXIT_PASS, VERDICT_EXIT, Parser, positive, subcommand
-from soak.cli.run import SIM_ACROSS_NODES, run_config
 from soak.cli.run import add_parser as add_run_parser
+from soak.cli.run import run_config
+from soak.config import SIM_ACROSS_NODES
 from soak.errors import ConfigError
 
 
@@ -203,8 +204,8 @@ def _fleet_sbatch(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def _fleet_report(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from soak.fleet import collect, history
     from soak.fleet.analyze import Settings, read_layout
+    from soak.fleet.ddp_groups import find_groups
     from soak.fleet.report import make_report
-    from soak.fleet.sync import find_groups
 
     layout = read_layout(args.layout) if args.layout else None
     expect = collect.read_node_list(args.expect) if args.expect else None

@@ -1,5 +1,5 @@
-"""`soak run`: its options, the rules between them (a run's config is checked here, before
-anything is created), and the command."""
+"""`soak run`: its options and the command. The rules between the options are the run
+config's own (``soak.config.RunConfig``), checked before anything is created."""
 
 from __future__ import annotations
 
@@ -266,16 +266,6 @@ def _bmc_arguments(run: argparse.ArgumentParser) -> None:
 
 
 def _bmc_options(args: argparse.Namespace) -> BmcOptions:
-    bmc_only = ("bmc_port", "bmc_password_file", "bmc_ca_file", "bmc_ipmi_auth")
-    if args.bmc is None:
-        given = [n for n in bmc_only if getattr(args, n) is not None]
-        if given or args.bmc_insecure:
-            flag = "--" + (given[0] if given else "bmc_insecure").replace("_", "-")
-            raise ConfigError(f"{flag}: only with --bmc HOST")
-    if args.bmc_password_file is not None and not args.bmc_password_file.is_file():
-        raise ConfigError(f"--bmc-password-file {args.bmc_password_file}: no such file")
-    if args.bmc_ca_file is not None and not args.bmc_ca_file.is_file():
-        raise ConfigError(f"--bmc-ca-file {args.bmc_ca_file}: no such file")
     return BmcOptions(
         host=args.bmc,
         protocol=args.bmc_protocol,
@@ -289,13 +279,13 @@ def _bmc_options(args: argparse.Namespace) -> BmcOptions:
     )
 
 
-def run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
-    # The backend's name, the sim's SKU, size and faults are checked where they are used
-    # (soak.devices.open_backend, SimServer), which `run` does before creating anything.
-    if args.workload not in WORKLOAD_NAMES:
-        raise ConfigError(
-            f"--workload: unknown workload {args.workload!r} ({', '.join(WORKLOAD_NAMES)})"
-        )
+def run_config(
+    args: argparse.Namespace, argv: Sequence[str], env: Mapping[str, str] | None = None
+) -> RunConfig:
+    """The run the options ask for; ``RunConfig`` checks the rules between them. ``env``
+    holds the node group of a ddp run across nodes (``soak.nodegroup``); None: none."""
+    from soak.nodegroup import from_env
+
     if args.hours is not None:
         duration = args.hours * 3600
     elif args.minutes is not None:
@@ -306,26 +296,6 @@ def run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
     if args.design_inlet is not None:
         checks = dataclasses.replace(profile.checks, design_inlet_c=args.design_inlet)
         profile = dataclasses.replace(profile, checks=checks)
-    _check_length(args, duration, profile.windows)
-    options = _workload_options(args.option)
-    if args.backend != "sim":
-        from workloads.base import WorkloadOptions
-
-        step_s = options.get("step_s", WorkloadOptions().step_s)
-        if isinstance(step_s, float) and args.heartbeat_timeout <= step_s:
-            raise ConfigError(
-                f"--heartbeat-timeout: {args.heartbeat_timeout:g} s must exceed the "
-                f"workload's step_s of {step_s:g} s"
-            )
-    lock_step = args.workload == "ddp" or (args.workload == "mix" and options.get("mix_sync"))
-    if args.ranks != 1 and (not lock_step or args.backend != "cpu"):
-        raise ConfigError(
-            "--ranks: only with --backend cpu and --workload ddp, or mix with --option mix_sync=1"
-        )
-    if args.backend == "sim" and options.get("mix_sync"):
-        raise ConfigError("--option mix_sync: the simulator does not model lock-step mix")
-    if args.sim_fault and args.backend != "sim":
-        raise ConfigError("--sim-fault: only with --backend sim")
     seed = args.seed
     if seed is None and args.backend == "sim":
         seed = int.from_bytes(os.urandom(3), "big")  # recorded: reproducible
@@ -344,31 +314,13 @@ def run_config(args: argparse.Namespace, argv: Sequence[str]) -> RunConfig:
         sim_gpus=args.sim_gpus,
         sim_sku=args.sim_sku,
         sim_faults=tuple(args.sim_fault),
-        workload_options=options,
+        workload_options=_workload_options(args.option),
         heartbeat_timeout_s=args.heartbeat_timeout,
         ranks=args.ranks,
         command=shlex.join(["soak", *argv]),
         bmc=_bmc_options(args),
+        node_group=None if env is None else from_env(env),
     )
-
-
-MIN_COLD_MEASURED_S = 15.0  # the least of the cold window whose rate is worth comparing
-
-
-def _length_flag(args: argparse.Namespace) -> str:
-    return f"--hours {args.hours:g}" if args.hours is not None else f"--minutes {args.minutes:g}"
-
-
-def _check_length(args: argparse.Namespace, duration_s: float, windows) -> None:
-    """Refuse a load too short to measure a cold rate (nothing could be compared)."""
-    least = windows.cold_start_s + MIN_COLD_MEASURED_S
-    if duration_s < least:
-        raise ConfigError(
-            f"{_length_flag(args)}: {duration_s:.1f} s of load measures nothing: the cold "
-            f"window starts {windows.cold_start_s:g} s into the load and a cold rate needs "
-            f"{MIN_COLD_MEASURED_S:g} s of it; at least {least:g} s "
-            f"(--minutes {math.ceil(least / 60 * 100) / 100:g})"
-        )
 
 
 def length_note(duration_s: float, windows) -> str | None:
@@ -386,28 +338,6 @@ def length_note(duration_s: float, windows) -> str | None:
         f" with its {windows.steady_length_s / 60:g}-min steady window, "
         f"--minutes {math.ceil(full / 60)} or more"
     )
-
-
-def _check_node_group(workload: str, backend: str, env: Mapping[str, str]) -> None:
-    """A multi-node ddp group in the environment (set by `soak fleet sbatch --across-nodes`):
-    well-formed, and only for the ddp workload on a backend that runs real ranks."""
-    from soak.nodegroup import from_env
-
-    group = from_env(env)
-    if group is None:
-        return
-    if workload != "ddp":
-        raise ConfigError(
-            f"ddp across nodes (SOAK_DDP_NODES set): --workload is {workload}, not ddp"
-        )
-    if backend == "sim":
-        raise ConfigError(SIM_ACROSS_NODES)
-
-
-SIM_ACROSS_NODES = (
-    "--across-nodes: not with --backend sim (the simulated ddp runs in one process and cannot "
-    "span nodes)"
-)
 
 
 def _workload_options(pairs: Sequence[tuple[str, str]]) -> dict[str, object]:
@@ -443,8 +373,7 @@ def command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from soak.report import build_outputs
     from soak.runner import run
 
-    config = run_config(args, argv)
-    _check_node_group(config.workload, config.backend, os.environ)
+    config = run_config(args, argv, os.environ)
     windows = config.profile.windows
     watchers: list = [make_view(sys.stderr)]
     note = length_note(config.duration_s, windows)

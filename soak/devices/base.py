@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from soak.model import Capability, DeviceInfo, Event, ServerStep, SyncStep, Telemetry, WorkSample
+from soak.record import DdpGroup
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,8 +27,10 @@ class LoadUpdate:
 class Load(Protocol):
     """The workload running on the devices."""
 
-    def start(self, t0: float) -> None:
-        """Start load on every device; ``t0`` is the run's zero on the run's clock."""
+    def start(self, t0: float) -> DdpGroup | None:
+        """Start load on every device; ``t0`` is the run's zero on the run's clock. Returns
+        the multi-node ddp group this node's ranks joined, for the run record; None where
+        the load is a group of its own."""
         ...
 
     def poll(self, t_s: float) -> LoadUpdate:

@@ -2,4 +2,4 @@
 ``summary.json`` or a foreign per-device table (``collect.py``, ``analyze.py``,
 ``report.py``), and a per-GPU history across acceptances (``history.py``).
 
-The fleet reads ``summary.json`` files only, never a run's store (DESIGN.md, Fleet)."""
+The fleet reads ``summary.json`` files only, never a run's store (docs/fleet-schema.md)."""

@@ -318,7 +318,7 @@ def rank_nodes(
     return ranked, slowness
 
 
-def analyze(collection: Collection, settings: Settings | None = None) -> FleetResult:
+def analyze_fleet(collection: Collection, settings: Settings | None = None) -> FleetResult:
     settings = settings or Settings()
     table = spreads(collection, settings)
     outliers = find_outliers(collection, table)

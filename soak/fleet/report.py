@@ -25,12 +25,12 @@ from soak.fleet.analyze import (
     Outlier,
     Settings,
     Spread,
-    analyze,
+    analyze_fleet,
     device_label,
     placement,
 )
 from soak.fleet.collect import Collection, Device, Node
-from soak.fleet.sync import Group, find_groups, group_json
+from soak.fleet.ddp_groups import Group, find_groups, group_json
 from soak.report.html import render, write_html
 from soak.report.summary import clean_json
 from soak.units import NOT_AVAILABLE, si
@@ -85,13 +85,10 @@ def _spread(s: Spread) -> dict[str, Any]:
     }
 
 
-def build_fleet_json(
-    result: FleetResult,
-    out_dir: Path,
-    where: Mapping[str, tuple[str, str]],
-    groups: Sequence[Group] = (),
-) -> dict[str, Any]:
-    c = result.collection
+def _nodes_json(
+    result: FleetResult, out_dir: Path, where: Mapping[str, tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """fleet.json's ``nodes``: every node ranked, with its worst device and rack place."""
     nodes = []
     for r in result.ranked:
         rack, slot = where.get(r.node.name, (None, None))
@@ -114,8 +111,13 @@ def build_fleet_json(
                 "slot": slot,
             }
         )
+    return nodes
+
+
+def _devices_json(result: FleetResult) -> list[dict[str, Any]]:
+    """fleet.json's ``devices``: every device of every node, with its slowness."""
     devices = []
-    for node in c.nodes:
+    for node in result.collection.nodes:
         for position, d in enumerate(node.devices):
             devices.append(
                 {
@@ -132,6 +134,18 @@ def build_fleet_json(
                     "throttle_inlet_c": d.throttle_inlet_c,
                 }
             )
+    return devices
+
+
+def build_fleet_json(
+    result: FleetResult,
+    out_dir: Path,
+    where: Mapping[str, tuple[str, str]],
+    groups: Sequence[Group] = (),
+) -> dict[str, Any]:
+    c = result.collection
+    nodes = _nodes_json(result, out_dir, where)
+    devices = _devices_json(result)
     data = {
         "schema_version": SCHEMA_VERSION,
         "soak_version": __version__,
@@ -408,7 +422,7 @@ def make_report(
     """Analyse, then write ``fleet.json`` and ``fleet.html`` into ``out_dir``."""
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"{out_dir}: not a folder")
-    result = analyze(collection, settings)
+    result = analyze_fleet(collection, settings)
     where = placement(result, layout)
     out_dir.mkdir(parents=True, exist_ok=True)
     groups = find_groups(collection)

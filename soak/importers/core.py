@@ -35,7 +35,7 @@ from soak.model import (
     Telemetry,
     WorkSample,
 )
-from soak.record import RunRecord, StopRecord
+from soak.record import BmcProbe, RunRecord, StopRecord
 from soak.store import STORE_NAME, RunStore
 from soak.validity import Frozen, frozen_spans
 
@@ -433,29 +433,10 @@ def _fill_store(
     started: dt.datetime | None,
     frozen: Frozen | None = None,
 ) -> None:
+    """A run store holding the trace as a live run of the load segment would have."""
     store = RunStore.create(run_dir / STORE_NAME, max_commit_delay_s=3600.0)
     try:
-        steps = [np.diff(d.t) for d in trace.devices.values() if len(d.t) > 1]
-        interval = float(np.median(np.concatenate(steps))) if steps else None
-        run = RunRecord(
-            backend="import",
-            workload=options.workload,
-            started_utc=started.strftime("%Y-%m-%dT%H:%M:%SZ") if started else None,
-            command=options.command,
-            host=host,
-            tags=options.tags,
-            until_steady=False,
-            interval_s=interval,
-            # the trace's own choice, not a fault: without a throughput column the analysis
-            # says "not measured" for throughput and never "hardware-fault"
-            records_throughput=trace.work_unit is not None,
-            source=source.as_dict()
-            | {
-                "time_basis": trace.time_basis,
-                "load_segment": _segment_dict(segment),
-                "other_segments": [_segment_dict(s) for s in others],
-            },
-        )
+        run = _run_record(trace, source, options, segment, others, host, started)
         store.set_meta(
             run=run.to_json(),
             host={"hostname": host, "soak": __version__},
@@ -477,44 +458,15 @@ def _fill_store(
         if segment.start_s > 0:
             store.append(events=[Event(0.0, EventKind.BASELINE_START, "idle before the load")])
         store.append(events=[Event(segment.start_s, EventKind.LOAD_START, "load segment start")])
-        for i in sorted(trace.devices):
-            device = trace.devices[i]
-            rows = [
-                Telemetry(i, t, **_row_values(device, k))
-                for k, t in enumerate(device.t)
-                if t <= segment.end_s
-            ]
-            samples = (
-                _work_samples(
-                    i, device, options.workload, trace.work_unit, segment.start_s, segment.end_s
-                )
-                if trace.work_unit
-                else []
-            )
-            store.append(telemetry=rows, samples=samples)
+        _store_devices(store, trace, options.workload, segment)
         _store_server(store, trace, segment.end_s)
         if frozen is not None:
-            message = (
-                f"{frozen.describe()}; the judged load ends at {frozen.from_s:,.0f} s, "
-                "the frozen span is not judged"
-            )
-            store.append(
-                events=[
-                    Event(
-                        frozen.from_s,
-                        EventKind.TELEMETRY,
-                        message,
-                        frozen.device,
-                        frozen.as_dict() | {"judged": False},
-                    )
-                ]
-            )
-        duration = segment.end_s - segment.start_s
+            store.append(events=[_freeze_event(frozen)])
         store.append(events=[Event(segment.end_s, EventKind.STOP, "stopped: end of load segment")])
         stop = StopRecord(
             StopReason.DURATION,
             load_stop_s=segment.end_s,
-            duration_s=duration,
+            duration_s=segment.end_s - segment.start_s,
             detail="end of the imported load segment",
         )
         store.set_meta(stop=stop.to_json())
@@ -522,9 +474,68 @@ def _fill_store(
         store.close()
 
 
+def _run_record(
+    trace: Trace,
+    source: Source,
+    options: ImportOptions,
+    segment: Segment,
+    others: list[Segment],
+    host: str,
+    started: dt.datetime | None,
+) -> RunRecord:
+    """The run record of an import: its source, time basis and load segments."""
+    steps = [np.diff(d.t) for d in trace.devices.values() if len(d.t) > 1]
+    return RunRecord(
+        backend="import",
+        workload=options.workload,
+        started_utc=started.strftime("%Y-%m-%dT%H:%M:%SZ") if started else None,
+        command=options.command,
+        host=host,
+        tags=options.tags,
+        until_steady=False,
+        interval_s=float(np.median(np.concatenate(steps))) if steps else None,
+        # the trace's own choice, not a fault: without a throughput column the analysis
+        # says "not measured" for throughput and never "hardware-fault"
+        records_throughput=trace.work_unit is not None,
+        source=source.as_dict()
+        | {
+            "time_basis": trace.time_basis,
+            "load_segment": _segment_dict(segment),
+            "other_segments": [_segment_dict(s) for s in others],
+        },
+    )
+
+
+def _store_devices(store: RunStore, trace: Trace, workload: str, segment: Segment) -> None:
+    """Each device's telemetry up to the segment's end, and its work within the segment."""
+    for i in sorted(trace.devices):
+        device = trace.devices[i]
+        rows = [
+            Telemetry(i, t, **_row_values(device, k))
+            for k, t in enumerate(device.t)
+            if t <= segment.end_s
+        ]
+        samples = (
+            _work_samples(i, device, workload, trace.work_unit, segment.start_s, segment.end_s)
+            if trace.work_unit
+            else []
+        )
+        store.append(telemetry=rows, samples=samples)
+
+
+def _freeze_event(frozen: Frozen) -> Event:
+    """The freeze the judged load was cut at, as the runner's watch records one."""
+    message = (
+        f"{frozen.describe()}; the judged load ends at {frozen.from_s:,.0f} s, "
+        "the frozen span is not judged"
+    )
+    details = frozen.as_dict() | {"judged": False}
+    return Event(frozen.from_s, EventKind.TELEMETRY, message, frozen.device, details)
+
+
 def _store_server(store: RunStore, trace: Trace, end_s: float) -> None:
     """The server-level series, and the inlet's probe record as a live run's BMC writes it
-    (``meta["bmc"]``): read from the mapped column, or why not."""
+    (meta ``"bmc"``): read from the mapped column, or why not."""
     inlet = trace.server.get(INLET_SERIES)
     if inlet is None:
         return
@@ -532,15 +543,14 @@ def _store_server(store: RunStore, trace: Trace, end_s: float) -> None:
     readings = [ServerReading(t, INLET_SERIES, v) for t, v in sorted(inlet.items()) if t <= end_s]
     store.append(server_readings=readings)
     read = any(r.value is not None for r in readings)
-    store.set_meta(
-        bmc={
-            "source": f"imported column {column!r}",
-            "capability": str(Capability.SUPPORTED if read else Capability.NOT_SUPPORTED),
-            "inlet_sensor": column,
-            "sensors": [column],
-            "reason": None if read else f"the imported column {column!r} holds no reading",
-        }
+    probe = BmcProbe(
+        source=f"imported column {column!r}",
+        capability=Capability.SUPPORTED if read else Capability.NOT_SUPPORTED,
+        inlet_sensor=column,
+        sensors=(column,),
+        reason=None if read else f"the imported column {column!r} holds no reading",
     )
+    store.set_meta(bmc=probe.as_dict())
 
 
 def _row_values(device: DeviceTrace, k: int) -> dict[str, float | int | None]:

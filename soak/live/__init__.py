@@ -1,2 +1,2 @@
 """What watches a running soak: the terminal view and the Prometheus exporter. Both read only
-the runner's ``Progress`` snapshot (DESIGN.md, Live metrics)."""
+the runner's ``Progress`` snapshot (README.md, "Watching a soak")."""

@@ -156,11 +156,19 @@ def _labels(p: Progress, d: DeviceProgress) -> list[str]:
     return [p.host, str(d.index), d.uuid or "", d.name, p.workload]
 
 
+_Row = tuple[list[str], DeviceProgress, Telemetry | None]
+
+
 def _device_metrics(p: Progress, tally: dict[int, _DeviceTally]) -> Iterator[Metric]:
     # a frozen device's readings repeat what it read once: dropped, never served as fresh
-    rows: list[tuple[list[str], DeviceProgress, Telemetry | None]] = [
-        (_labels(p, d), d, None if d.frozen else d.telemetry) for d in p.devices
-    ]
+    rows: list[_Row] = [(_labels(p, d), d, None if d.frozen else d.telemetry) for d in p.devices]
+    yield from _field_metrics(rows)
+    yield from _rate_metrics(rows)
+    yield from _state_metrics(rows, tally)
+
+
+def _field_metrics(rows: list[_Row]) -> Iterator[Metric]:
+    """One family per telemetry field the registry exports, in its base unit."""
     for fields, family_type in ((GAUGES, GaugeMetricFamily), (COUNTERS, CounterMetricFamily)):
         for field in fields:
             family = family_type(f"soak_device_{field.prom}", field.meaning, labels=DEVICE_LABELS)
@@ -170,6 +178,9 @@ def _device_metrics(p: Progress, tally: dict[int, _DeviceTally]) -> Iterator[Met
                     family.add_metric(labels, value * field.prom_scale)
             yield family
 
+
+def _rate_metrics(rows: list[_Row]) -> Iterator[Metric]:
+    """Each part's latest, cold and steady throughput."""
     rate = GaugeMetricFamily(
         "soak_device_work_units_per_second",
         "latest measured throughput of a workload part, in its work unit per second",
@@ -187,6 +198,15 @@ def _device_metrics(p: Progress, tally: dict[int, _DeviceTally]) -> Iterator[Met
         "it (once equilibrium is dated)",
         labels=(*DEVICE_LABELS, "part", "unit"),
     )
+    for labels, d, _ in rows:
+        for family, figures in ((rate, d.rates), (cold, d.cold), (steady, d.steady)):
+            for r in figures:
+                family.add_metric([*labels, r.part, r.unit], r.rate)
+    yield from (rate, cold, steady)
+
+
+def _state_metrics(rows: list[_Row], tally: dict[int, _DeviceTally]) -> Iterator[Metric]:
+    """Clock-event reasons, XIDs, equilibrium and whether something fails the device."""
     active = GaugeMetricFamily(
         "soak_device_clock_event_active",
         "1 while the clock-event (throttle) reason is set on the device",
@@ -221,9 +241,6 @@ def _device_metrics(p: Progress, tally: dict[int, _DeviceTally]) -> Iterator[Met
     )
     for labels, d, row in rows:
         t = tally.get(d.index, _DeviceTally())
-        for family, figures in ((rate, d.rates), (cold, d.cold), (steady, d.steady)):
-            for r in figures:
-                family.add_metric([*labels, r.part, r.unit], r.rate)
         if row is not None and row.clock_reasons is not None:
             for reason in REASONS:
                 on = row.clock_reasons & reason.value
@@ -240,7 +257,7 @@ def _device_metrics(p: Progress, tally: dict[int, _DeviceTally]) -> Iterator[Met
             at.add_metric(labels, d.equilibrium_s)
         bad = d.lost or d.failed or t.protection_after_warmup
         failing.add_metric(labels, 1.0 if bad else 0.0)
-    yield from (rate, cold, steady, active, seconds, xid, eq, eta, at, failing)
+    yield from (active, seconds, xid, eq, eta, at, failing)
 
 
 class MetricsExporter:

@@ -25,9 +25,9 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from soak.model import RATE_UNITS, ClockReason, EventKind
+from soak.model import ClockReason, EventKind
 from soak.progress import DeviceProgress, Progress
-from soak.units import NOT_AVAILABLE, si
+from soak.units import NOT_AVAILABLE, rate_unit, si
 
 # Reasons a watcher is told about: the device is held back by heat or by its board. Idle,
 # application clocks and the power cap are the normal state of a loaded GPU.
@@ -132,7 +132,7 @@ class Tracker:
         ("gemm 336 TFLOP/s (97.1 % of cold)"; ``short``: "gemm 336 TFLOP/s 97.1 %")."""
         out = []
         for r in d.rates:
-            text = f"{r.part} {si(r.rate, RATE_UNITS.get(r.unit, r.unit + '/s'))}"
+            text = f"{r.part} {si(r.rate, rate_unit(r.unit))}"
             cold = self.cold_rate(d.index, r.part)
             if cold:
                 ratio = 100 * r.rate / cold

@@ -26,7 +26,7 @@ JUNIT_NAME = "junit.xml"
 
 def read_run(run_dir: Path) -> RunData:
     """A run's records from its store; from what SQLite can still read of it where the store
-    is damaged (cut short, pages overwritten), with ``meta["salvage"]`` saying how much."""
+    is damaged (cut short, pages overwritten), its meta's ``salvage`` saying how much."""
     path = run_dir / STORE_NAME if run_dir.is_dir() else run_dir
     try:
         store = RunStore.open(run_dir)
@@ -44,13 +44,11 @@ def read_run(run_dir: Path) -> RunData:
             store.close_read()
     if data is not None:
         return data
-    salvaged, found = salvage(path)
+    salvaged, _ = salvage(path)
     try:
-        data = RunData.from_store(salvaged)
+        return RunData.from_store(salvaged)
     finally:
         salvaged.close_read()
-    data.meta["salvage"] = found.as_dict()
-    return data
 
 
 def _built_intact(summary: Path) -> bool:
@@ -69,13 +67,13 @@ def build_outputs(run_dir: Path, profile: Profile | None = None) -> tuple[Analys
     The store is read once: the analysis and the report share its series."""
     run_dir = Path(run_dir)
     data = read_run(run_dir)
-    if data.meta.get("salvage") and _built_intact(run_dir / SUMMARY_NAME):
+    if data.meta.salvage is not None and _built_intact(run_dir / SUMMARY_NAME):
         raise StoreDamaged(
             f"{run_dir}: damaged run store; the outputs built from it while it was intact "
             "are kept (copy the store to another folder to report what is left of it)"
         )
     if profile is None:
-        recorded = data.meta.get("profile")
+        recorded = data.meta.profile
         # The profile stored with the run: a later edit of its TOML file does not
         # change an old run's verdict.
         profile = Profile.from_dict(recorded) if recorded else load_profile(None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -26,9 +26,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from soak.analysis.analyze import DeviceResult
-from soak.analysis.windows import work_rates
-from soak.fields import BY_NAME, NOISE_METRICS
+from soak.fields import BY_NAME, HW_REASON_BITS, NOISE_METRICS, REASONS_BY_KEY, Columns
 from soak.model import ClockReason
+from soak.units import prefix
 
 MAX_POINTS = 1000  # bins per plotted series; about one per pixel column of a figure
 RASTER_DPI = 130  # of the rasterised data layers: sharp on screen and printed
@@ -38,12 +38,10 @@ HEATMAP_BINS = 400
 GAP_FACTOR = 5.0  # bins further apart than this many typical spacings: the line breaks
 
 COLD_COLOR, STEADY_COLOR = "#54aeff", "#fb8f44"
-REASON_ROWS = (  # always drawn, so that their absence reads as "never set"
-    ("hw_slowdown", ClockReason.HW_SLOWDOWN, "#cf222e"),
-    ("hw_thermal", ClockReason.HW_THERMAL, "#cf222e"),
-    ("hw_power_brake", ClockReason.HW_POWER_BRAKE, "#cf222e"),
-    ("sw_thermal", ClockReason.SW_THERMAL, "#e16f24"),
-    ("sw_power_cap", ClockReason.SW_POWER_CAP, "#bf8700"),
+REASON_ROWS = (  # always drawn, so that their absence reads as "never set": the HW group first
+    *((r.key, r.bits, "#cf222e") for r in HW_REASON_BITS),
+    ("sw_thermal", REASONS_BY_KEY["sw_thermal"].bits, "#e16f24"),
+    ("sw_power_cap", REASONS_BY_KEY["sw_power_cap"].bits, "#bf8700"),
 )
 OTHER_REASON_COLOR = "#8c959f"
 
@@ -228,27 +226,23 @@ def _reason_strip(ax: Axes, t: np.ndarray, reasons: np.ndarray, t0: float, scale
         _not_available(ax, "clock-event reasons")
 
 
-def device_timeline(
-    d: DeviceResult,
-    tele: dict[str, np.ndarray],
-    work: dict[str, dict[str, np.ndarray]],
-) -> str:
+def device_timeline(d: DeviceResult, tele: Columns) -> str:
     """Temperature, clocks, power and throughput of one device over the run, the cold and
     steady windows shaded, equilibrium dotted, clock-event reasons as bands underneath. A
     panel with nothing readable in it is not drawn; the figure names it once at the top."""
     t0 = d.load_start_s or 0.0
-    t = tele["t_s"]
+    t = tele.t_s
     scale, unit = time_scale(float(t[-1] - t[0]) if t.size else 0.0)
     rel = t - t0
-    temp, hbm = envelope(rel, tele["temp_c"]), envelope(rel, tele["mem_temp_c"])
-    sm, mem = envelope(rel, tele["sm_clock_mhz"]), envelope(rel, tele["mem_clock_mhz"])
-    power = envelope(rel, tele["power_w"])
+    temp, hbm = envelope(rel, tele.temp_c), envelope(rel, tele.mem_temp_c)
+    sm, mem = envelope(rel, tele.sm_clock_mhz), envelope(rel, tele.mem_clock_mhz)
+    power = envelope(rel, tele.power_w)
     has = {
         "temperature": not (temp.empty and hbm.empty),
         "clock": not (sm.empty and mem.empty),
         "power": not power.empty,
         "throughput": True,  # says "not available" itself: the load's own measure
-        "clock-event reasons": bool(np.isfinite(tele["clock_reasons"]).any()),
+        "clock-event reasons": bool(np.isfinite(tele.clock_reasons).any()),
     }
     heights = {"temperature": 1, "clock": 1, "power": 1, "throughput": 1.1}
     heights["clock-event reasons"] = 0.12 * (len(REASON_ROWS) + 2)
@@ -277,10 +271,10 @@ def device_timeline(
     if "clock" in ax:
         _clock_panel(ax["clock"], d, sm, mem, scale)
     if "power" in ax:
-        _power_panel(ax["power"], power, envelope(rel, tele["power_limit_w"]), scale)
-    _throughput_panel(ax["throughput"], d, work, t0, scale)
+        _power_panel(ax["power"], power, envelope(rel, tele.power_limit_w), scale)
+    _throughput_panel(ax["throughput"], d, t0, scale)
     if "clock-event reasons" in ax:
-        _reason_strip(ax["clock-event reasons"], t, tele["clock_reasons"], t0, scale)
+        _reason_strip(ax["clock-event reasons"], t, tele.clock_reasons, t0, scale)
     handles, _ = first.get_legend_handles_labels()
     handles += [
         Patch(color=COLD_COLOR, alpha=0.35, label="cold window"),
@@ -342,22 +336,19 @@ def _power_panel(ax: Axes, power: Envelope, limit: Envelope, scale: float):
     ax.set_ylabel("power (W)")
 
 
-def _throughput_panel(
-    ax: Axes, d: DeviceResult, work: dict[str, dict[str, np.ndarray]], t0: float, scale: float
-) -> None:
+def _throughput_panel(ax: Axes, d: DeviceResult, t0: float, scale: float) -> None:
     colors = ("#0969da", "#1a7f37", "#8250df", "#bc4c00")
     basis = "cold"
     drawn = False
-    for i, (part, w) in enumerate(sorted(work.items())):
-        mid, rate = work_rates(w)
+    for i, (part, r) in enumerate(sorted(d.rates.items())):
         ref = d.facts.cold.throughput.get(part) if d.facts.cold else None
         if not ref:
-            finite = rate[np.isfinite(rate)]
+            finite = r.rate[np.isfinite(r.rate)]
             ref = float(np.median(finite)) if finite.size else None
             basis = "run median"
         if not ref:
             continue
-        e = envelope(mid - t0, rate)
+        e = envelope(r.t_s - t0, r.rate)
         if not e.empty:
             _plot(ax, e, scale, colors[i % len(colors)], part, factor=100.0 / ref)
             drawn = True
@@ -371,37 +362,35 @@ def _throughput_panel(
 
 def server_view(
     results: Sequence[DeviceResult],
-    tele: dict[int, dict[str, np.ndarray]],
-    work: dict[int, dict[str, dict[str, np.ndarray]]],
+    tele: Mapping[int, Columns],
     part: str | None,
     rate_unit: str,
     t0: float,
 ) -> str:
     """Every device's temperature and throughput of the main workload part together."""
-    spans = [float(tele[d.index]["t_s"][-1]) - t0 for d in results if tele[d.index]["t_s"].size]
+    spans = [float(tele[d.index].t_s[-1]) - t0 for d in results if tele[d.index].t_s.size]
     scale, unit = time_scale(max(spans, default=0.0))
-    with_temp = any(np.isfinite(tele[d.index]["temp_c"]).any() for d in results)
+    with_temp = any(np.isfinite(tele[d.index].temp_c).any() for d in results)
     fig = Figure(figsize=(WIDTH_IN, 5.4 if with_temp else 3.0))
     # no device reads a temperature: no empty frame for it
     axes = fig.subplots(2 if with_temp else 1, 1, sharex=True, squeeze=False)[:, 0]
     ax_temp, ax_rate = (axes[0], axes[1]) if with_temp else (None, axes[0])
     cmap = matplotlib.colormaps["tab10" if len(results) <= 10 else "tab20"]
-    rates = {d.index: work_rates(work[d.index][part]) for d in results if part in work[d.index]}
-    finite = [r[np.isfinite(r)] for _, r in rates.values()]
-    prefix_scale, prefix = _prefix(max((float(r.max()) for r in finite if r.size), default=0.0))
+    rates = {d.index: d.rates[part] for d in results if part in d.rates}
+    finite = [r.rate[np.isfinite(r.rate)] for r in rates.values()]
+    prefix_scale, name = prefix(max((float(r.max()) for r in finite if r.size), default=0.0))
     for i, d in enumerate(results):
         color = cmap(i % cmap.N)
-        temp = envelope(tele[d.index]["t_s"] - t0, tele[d.index]["temp_c"])
+        temp = envelope(tele[d.index].t_s - t0, tele[d.index].temp_c)
         if ax_temp is not None and not temp.empty:
             _plot(ax_temp, temp, scale, color, d.info.label)
         if d.index in rates:
-            mid, rate = rates[d.index]
-            e = envelope(mid - t0, rate)
+            e = envelope(rates[d.index].t_s - t0, rates[d.index].rate)
             if not e.empty:
                 _plot(ax_rate, e, scale, color, d.info.label, factor=1.0 / prefix_scale)
     if ax_temp is not None:
         ax_temp.set_ylabel("temperature (°C)")
-    rate_label = f"{prefix}{rate_unit}"
+    rate_label = f"{name}{rate_unit}"
     ax_rate.set_ylabel(f"{part or 'throughput'}" + (f" ({rate_label})" if rate_label else ""))
     if not ax_rate.lines:
         _not_available(ax_rate, "throughput")
@@ -412,13 +401,6 @@ def server_view(
         )
     fig.align_ylabels(axes)
     return to_data_uri(fig)
-
-
-def _prefix(value: float) -> tuple[float, str]:
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if value >= scale:
-            return scale, prefix
-    return 1.0, ""
 
 
 def binned(
@@ -442,8 +424,7 @@ def binned(
 
 def heatmap(
     results: Sequence[DeviceResult],
-    tele: dict[int, dict[str, np.ndarray]],
-    work: dict[int, dict[str, dict[str, np.ndarray]]],
+    tele: Mapping[int, Columns],
     part: str | None,
     t0: float,
     hot_spots: dict[int, str] | None = None,
@@ -453,13 +434,13 @@ def heatmap(
     cell. ``hot_spots`` (device → "warn" or "fail") marks the devices the hot-spot rule
     flagged on the temperature map. A map with nothing readable is left out; None when
     neither has anything."""
-    t_end = max(float(tele[d.index]["t_s"][-1]) for d in results if tele[d.index]["t_s"].size)
+    t_end = max(float(tele[d.index].t_s[-1]) for d in results if tele[d.index].t_s.size)
     scale, unit = time_scale(t_end - t0)
-    ticks = max(int(np.sum(tele[d.index]["t_s"] >= t0)) for d in results)
+    ticks = max(int(np.sum(tele[d.index].t_s >= t0)) for d in results)
     bins = max(min(HEATMAP_BINS, ticks), 1)  # never more bins than readings: no empty stripes
     edges = np.linspace(t0, t_end + 1e-9, bins + 1)
     temps = np.vstack(
-        [binned(tele[d.index]["t_s"], tele[d.index]["temp_c"], edges, "max") for d in results]
+        [binned(tele[d.index].t_s, tele[d.index].temp_c, edges, "max") for d in results]
     )
     colds = [
         d.facts.cold.throughput.get(part)
@@ -469,15 +450,14 @@ def heatmap(
     ref = float(np.median(colds)) if colds else None
     rows = []
     for d in results:
-        if part in work[d.index] and ref:
-            mid, rate = work_rates(work[d.index][part])
-            rows.append(binned(mid, rate, edges, "min") * 100.0 / ref)
+        if part in d.rates and ref:
+            r = d.rates[part]
+            rows.append(binned(r.t_s, r.rate, edges, "min") * 100.0 / ref)
         else:
             rows.append(np.full(bins, np.nan))
     rates = np.vstack(rows)
     height = 0.9 + 0.2 * len(results)
     extent = (0.0, (t_end - t0) / scale, len(results) - 0.5, -0.5)
-    labels = [d.info.label for d in results]
     panels = (
         (temps, "inferno", "hottest temperature in each bin (°C)", None, None),
         (
@@ -510,21 +490,22 @@ def heatmap(
         )
         fig.colorbar(image, ax=ax, pad=0.01)
         ax.set_title(label, loc="left")
-        if number == 0 and hot_spots:
-            marked = [
-                f"{x} ▲ hot spot" if d.index in hot_spots else x
-                for x, d in zip(labels, results, strict=True)
-            ]
-            ax.set_yticks(range(len(results)), marked)
-            for tick, d in zip(ax.get_yticklabels(), results, strict=True):
-                if d.index in hot_spots:
-                    tick.set_color("#b00020" if hot_spots[d.index] == "fail" else "#b36b00")
-                    tick.set_fontweight("bold")
-        else:
-            ax.set_yticks(range(len(results)), labels)
+        _device_ticks(ax, results, hot_spots if number == 0 else {})
         ax.grid(False)
     axes[-1].set_xlabel(f"{unit} since load start")
     return to_data_uri(fig)
+
+
+def _device_ticks(ax: Axes, results: Sequence[DeviceResult], hot_spots: dict[int, str]) -> None:
+    """A row label per device; those in ``hot_spots`` marked, red for "fail"."""
+    labels = [
+        f"{d.info.label} ▲ hot spot" if d.index in hot_spots else d.info.label for d in results
+    ]
+    ax.set_yticks(range(len(results)), labels)
+    for tick, d in zip(ax.get_yticklabels(), results, strict=True):
+        if d.index in hot_spots:
+            tick.set_color("#b00020" if hot_spots[d.index] == "fail" else "#b36b00")
+            tick.set_fontweight("bold")
 
 
 def comparison(changes: Sequence) -> str:

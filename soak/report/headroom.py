@@ -10,13 +10,14 @@ from typing import Any
 import numpy as np
 
 from soak.analysis.headroom import THRESHOLDS, DeviceHeadroom, Headroom
+from soak.record import BmcProbe
 from soak.report import figures
 from soak.units import NOT_AVAILABLE, num, si
 
 CURVE_SPAN_C = (-10.0, 15.0)  # the plot's inlets, around the run's and the design inlet
 
 
-def headroom_summary(h: Headroom | None, bmc: Mapping[str, Any] | None) -> dict[str, Any]:
+def headroom_summary(h: Headroom | None, bmc: BmcProbe | None) -> dict[str, Any]:
     """``headroom`` of summary.json (docs/summary-schema.md)."""
     if h is None:
         return {"checked": False, "reason": "not analysed", "devices": []}
@@ -25,8 +26,8 @@ def headroom_summary(h: Headroom | None, bmc: Mapping[str, Any] | None) -> dict[
         "checked": h.checked,
         "reason": h.reason,
         "design_inlet_c": h.design_inlet_c,
-        "inlet_source": (bmc or {}).get("source"),
-        "inlet_sensor": (bmc or {}).get("inlet_sensor"),
+        "inlet_source": None if bmc is None else bmc.source,
+        "inlet_sensor": None if bmc is None else bmc.inlet_sensor,
         "first_to_throttle": None if first is None else first.device,
         "devices": [_device(d) for d in h.devices],
         "not_checked": [{"device": i, "reason": r} for i, r in sorted(h.not_checked.items())],

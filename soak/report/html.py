@@ -13,7 +13,6 @@ from typing import Any
 
 import jinja2
 import markupsafe
-import numpy as np
 
 from soak import __version__, fields
 from soak.analysis.analyze import (
@@ -23,21 +22,20 @@ from soak.analysis.analyze import (
     RunData,
     merge_windows,
 )
-from soak.analysis.checks import CheckResult, Status
-from soak.analysis.diagnosis import NEXT_STEPS
-from soak.analysis.windows import WindowStats
-from soak.config import Checks, Windows
-from soak.fields import REASONS
-from soak.model import RATE_UNITS, EventKind
-from soak.record import StopRecord
+from soak.analysis.checks import CheckName, Finding, Status
+from soak.analysis.diagnosis import MEANINGS, NEXT_STEPS
+from soak.analysis.windows import WindowName, WindowStats
+from soak.config import Checks, Windows, meaning
+from soak.fields import REASONS, Columns
+from soak.model import EventKind
+from soak.record import BmcProbe, Salvage, StopRecord
 from soak.report import figures
+from soak.report.ddp_section import ddp_context
 from soak.report.headroom import headroom_context
 from soak.report.junit import case_names, run_cases
-from soak.report.sync import ddp_context
-from soak.units import NOT_AVAILABLE, duration, num, pct, plural, si
+from soak.units import NOT_AVAILABLE, duration, num, pct, plural, rate_unit, si, small_si
 
 MAX_EVENTS = 2000  # event rows shown; the store keeps every one
-SMALL_PREFIXES = ((1e-3, "m"), (1e-6, "µ"), (1e-9, "n"), (1e-12, "p"), (1e-15, "f"))
 
 env = jinja2.Environment(
     loader=jinja2.PackageLoader("soak.report", "templates"),
@@ -58,56 +56,7 @@ def _cell(value: Any) -> Any:
 
 env.filters["cell"] = _cell
 
-DIAGNOSES = {
-    "healthy": "no loss from cold to steady state that the checks flag",
-    "thermal-limited": "clocks held back by thermal slowdown (or a HW thermal event), or too "
-    "little margin below the slowdown temperature",
-    "power-limited": "slower at steady state with the power cap in force most of the time "
-    "(leakage grows with temperature)",
-    "host-bound": "utilisation fell before throughput did: the host did not keep the device busy",
-    "hardware-fault": "hardware errors, protection events, failed results, a lost device or a "
-    "slowdown with no thermal, power or host explanation: see the failing checks",
-    "not measured": "the run stopped before any work was measured: nothing can be said of "
-    "the device's health",
-}
-DIAGNOSES = {cause: f"{text}. Next: {NEXT_STEPS[cause]}" for cause, text in DIAGNOSES.items()}
-
-WINDOW_MEANINGS = {
-    "cold_start_s": "cold window starts this long after the device's load starts (s)",
-    "cold_length_s": "length of the cold window (s)",
-    "eq_window_s": "each of the two adjacent windows the equilibrium rule compares (s)",
-    "eq_check_interval_s": "time between equilibrium checks (s)",
-    "eq_checks": "passing checks within one window that make equilibrium",
-    "eq_temp_tolerance_c": "settled: temperature level moved less than this between "
-    "the windows (°C)",
-    "eq_rel_tolerance_pct": "settled: power, SM clock and throughput moved less than this (%)",
-    "steady_length_s": "length of the steady window after equilibrium (s)",
-}
-CHECK_MEANINGS = {
-    "min_throughput_retention": "steady / cold throughput, without the power-capped drift, at "
-    "least",
-    "max_power_drift": "power-capped (leakage) drift from cold to steady fails past this",
-    "expected_power_drift": "the SKU's usual power-capped drift, shown for comparison",
-    "hot_spot_margin_c": "a device hotter than the server's median by more than this warns (°C)",
-    "max_sw_thermal_fraction": "SW thermal slowdown: largest share of steady time",
-    "min_temp_margin_c": "steady temperature at least this far below slowdown (°C)",
-    "outlier_mad_k": "within-server rule: k in median − max(k·MAD, rel·median)",
-    "outlier_min_rel": "within-server rule: rel in median − max(k·MAD, rel·median)",
-    "max_jitter_cv": "steady throughput coefficient of variation above this warns",
-    "require_equilibrium": "fail (not warn) when equilibrium is not reached",
-    "min_power_limit_fraction": "an enforced power limit below this share of the default "
-    "limit warns",
-    "ddp_straggler_share": "ddp: share of steady steps a rank must set the pace in to be judged",
-    "ddp_straggler_warn": "ddp: its compute time above the median rank's that warns",
-    "ddp_straggler_fail": "ddp: its compute time above the median rank's that fails",
-    "min_sync_retention": "ddp: steady / cold server step rate at least",
-    "min_busbw_Bps": "ddp: all-reduce bus bandwidth floor (B/s; 0: none)",
-    "min_busbw_source": "ddp: where the bus bandwidth floor comes from",
-    "min_busbw_ranks": "ddp: the bus bandwidth floor holds for at least this many ranks",
-    "design_inlet_c": "thermal headroom: the inlet each device is projected to (°C)",
-    "min_headroom_c": "thermal headroom: SW thermal margin at the design inlet at least (°C; "
-    "0: none)",
-}
+DIAGNOSES = {cause: f"{text}. Next: {NEXT_STEPS[cause]}" for cause, text in MEANINGS.items()}
 
 NOTABLE_EVENTS = frozenset(
     {
@@ -127,18 +76,6 @@ def text(value: Any) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return NOT_AVAILABLE
     return str(value)
-
-
-def small_si(value: float | None, unit: str, digits: int = 3) -> str:
-    """Like ``si`` but for values below one too: 1.02e-12 J/FLOP → "1.02 pJ/FLOP"."""
-    if value is None or not math.isfinite(value):
-        return NOT_AVAILABLE
-    if value == 0 or abs(value) >= 1:
-        return si(value, unit, digits)
-    scale, prefix = next(((s, p) for s, p in SMALL_PREFIXES if abs(value) >= s), SMALL_PREFIXES[-1])
-    scaled = value / scale
-    decimals = max(digits - 1 - math.floor(math.log10(abs(scaled))), 0)
-    return f"{scaled:.{decimals}f} {prefix}{unit}"
 
 
 def clock_time(seconds: float) -> str:
@@ -218,19 +155,19 @@ def _part_rows(
     d: DeviceResult, units: dict[str, str], with_energy: bool = True
 ) -> list[dict[str, str]]:
     f = d.facts
-    cold_energy = f.cold.energy_per_work() if f.cold else {}
-    steady_energy = f.steady.energy_per_work() if f.steady else {}
+    cold_energy = f.cold.energy_per_work if f.cold else {}
+    steady_energy = f.steady.energy_per_work if f.steady else {}
     rows = []
     for part in sorted(f.units):
         unit = units.get(part, "")
-        rate_unit = RATE_UNITS.get(unit, f"{unit}/s")
+        per_s = rate_unit(unit)
         cold, steady = _stat(f.cold, "throughput", part), _stat(f.steady, "throughput", part)
         cv = _stat(f.steady, "throughput_cv", part)
         rows.append(
             {
                 "label": f"{part} throughput",
-                "cold": si(cold, rate_unit),
-                "steady": si(steady, rate_unit),
+                "cold": si(cold, per_s),
+                "steady": si(steady, per_s),
                 "ratio": _ratio(cold, steady),
                 "spread": f"CV {pct(cv, 2)}" if cv is not None else NOT_AVAILABLE,
             }
@@ -287,10 +224,10 @@ def _counter_rows(d: DeviceResult, analysis: Analysis, missing: list[str]) -> li
     return rows
 
 
-def _checks(checks: list[CheckResult], parts: list[str]) -> list[dict[str, str]]:
+def _checks(checks: list[Finding]) -> list[dict[str, str]]:
     return [
         {"status": str(c.status), "name": name, "message": c.message}
-        for c, name in zip(checks, case_names(checks, parts), strict=True)
+        for c, name in zip(checks, case_names(checks), strict=True)
     ]
 
 
@@ -307,14 +244,8 @@ def _equilibrium(d: DeviceResult) -> dict[str, str]:
     }
 
 
-def _device(
-    d: DeviceResult,
-    analysis: Analysis,
-    tele: dict[str, np.ndarray],
-    work: dict[str, dict[str, np.ndarray]],
-) -> dict[str, Any]:
+def _device(d: DeviceResult, analysis: Analysis, tele: Columns) -> dict[str, Any]:
     f = d.facts
-    parts = sorted(analysis.units)
     energy_basis = {s.energy_basis for s in (f.cold, f.steady) if s is not None and s.energy_basis}
     windows = {}
     missing: list[str] = []  # what the backend cannot read: named once, drawn nowhere
@@ -350,16 +281,16 @@ def _device(
         else None,
         "counters": _counter_rows(d, analysis, missing),
         "missing": missing,
-        "checks": _checks(d.checks, parts),
+        "checks": _checks(d.checks),
         "outcome": f.outcome.value if f.outcome else NOT_AVAILABLE,
         "outcome_detail": f.outcome_detail,
-        "figure": figures.device_timeline(d, tele, work),
+        "figure": figures.device_timeline(d, tele),
     }
 
 
 def _overview(d: DeviceResult, part: str | None, units: dict[str, str]) -> dict[str, Any]:
     f = d.facts
-    rate_unit = RATE_UNITS.get(units.get(part or "", ""), "")
+    per_s = rate_unit(units.get(part or ""))
     cold = _stat(f.cold, "throughput", part) if part else None
     steady = _stat(f.steady, "throughput", part) if part else None
     temp = _stat(f.steady, "median", "temp_c")
@@ -374,8 +305,8 @@ def _overview(d: DeviceResult, part: str | None, units: dict[str, str]) -> dict[
         "index": d.index,
         "verdict": d.verdict,
         "diagnosis": d.diagnosis,
-        "cold": si(cold, rate_unit),
-        "steady": si(steady, rate_unit),
+        "cold": si(cold, per_s),
+        "steady": si(steady, per_s),
         "ratio": pct(steady / cold if cold and steady is not None else None),
         "temp": num(temp, ".0f", " °C"),
         "margin": num(margin, ".0f", " °C"),
@@ -387,8 +318,8 @@ def _overview(d: DeviceResult, part: str | None, units: dict[str, str]) -> dict[
     }
 
 
-def _host_rows(meta: dict, analysis: Analysis) -> list[tuple[str, str]]:
-    host = meta.get("host") or {}
+def _host_rows(analysis: Analysis) -> list[tuple[str, str]]:
+    host = analysis.meta.host
     run = analysis.run
 
     def distinct(attr: str) -> str:
@@ -495,16 +426,13 @@ def _capabilities(analysis: Analysis) -> dict[str, Any]:
     }
 
 
-def _bmc(bmc: dict[str, Any] | None) -> dict[str, str | None]:
+def _bmc(bmc: BmcProbe | None) -> dict[str, str | None]:
     """The BMC's row of the capability table: the inlet read, or why not."""
     if bmc is None:
         return {"status": NOT_AVAILABLE, "detail": "no BMC was probed"}
-    if bmc.get("capability") == "supported":
-        return {
-            "status": "supported",
-            "detail": f"{bmc.get('inlet_sensor')!r} from {bmc.get('source')}",
-        }
-    return {"status": str(bmc.get("capability") or NOT_AVAILABLE), "detail": bmc.get("reason")}
+    if bmc.supported:
+        return {"status": "supported", "detail": f"{bmc.inlet_sensor!r} from {bmc.source}"}
+    return {"status": str(bmc.capability or NOT_AVAILABLE), "detail": bmc.reason}
 
 
 def _events(analysis: Analysis, t0: float) -> dict[str, Any]:
@@ -526,17 +454,10 @@ def _profile(analysis: Analysis) -> dict[str, Any]:
     p = analysis.profile
     clock = words(device_kind(analysis))["sm_clock"]
     windows = [
-        (
-            f.name,
-            getattr(p.windows, f.name),
-            WINDOW_MEANINGS.get(f.name, "").replace("SM clock", clock),
-        )
+        (f.name, getattr(p.windows, f.name), meaning(f).replace("SM clock", clock))
         for f in dataclasses.fields(Windows)
     ]
-    checks = [
-        (f.name, getattr(p.checks, f.name), CHECK_MEANINGS.get(f.name, ""))
-        for f in dataclasses.fields(Checks)
-    ]
+    checks = [(f.name, getattr(p.checks, f.name), meaning(f)) for f in dataclasses.fields(Checks)]
     floors = [
         (workload, part, floor, p.floor_sources.get(workload, {}).get(part, ""))
         for workload, parts in sorted(p.floors.items())
@@ -616,7 +537,7 @@ def _header(analysis: Analysis) -> dict[str, Any]:
     stop = analysis.stop or StopRecord()
     names = Counter(d.info.name for d in analysis.devices)
     return {
-        "host": text(run.host or (meta.get("host") or {}).get("hostname")),
+        "host": text(run.host or meta.host.get("hostname")),
         "models": ", ".join(f"{n} × {name}" for name, n in sorted(names.items())) or "no devices",
         "workload": text(run.workload),
         "backend": text(run.backend),
@@ -628,7 +549,7 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         "stop_detail": stop.detail or "",
         "incomplete": analysis.stop_reason not in COMPLETE_STOPS,
         "imported": _imported(run.source),
-        "damaged": _damage(meta.get("salvage")),
+        "damaged": _damage(meta.salvage),
     }
 
 
@@ -658,15 +579,14 @@ def _imported(source: Any) -> str:
     return " · ".join(parts)
 
 
-def _damage(found: dict[str, Any] | None) -> str | None:
+def _damage(found: Salvage | None) -> str | None:
     """ "store damaged: recovered 6,012 samples up to t = 1.7 h" for a salvaged store."""
-    if not found:
+    if found is None:
         return None
-    up_to = duration(found.get("last_t_s"))
-    lost = ", ".join(found.get("incomplete_tables") or ()) or "none"
+    lost = ", ".join(found.incomplete_tables) or "none"
     return (
-        f"store damaged: recovered {found.get('samples', 0):,} samples up to t = {up_to} "
-        f"(tables not read whole: {lost})"
+        f"store damaged: recovered {found.samples:,} samples up to t = "
+        f"{duration(found.last_t_s)} (tables not read whole: {lost})"
     )
 
 
@@ -758,31 +678,26 @@ def _hot_spots(analysis: Analysis) -> dict[int, str]:
     return {
         c.device: str(c.status)
         for c in analysis.server_checks + [c for d in analysis.devices for c in d.checks]
-        if c.check == "hot_spot"
+        if c.check is CheckName.HOT_SPOT
         and c.device is not None
-        and c.status in ("warn", "fail")
-        and c.message.startswith("steady")
+        and c.status in (Status.WARN, Status.FAIL)
+        and c.window is WindowName.STEADY
     }
 
 
 def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
     """Everything the report's template shows, formatted: the template only lays it out."""
     meta = analysis.meta
-    part = analysis.primary_part()
+    part = analysis.primary_part
     tele = data.telemetry
-    work = {d.index: data.work.get(d.index, {}) for d in analysis.devices}
     starts = [d.load_start_s for d in analysis.devices if d.load_start_s is not None]
-    t0 = min(starts) if starts else (meta.get("load_start_s") or 0.0)
-    loss, slowest = analysis.sync_loss()
-    rate_unit = RATE_UNITS.get(analysis.units.get(part or "", ""), "")
-    parts = sorted(analysis.units)
+    t0 = min(starts) if starts else (meta.load_start_s or 0.0)
+    per_s = rate_unit(analysis.units.get(part or ""))
     server: dict[str, str | None] = {"view": None, "heatmap": None}
-    if analysis.devices and any(tele[d.index]["t_s"].size for d in analysis.devices):
-        server["view"] = figures.server_view(analysis.devices, tele, work, part, rate_unit, t0)
-        server["heatmap"] = figures.heatmap(
-            analysis.devices, tele, work, part, t0, _hot_spots(analysis)
-        )
-    host_rows = _host_rows(meta, analysis)
+    if analysis.devices and any(tele[d.index].t_s.size for d in analysis.devices):
+        server["view"] = figures.server_view(analysis.devices, tele, part, per_s, t0)
+        server["heatmap"] = figures.heatmap(analysis.devices, tele, part, t0, _hot_spots(analysis))
+    host_rows = _host_rows(analysis)
     reasons = _reasons(analysis)
     return {
         "verdict": analysis.verdict,
@@ -796,16 +711,16 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
         "overview": [_overview(d, part, analysis.units) for d in analysis.devices],
         "overview_columns": _overview_columns(analysis),
         "part": part,
-        "sync_loss": pct(loss, 2),
-        "slowest": slowest,
-        "server_checks": _checks(analysis.server_checks, parts),
+        "sync_loss": pct(analysis.sync_loss.loss, 2),
+        "slowest": analysis.sync_loss.slowest,
+        "server_checks": _checks(analysis.server_checks),
         "ddp": ddp_context(analysis.sync),
         "server_figures": server,
-        "devices": [_device(d, analysis, tele[d.index], work[d.index]) for d in analysis.devices],
+        "devices": [_device(d, analysis, tele[d.index]) for d in analysis.devices],
         "host_rows": host_rows,
         "inventory": _inventory(analysis),
         "capabilities": _capabilities(analysis),
-        "bmc": _bmc(meta.get("bmc")),
+        "bmc": _bmc(meta.bmc),
         "headroom": headroom_context(
             analysis.headroom,
             {d.index: d.info.label for d in analysis.devices},

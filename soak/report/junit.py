@@ -22,10 +22,9 @@ from collections import Counter
 from pathlib import Path
 
 from soak.analysis.analyze import COMPLETE_STOPS, Analysis
-from soak.analysis.checks import CheckResult, Status
+from soak.analysis.checks import Finding, Status
 from soak.record import RunRecord
 
-WINDOW_WORDS = ("steady", "final", "cold")
 _BAD_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
@@ -34,20 +33,17 @@ def _text(value: object) -> str:
     return _BAD_XML.sub("", str(value))
 
 
-def case_names(checks: list[CheckResult], parts: list[str]) -> list[str]:
+def case_names(checks: list[Finding]) -> list[str]:
     """A stable name per check result: the check's name, qualified by the window and the
-    workload part its message is about where the same check appears more than once."""
+    workload part it is about where the same check appears more than once."""
     count = Counter(c.check for c in checks)
     names = []
     for c in checks:
         if count[c.check] == 1:
-            names.append(c.check)
+            names.append(str(c.check))
             continue
-        words = re.findall(r"[\w.-]+", c.message.lower())
-        window = next((w for w in words if w in WINDOW_WORDS), None)
-        part = next((w for w in words if w in parts), None)
-        qualifier = ", ".join(q for q in (window, part) if q)
-        names.append(f"{c.check} ({qualifier})" if qualifier else c.check)
+        qualifier = ", ".join(q for q in (c.window, c.part) if q)
+        names.append(f"{c.check} ({qualifier})" if qualifier else str(c.check))
     seen: Counter[str] = Counter(names)
     numbered: Counter[str] = Counter()
     out = []
@@ -129,7 +125,6 @@ def build_junit(analysis: Analysis) -> ET.ElementTree:
     duration = None if stop is None else stop.duration_s
     host = run.host or "unknown"
     host_id = re.sub(r"[^\w-]", "_", str(host))
-    parts = sorted(analysis.units)
     root = ET.Element("testsuites", name=_text(f"soak {host}"))
     for d in analysis.devices:
         suite = _suite(root, f"{host} {d.info.label}: {d.info.name}", run, duration)
@@ -145,12 +140,11 @@ def build_junit(analysis: Analysis) -> ET.ElementTree:
             },
         )
         classname = f"soak.{host_id}.gpu{d.index}"
-        for check, name in zip(d.checks, case_names(d.checks, parts), strict=True):
+        for check, name in zip(d.checks, case_names(d.checks), strict=True):
             _case(suite, classname, name, check.status, check.message)
         _count(suite)
 
     suite = _suite(root, f"{host} server", run, duration)
-    sync_loss, slowest = analysis.sync_loss()
     _properties(
         suite,
         {
@@ -158,13 +152,13 @@ def build_junit(analysis: Analysis) -> ET.ElementTree:
             "stop_reason": analysis.stop_reason,
             "command": run.command,
             "seed": run.seed,
-            "sync_loss": sync_loss,
-            "slowest_device": slowest,
+            "sync_loss": analysis.sync_loss.loss,
+            "slowest_device": analysis.sync_loss.slowest,
         },
     )
     classname = f"soak.{host_id}.server"
     server = analysis.server_checks
-    for check, name in zip(server, case_names(server, parts), strict=True):
+    for check, name in zip(server, case_names(server), strict=True):
         _case(suite, classname, name, check.status, check.message)
     for name, status, message in run_cases(analysis):
         _case(suite, classname, name, status, message)

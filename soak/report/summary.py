@@ -1,9 +1,9 @@
-"""``summary.json``: the part of a run other tools rely on (DESIGN.md documents the schema).
+"""``summary.json``: the part of a run other tools rely on.
 
 Every key is described in docs/summary-schema.md; a test keeps that page complete.
 
 Schema versions (a later version may add keys; removing or renaming one bumps the version):
-  1: first version (DESIGN.md). Adds over the DESIGN.md sketch, as later keys are allowed:
+  1: first version. Adds over the first sketch of the schema, as later keys are allowed:
      "checks" (every check with its status, also passing ones), per device "windows"
      (start/end of cold and steady), "counters", "reason_share", "outcome", and per run
      "tags", "profile", "soak_version". Then, still version 1: "host"; per device
@@ -39,9 +39,9 @@ from soak.analysis.noise import Noise
 from soak.analysis.windows import WindowStats
 from soak.errors import ConfigError
 from soak.fields import SUMMARY_METRICS
-from soak.model import RATE_UNITS
+from soak.report.ddp_section import ddp_summary
 from soak.report.headroom import headroom_summary
-from soak.report.sync import ddp_summary
+from soak.units import rate_unit
 
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({1})
@@ -73,7 +73,7 @@ def _window(stats: WindowStats | None) -> dict[str, Any]:
     out["throughput_cv"] = dict(stats.throughput_cv)
     out["power_mean_w"] = stats.power_mean_w
     out["energy_basis"] = stats.energy_basis
-    out["energy_per_work"] = stats.energy_per_work()
+    out["energy_per_work"] = dict(stats.energy_per_work)
     return out
 
 
@@ -147,7 +147,7 @@ def _device(d: DeviceResult, units: dict[str, str], noise: Noise | None) -> dict
         "cold": cold,
         "steady": steady,
         "ratio": _ratio(cold, steady),
-        "throughput_units": {p: RATE_UNITS.get(units.get(p, ""), "") for p in f.units},
+        "throughput_units": {p: rate_unit(units.get(p)) for p in f.units},
         "windows": {
             name: None if s is None else {"start_s": s.window.start_s, "end_s": s.window.end_s}
             for name, s in (("cold", f.cold), ("steady", f.steady))
@@ -170,7 +170,6 @@ def build_summary(analysis: Analysis) -> dict[str, Any]:
     """The summary of an analysed run, the noise of each device's steady figures included."""
     meta = analysis.meta
     run, stop = analysis.run, analysis.stop
-    sync_loss, slowest = analysis.sync_loss()
     summary = {
         "schema_version": SCHEMA_VERSION,
         "soak_version": __version__,
@@ -190,18 +189,18 @@ def build_summary(analysis: Analysis) -> dict[str, Any]:
             "host": run.host,
             "tags": dict(run.tags),
             "profile": analysis.profile.name,
-            "store_damage": meta.get("salvage"),
-            "ddp_group": meta.get("ddp_group"),
+            "store_damage": None if meta.salvage is None else meta.salvage.as_dict(),
+            "ddp_group": None if meta.ddp_group is None else meta.ddp_group.to_json(),
         },
-        "host": meta.get("host", {}),
+        "host": dict(meta.host),
         "devices": [_device(d, analysis.units, d.noise) for d in analysis.devices],
         "server": {
-            "sync_loss": sync_loss,
-            "slowest_device": slowest,
-            "part": analysis.primary_part(),
+            "sync_loss": analysis.sync_loss.loss,
+            "slowest_device": analysis.sync_loss.slowest,
+            "part": analysis.primary_part,
             "by_part": [
-                {"part": part, "sync_loss": loss, "slowest_device": device}
-                for part, (loss, device) in analysis.sync_losses().items()
+                {"part": s.part, "sync_loss": s.loss, "slowest_device": s.slowest}
+                for s in analysis.sync_losses
             ],
             "ddp": ddp_summary(analysis.sync),
         },
@@ -213,7 +212,7 @@ def build_summary(analysis: Analysis) -> dict[str, Any]:
             {"device": c.device, "check": c.check, "status": str(c.status), "message": c.message}
             for c in analysis.not_checked
         ],
-        "headroom": headroom_summary(analysis.headroom, meta.get("bmc")),
+        "headroom": headroom_summary(analysis.headroom, meta.bmc),
     }
     return clean_json(summary)
 

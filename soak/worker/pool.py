@@ -48,6 +48,7 @@ from soak.model import (
 )
 from soak.nodegroup import Exchange, NodeGroup, RankMap
 from soak.nodegroup import record as group_record
+from soak.record import DdpGroup
 from soak.worker.child import EXIT_COORDINATOR_LOST, WorkerSpec, worker_main
 from soak.worker.ranks import rank_environments, sync_steps, synchronous
 from workloads import WORKLOADS, WorkloadFactory
@@ -134,7 +135,7 @@ class WorkerPool:
         self._group = group
         self._exchange: Exchange | None = None
         self._ranks: RankMap | None = None
-        self.ddp_group: dict[str, Any] | None = None
+        self.ddp_group: DdpGroup | None = None
         if group is not None:
             if workload != "ddp":
                 raise ValueError(f"a node group is only for the ddp workload, not {workload!r}")
@@ -150,12 +151,14 @@ class WorkerPool:
 
     # -- the Load protocol
 
-    def start(self, t0: float) -> None:
-        """Spawn one worker per device; returns at once (setup goes on in the workers)."""
+    def start(self, t0: float) -> DdpGroup | None:
+        """Spawn one worker per device; returns at once (setup goes on in the workers), with
+        the multi-node group the ranks join (None: the pool is a group of its own)."""
         ctx = mp.get_context("spawn")
         for device in self._devices:
             self._workers[device.index] = self._spawn(ctx, device, t0)
         atexit.register(self._kill_all)
+        return self.ddp_group
 
     def poll(self, t_s: float) -> LoadUpdate:
         """Drain every worker's pipe without blocking; report deaths and hangs."""

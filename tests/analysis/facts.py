@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from soak.analysis.checks import Counter, DeviceFacts
+from soak.analysis.checks import CounterSpan, DeviceFacts
 from soak.analysis.equilibrium import Equilibrium
 from soak.analysis.windows import Window, WindowStats
 from soak.model import WorkerOutcome
@@ -86,10 +86,10 @@ def facts(
         equilibrium=Equilibrium(reached, 700.0 if reached else None, "temperature", None, None),
         slowdown_temp_c=89.0,
         counters={
-            "ecc_uncorrected": Counter(0, 0, 0),
-            "retired_pages": Counter(None, None, None),
-            "remap_pending": Counter(0, 0, 0),
-            "remap_failure": Counter(0, 0, 0),
+            "ecc_uncorrected": CounterSpan(0, 0, 0),
+            "retired_pages": CounterSpan(None, None, None),
+            "remap_pending": CounterSpan(0, 0, 0),
+            "remap_failure": CounterSpan(0, 0, 0),
         },
         outcome=WorkerOutcome.OK,
         verification_checked=360,

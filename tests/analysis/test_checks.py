@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from soak.analysis import checks as c
-from soak.analysis.checks import Counter, Status
+from soak.analysis.checks import CounterSpan, Status
 from soak.config import Checks, Profile, load_profile
 from soak.model import WorkerOutcome
 from tests.analysis.facts import cold, facts, server, stats
@@ -107,10 +107,10 @@ def test_temperature_margin_judges_the_end_of_the_load_too():
 def test_hardware_counters_fail_on_new_errors_and_warn_when_unsupported():
     f = facts(
         counters={
-            "ecc_uncorrected": Counter(2, 3, 3),
-            "retired_pages": Counter(None, None, None),
-            "remap_pending": Counter(0, 1, 1),
-            "remap_failure": Counter(None, None, None),
+            "ecc_uncorrected": CounterSpan(2, 3, 3),
+            "retired_pages": CounterSpan(None, None, None),
+            "remap_pending": CounterSpan(0, 1, 1),
+            "remap_failure": CounterSpan(None, None, None),
         },
         xids=[79],
     )

@@ -14,7 +14,16 @@ from soak.analysis.checks import Status
 from soak.analysis.contention import FOREIGN_MIN_PCT, foreign_mask, window_contention
 from soak.analysis.windows import Window
 from soak.config import load_profile
-from soak.model import TELEMETRY_METRICS, DeviceInfo, Event, EventKind, Verdict
+from soak.fields import Columns
+from soak.model import (
+    TELEMETRY_METRICS,
+    DeviceInfo,
+    Event,
+    EventKind,
+    StopReason,
+    Verdict,
+)
+from soak.record import RunMeta, RunRecord, StopRecord
 from soak.report.junit import write_junit
 
 LOAD_S = 1200.0  # 20 min of load: cold minute, then the last 10 min as the steady window
@@ -54,12 +63,11 @@ def _run(
             "verify_error": np.full(starts.size, np.nan),
         }
     }
-    meta = {
-        "run": {"backend": backend, "workload": "train", "host": "h"},
-        "stop": {"reason": "duration", "load_stop_s": LOAD_S, "duration_s": LOAD_S},
-        "load_start_s": 0.0,
-        "host": {},
-    }
+    meta = RunMeta(
+        run=RunRecord(backend=backend, workload="train", host="h"),
+        stop=StopRecord(StopReason.DURATION, load_stop_s=LOAD_S, duration_s=LOAD_S),
+        load_start_s=0.0,
+    )
     outcome = Event(LOAD_S, EventKind.WORKER_OUTCOME, "ok", 0, {"outcome": "ok"})
     if ending is not None:
         outcome = Event(LOAD_S, EventKind.WORKER_OUTCOME, "ended", 0, ending)
@@ -253,14 +261,14 @@ def test_junit_carries_an_incomplete_check_as_an_error(tmp_path) -> None:
 def test_a_reading_is_contended_from_the_foreign_minimum_and_unread_is_not_measured(
     values, expected
 ) -> None:
-    tele = {"t_s": np.arange(4.0), "foreign_load_pct": np.array(values)}
+    tele = Columns({"t_s": np.arange(4.0), "foreign_load_pct": np.array(values)})
     mask = foreign_mask(tele)
     assert (mask.tolist() if mask is not None else None) == expected
 
 
 def test_the_throughput_without_foreign_load_counts_only_its_work() -> None:
     t = np.arange(0.0, 11.0)
-    tele = {"t_s": t, "foreign_load_pct": np.where(t >= 6, 50.0, 0.0)}
+    tele = Columns({"t_s": t, "foreign_load_pct": np.where(t >= 6, 50.0, 0.0)})
     starts = np.arange(0.0, 10.0)
     work = {"p": {"t_start_s": starts, "t_end_s": starts + 1, "work": np.where(starts >= 5, 1, 3)}}
     found = window_contention(Window(0.0, 10.0), tele, work, foreign_mask(tele))

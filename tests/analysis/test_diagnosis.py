@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from soak.analysis.checks import Counter, HwEpisode, run_checks
+from soak.analysis.checks import CounterSpan, HwEpisode, run_checks
 from soak.analysis.diagnosis import diagnose, peers_of, per_clock
 from soak.config import Profile
 from soak.model import WorkerOutcome
@@ -29,7 +29,7 @@ def test_a_passing_device_is_healthy():
 
 
 def test_errors_the_device_reported_are_a_hardware_fault():
-    ecc = _with(server(8), 2, counters={"ecc_uncorrected": Counter(0, 1, 1)})
+    ecc = _with(server(8), 2, counters={"ecc_uncorrected": CounterSpan(0, 1, 1)})
     found = _diagnose(ecc, 2)
     assert found.cause == "hardware-fault"
     assert "1 new uncorrectable ECC error (from 0 to 1)" in found.evidence

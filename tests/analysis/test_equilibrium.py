@@ -233,7 +233,7 @@ def test_not_enough_data_in_a_window_never_passes():
 
 
 def _reference(t, temp, rate=None):
-    """The accuracy contract's reference (DESIGN.md): the centre of the first 5-min window
+    """The accuracy contract's reference (docs/equilibrium.md): the centre of the first 5-min window
     after which the centred 5-min mean stays within 1.5 °C (throughput: 1 %) of the median of
     the last 30 min of load, ignoring the last 2."""
 

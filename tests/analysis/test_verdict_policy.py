@@ -11,8 +11,9 @@ import pytest
 from soak.analysis import checks as c
 from soak.analysis.analyze import hw_episodes, records_throughput
 from soak.analysis.checks import HwEpisode, Status
-from soak.analysis.diagnosis import CAUSES, NEXT_STEPS, diagnose, peers_of
+from soak.analysis.diagnosis import CAUSES, MEANINGS, NEXT_STEPS, diagnose, peers_of
 from soak.config import Checks, Profile
+from soak.record import RunRecord
 from tests.analysis.facts import cold, facts, server, stats
 
 P = Profile()
@@ -258,14 +259,14 @@ def test_a_live_run_whose_worker_did_nothing_still_fails():
     ],
 )
 def test_the_run_record_says_whether_throughput_is_recorded(run, any_work, expected):
-    assert records_throughput({"run": run}, any_work) is expected
+    assert records_throughput(RunRecord.from_json(run), any_work) is expected
 
 
 # --- diagnosis -----------------------------------------------------------------------------
 
 
 def test_every_cause_names_the_operators_next_step():
-    assert set(NEXT_STEPS) == set(CAUSES)
+    assert set(NEXT_STEPS) == set(MEANINGS) == set(CAUSES)
     assert "inlet" in NEXT_STEPS["thermal-limited"] and "fans" in NEXT_STEPS["thermal-limited"]
     assert "power limit" in NEXT_STEPS["power-limited"] and "PSU" in NEXT_STEPS["power-limited"]
     assert "PCIe" in NEXT_STEPS["host-bound"] and "NUMA" in NEXT_STEPS["host-bound"]

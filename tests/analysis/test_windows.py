@@ -6,6 +6,7 @@ import pytest
 from soak.analysis.windows import LiveWork, Window, cold_window, steady_window, window_stats
 from soak.config import Windows
 from soak.fields import WINDOW_METRICS as METRICS
+from soak.fields import Columns
 from soak.model import ClockReason
 
 W = Windows()
@@ -46,7 +47,7 @@ def _records(seconds=1200):
             "work": np.where(start < 600, 3e12, 2.7e12),
         },
     }
-    return tele, work
+    return Columns(tele), work
 
 
 def test_window_stats_give_median_spread_and_throughput_per_part():
@@ -59,7 +60,7 @@ def test_window_stats_give_median_spread_and_throughput_per_part():
     assert s.throughput_cv["gemm"] == pytest.approx(0.0, abs=1e-12)
     # first to last energy reading: 700 * 599 J over 600 to 1199 s
     assert (s.power_mean_w, s.energy_basis) == (pytest.approx(700.0), "energy counter")
-    assert s.energy_per_work() == pytest.approx({"gemm": 1e-12, "membw": 700 / 2.7e12})
+    assert s.energy_per_work == pytest.approx({"gemm": 1e-12, "membw": 700 / 2.7e12})
     # Unread metrics are None, never 0.
     assert s.median["mem_temp_c"] is None and s.p90["util_pct"] is None
 

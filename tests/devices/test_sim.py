@@ -167,8 +167,8 @@ def healthy() -> Run:
 
 
 def equilibrium_s(t: np.ndarray, temp: np.ndarray, every_s: float = 10.0) -> float | None:
-    """DESIGN.md's rule on temperature: the first check at which the trailing 5-minute
-    slope is under 0.1 °C/min, holding for 3 consecutive checks (every 10 s)."""
+    """A first equilibrium rule on temperature: the first check at which the trailing
+    5-minute slope is under 0.1 °C/min, holding for 3 consecutive checks (every 10 s)."""
     held = 0
     for end in np.arange(300.0, t[-1] + 1e-9, every_s):
         rows = (t > end - 300) & (t <= end)

@@ -10,6 +10,7 @@ node 1 as n2), the command recorded in each.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -38,6 +39,7 @@ from soak.nodegroup import (
     master_port,
     rank_map,
 )
+from soak.record import DdpGroup, RankPlace
 from soak.store import RunStore
 from soak.worker import WorkerPool, free_port
 from testkit.fleet import FIXTURES as FLEET_FIXTURES
@@ -151,11 +153,13 @@ def test_two_nodes_pools_agree_on_one_rank_map_and_their_ranks_environment():
         t.join(30)
     assert not errors
     try:
-        assert pools[0].ddp_group == pools[1].ddp_group | {"node": 0}
+        assert pools[0].ddp_group == dataclasses.replace(pools[1].ddp_group, node=0)
         record = pools[1].ddp_group
-        assert record["hosts"] == ["n1", "n2"] and record["world"] == 4
-        assert record["server_steps_on"] == "n1" and record["name"] == "test"
-        assert record["ranks"][3] == {"rank": 3, "host": "n2", "device": 1}
+        assert record.hosts == ("n1", "n2") and record.world == 4
+        assert record.server_steps_on == "n1" and record.name == "test"
+        assert record.ranks[3] == RankPlace(rank=3, host="n2", device=1)
+        assert record.this_node() == {0: 2, 1: 3}
+        assert DdpGroup.from_json(record.to_json()) == record
         env = pools[1].rank_envs()
         assert [env[d]["SOAK_DDP_RANK"] for d in (0, 1)] == ["2", "3"]
         assert {env[d]["SOAK_DDP_WORLD"] for d in (0, 1)} == {"4"}
@@ -411,7 +415,7 @@ def test_two_soak_runs_as_two_nodes_form_one_group_and_the_fleet_names_its_pace(
     stores = {host: RunStore.open(next((out / host).iterdir())) for host in ("n1", "n2")}
     try:
         for store in stores.values():
-            assert store.meta()["ddp_group"]["hosts"] == ["n1", "n2"]
+            assert store.meta().ddp_group.hosts == ("n1", "n2")
             assert len(store.sync_steps(0)["t_end_s"]) > 10  # its own rank's steps
         server = stores["n1"].server_steps()
         assert len(server["t_end_s"]) > 10 and set(server["ranks"]) == {2}

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from soak.cli import main
-from soak.record import RunRecord, StopRecord
 from soak.store import RunStore
 from tests.importers.conftest import run_folders
 
@@ -147,7 +146,7 @@ def test_v100_csv_imports_as_a_normal_run(fixture_path, tmp_path, capsys):
     assert 12.0e12 < cold < 13.2e12  # the trace's ~12.6 TFLOP/s in the first minute
     store = RunStore.open(run_dir)
     try:
-        source = RunRecord.of(store.meta()).source
+        source = store.meta().run.source
         caps = store.capabilities()
     finally:
         store.close_read()
@@ -192,7 +191,7 @@ def test_cold_start_trace_finds_its_load_segment(fixture_path, tmp_path, capsys)
         t = store.telemetry(0)["t_s"]
     finally:
         store.close_read()
-    assert meta["load_start_s"] == pytest.approx(29.1, abs=0.1)
+    assert meta.load_start_s == pytest.approx(29.1, abs=0.1)
     assert t[0] == 0.0  # the idle head is kept as the baseline
 
 
@@ -243,14 +242,14 @@ def test_tool_logs_import_with_their_load_segment(fmt, tmp_path, capsys):
         meta = store.meta()
     finally:
         store.close_read()
-    assert meta["load_start_s"] == pytest.approx(20.0)
-    stop = StopRecord.of(meta)
+    assert meta.load_start_s == pytest.approx(20.0)
+    stop = meta.stop
     assert stop is not None and stop.load_stop_s == pytest.approx(119.0, abs=0.01)
     assert caps[1]["fan_pct"] == "not supported"  # [N/A] throughout, or no such column
     assert tele["power_w"][-1] == pytest.approx(650.5 if fmt == "nvidia-smi" else 650.1)
     if fmt == "nvidia-smi":
         assert tele["clock_reasons"][0] == 1 and tele["clock_reasons"][-1] == 4
-        assert RunRecord.of(meta).started_utc == "2024-03-11T14:02:20Z"
+        assert meta.run.started_utc == "2024-03-11T14:02:20Z"
 
 
 @pytest.mark.slow
@@ -294,7 +293,7 @@ def test_an_imported_inlet_column_gives_the_headroom(tmp_path, capsys):
     (run,) = run_folders(tmp_path)
     store = RunStore.open(run)
     assert set(store.server_readings()["inlet_c"]["value"]) == {24.0}
-    assert store.meta()["bmc"]["source"] == "imported column 'inlet_temp_c'"
+    assert store.meta().bmc.source == "imported column 'inlet_temp_c'"
     store.close_read()
     headroom = json.loads((run / "summary.json").read_text())["headroom"]
     assert headroom["checked"] and len(headroom["devices"]) == 8

@@ -10,7 +10,6 @@ import time
 import numpy as np
 
 from soak.cli import main
-from soak.record import RunRecord, StopRecord
 from soak.store import RunStore
 from tests.reliability.helpers import CPU_GEMM, alive, descendants, integrity, query, wait_until
 
@@ -41,8 +40,8 @@ def test_sigkilled_coordinator_loses_at_most_the_last_tick_and_leaves_no_load(
     assert integrity(store) == "ok"
     reader = RunStore.open(store.parent)
     meta = reader.meta()
-    assert StopRecord.of(meta) is None  # nobody recorded a stop: it was a crash
-    t0 = RunRecord.of(meta).t0_monotonic_s
+    assert meta.stop is None  # nobody recorded a stop: it was a crash
+    t0 = meta.run.t0_monotonic_s
     assert t0 is not None  # a wall-clock run records its zero on CLOCK_MONOTONIC
     killed_at_s = killed - t0  # on the run's own clock
     t = reader.telemetry(0)["t_s"]

@@ -21,7 +21,6 @@ import pytest
 
 from soak.cli import main
 from soak.clock import WallClock
-from soak.record import StopRecord
 from soak.report import build_outputs
 from soak.runner import run
 from soak.store import MIN_FREE_BYTES, RunStore
@@ -150,7 +149,7 @@ def test_a_store_that_fills_mid_run_stops_it_and_keeps_every_stored_tick(tmp_pat
     assert {n for _, n in rows} == {8}  # every stored tick is whole
     assert stored == hook.ticks  # every tick shown as stored is there: none lost
     assert len(stored) > int(hook.acted_at / 0.05)  # and it ran on a while after filling
-    stop = StopRecord.of(store.meta())  # written if a page had room left, else left out
+    stop = store.meta().stop  # written if a page had room left, else left out
     assert stop is None or (stop.reason == "error" and "disk full" in (stop.detail or ""))
     store.close_read()
     analysis, _ = build_outputs(result.run_dir)

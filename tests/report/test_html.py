@@ -11,8 +11,8 @@ from markupsafe import escape
 
 from soak.config import load_profile
 from soak.report import build_outputs
-from soak.report.html import small_si
 from soak.store import STORE_NAME
+from soak.units import small_si
 from tests.report.conftest import HOSTILE_NAME, HOSTILE_TAG, copy_run
 
 
@@ -150,13 +150,18 @@ def test_a_temperature_is_compared_by_its_difference_never_a_ratio(faulty_run):
 
 
 def test_every_profile_setting_has_a_meaning(faulty_run):
+    """The profile table explains each setting with the meaning the setting declares."""
     import dataclasses
 
-    from soak.config import Checks, Windows
-    from soak.report.html import CHECK_MEANINGS, WINDOW_MEANINGS
+    from soak.config import Checks, Windows, meaning
 
-    for cls, meanings in ((Windows, WINDOW_MEANINGS), (Checks, CHECK_MEANINGS)):
-        missing = [f.name for f in dataclasses.fields(cls) if not meanings.get(f.name)]
+    text = _visible_text((faulty_run / "report.html").read_text())
+    for cls in (Windows, Checks):
+        missing = [
+            f.name
+            for f in dataclasses.fields(cls)
+            if not meaning(f) or " ".join(meaning(f).split()) not in text
+        ]
         assert missing == [], cls.__name__
 
 
@@ -204,9 +209,29 @@ def test_the_load_length_is_one_figure_throughout(faulty_run):
 
 def test_a_final_window_joins_its_steady_row_with_its_own_figures_only():
     from soak.analysis.analyze import merge_windows
-    from soak.analysis.checks import CheckResult, Status
+    from soak.analysis.checks import Finding, Status
+    from soak.analysis.windows import WindowName
 
     steady = "steady temperature (p90) 87 °C is 2 °C below slowdown 89 °C; margin needed 5 °C"
     final = "final temperature (p90) 86 °C is 3 °C below slowdown 89 °C; margin needed 5 °C"
-    (row,) = merge_windows([CheckResult("temp_margin", Status.FAIL, m, 3) for m in (steady, final)])
+    found = [
+        Finding("temp_margin", Status.FAIL, steady, 3, WindowName.STEADY),
+        Finding("temp_margin", Status.FAIL, final, 3, WindowName.FINAL),
+    ]
+    (row,) = merge_windows(found)
     assert row.message == f"{steady}; final temperature (p90) 86 °C is 3 °C below slowdown 89 °C"
+    assert row.window is WindowName.STEADY
+    # the window is the result's own, never read from its message: none, no join
+    assert (
+        len(merge_windows([Finding("temp_margin", Status.FAIL, m, 3) for m in (steady, final)]))
+        == 2
+    )
+    # the same words about both windows are one row, said once
+    gone = [
+        Finding(
+            "throughput_retention", Status.FAIL, "gemm: no cold throughput measured", 0, w, "gemm"
+        )
+        for w in WindowName
+        if w is not WindowName.COLD
+    ]
+    assert [r.message for r in merge_windows(gone)] == ["gemm: no cold throughput measured"]

@@ -4,6 +4,8 @@ import json
 import re
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from soak.report import build_outputs
 from tests.report.conftest import copy_run, set_meta
 
@@ -93,3 +95,25 @@ def test_a_run_whose_duration_was_never_recorded_has_no_time_rather_than_zero(fa
     assert root.get("time") is None
     assert all(s.get("time") is None for s in suites)
     assert float(_suites(faulty_run)[0].get("time")) > 0  # a recorded duration is kept
+
+
+def test_case_names_come_from_each_results_window_and_part_not_its_message():
+    """A CI follows a check by its case name: the window and part are the result's own
+    fields, whatever words its message happens to hold."""
+    from soak.analysis.checks import Finding, Status
+    from soak.analysis.windows import WindowName
+    from soak.report.junit import case_names
+
+    said = "gemm: no cold throughput measured"  # names "cold", judged the steady window
+    found = [
+        Finding("throughput_retention", Status.FAIL, said, 0, WindowName.STEADY, "gemm"),
+        Finding("throughput_retention", Status.FAIL, said, 0, WindowName.FINAL, "gemm"),
+        Finding("xid", Status.PASS, "no XID events", 0),
+    ]
+    assert case_names(found) == [
+        "throughput_retention (steady, gemm)",
+        "throughput_retention (final, gemm)",
+        "xid",
+    ]
+    with pytest.raises(ValueError):
+        Finding("no_such_check", Status.PASS, "", 0)  # every result names a known check

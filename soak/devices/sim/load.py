@@ -9,9 +9,9 @@ from typing import Protocol
 import numpy as np
 
 from soak.devices.base import LoadUpdate
+from soak.devices.sim.lockstep import SyncSim
 from soak.devices.sim.params import Chassis, Workload
 from soak.devices.sim.physics import EPS
-from soak.devices.sim.sync import SyncSim
 from soak.model import Event, EventKind, WorkerOutcome, WorkSample
 
 
@@ -61,7 +61,8 @@ class SimLoad:
         self.sync = SyncSim(server.selected, server.link_factor) if workload.name == "ddp" else None
 
     def start(self, t0: float) -> None:
-        """Switch the load on; ``t0`` (the run's zero) is not needed: sim time is run time."""
+        """Switch the load on; ``t0`` (the run's zero) is not needed: sim time is run time.
+        The simulated server is one node: no group across nodes."""
         del t0
         if self.started_s is not None or self._stopped:
             raise RuntimeError("sim: this load was already started")

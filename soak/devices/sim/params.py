@@ -308,7 +308,7 @@ WORKLOADS: dict[str, Workload] = {
     "membw": Workload("membw", 0.25, 1.0, 95.0, (Part("membw", "B", 1.0),)),
     # [assumed] a training step: GEMMs plus element-wise and attention kernels.
     "train": Workload("train", 0.78, 0.6, 55.0, (Part("train", "token", 1.0),)),
-    # [assumed] synchronous data-parallel training: the train load, in lock-step (sim/sync.py).
+    # [assumed] synchronous data-parallel training: the train load, in lock-step (sim/lockstep.py).
     "ddp": Workload("ddp", 0.78, 0.6, 55.0, (Part("ddp", "token", 1.0),)),
     # [assumed] all three at once, time-shared: the hottest state (capped hardest, HBM busy).
     "mix": Workload(

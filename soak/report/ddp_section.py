@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from soak.analysis.sync import SyncFacts
+from soak.analysis.ddp_steps import SyncFacts
 from soak.units import NOT_AVAILABLE, num, pct, si
 
 

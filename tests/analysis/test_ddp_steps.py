@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from soak.analysis.checks import Status
-from soak.analysis.sync import (
+from soak.analysis.ddp_steps import (
     BUSBW_FORMULA,
     ONE_RANK,
     check_busbw,
@@ -20,6 +20,7 @@ from soak.analysis.sync import (
 )
 from soak.analysis.windows import Window
 from soak.config import Checks, Profile
+from soak.fields import Columns
 from soak.model import ClockReason, Event, EventKind
 from workloads.ddp import bus_bandwidth, odd_ranks
 
@@ -209,25 +210,27 @@ def test_a_floor_without_a_steady_busbw_fails():
     assert check.message.startswith("steady all-reduce bus bandwidth not measured; the h100")
 
 
-def _telemetry(clock: tuple[float, float], reasons: tuple[int, int]) -> dict[str, np.ndarray]:
+def _telemetry(clock: tuple[float, float], reasons: tuple[int, int]) -> Columns:
     """One reading a second for 30 s: SM clock and throttle reasons ``cold`` before t=15,
     ``hot`` after; power at its 700 W limit throughout."""
     t = np.arange(0.0, 31.0)
     hot = t >= 15
-    return {
-        "t_s": t,
-        "sm_clock_mhz": np.where(hot, clock[1], clock[0]),
-        "clock_reasons": np.where(hot, reasons[1], reasons[0]).astype(float),
-        "power_w": np.full(t.shape, 700.0),
-        "power_limit_w": np.full(t.shape, 700.0),
-        "energy_j": 700.0 * t,
-    }
+    return Columns(
+        {
+            "t_s": t,
+            "sm_clock_mhz": np.where(hot, clock[1], clock[0]),
+            "clock_reasons": np.where(hot, reasons[1], reasons[0]).astype(float),
+            "power_w": np.full(t.shape, 700.0),
+            "power_limit_w": np.full(t.shape, 700.0),
+            "energy_j": 700.0 * t,
+        }
+    )
 
 
 CAP, THERMAL = float(ClockReason.SW_POWER_CAP), float(ClockReason.SW_THERMAL)
 
 
-def _split_retention(hot_compute: float, tele: dict[str, np.ndarray] | None):
+def _split_retention(hot_compute: float, tele: Columns | None):
     """Device 3 computes 1.0 s a step cold and ``hot_compute`` hot and sets the pace; the
     retention check with the loss split by device 3's telemetry (absent: None)."""
     server, rows = _series({0: (1.0, 1.0), 1: (1.0, 1.0), 2: (1.0, 1.0), 3: (1.0, hot_compute)})

@@ -14,7 +14,7 @@ import numpy as np
 
 from soak.analysis.checks import (
     CLOCK_OF_UNIT,
-    CheckResult,
+    Finding,
     RetentionSplit,
     Status,
     profile_applies,
@@ -246,8 +246,8 @@ def split_loss(
         return replace(facts, split=_unexplained(device, ratio, missing))
     if facts.cold_window is None or facts.steady_window is None:
         return replace(facts, split=_unexplained(device, ratio, "no cold and steady windows"))
-    cold = window_stats(facts.cold_window, dict(tele), {})
-    steady = window_stats(facts.steady_window, dict(tele), {})
+    cold = window_stats(facts.cold_window, tele, {})
+    steady = window_stats(facts.steady_window, tele, {})
     cold_clock, steady_clock = cold.median.get(CLOCK), steady.median.get(CLOCK)
     if not cold_clock or steady_clock is None:
         missing = f"{facts.label(key)}'s SM clock not available"
@@ -275,7 +275,7 @@ def _unexplained(device: int | None, ratio: float, missing: str) -> SyncSplit:
 # ----------------------------------------------------------------------------- checks
 
 
-def check_straggler(facts: SyncFacts, limits: Checks) -> list[CheckResult]:
+def check_straggler(facts: SyncFacts, limits: Checks) -> list[Finding]:
     """One rank sets the pace in most steady steps and computes longer than the median
     rank by more than the margin: WARN, FAIL past the larger one."""
     key = facts.pace_setter
@@ -288,7 +288,7 @@ def check_straggler(facts: SyncFacts, limits: Checks) -> list[CheckResult]:
             f"{facts.label(key)} sets the pace in {facts.pace_share[key] * 100:.0f} % of "
             f"steady steps: another node's rank, judged by `soak fleet report`"
         )
-        return [CheckResult("straggler", Status.NOT_CHECKED, message)]
+        return [Finding("straggler", Status.NOT_CHECKED, message)]
     if len(computes) < 2 or setter not in computes:
         return []
     share = facts.pace_share[key]
@@ -300,18 +300,18 @@ def check_straggler(facts: SyncFacts, limits: Checks) -> list[CheckResult]:
         f"{limits.ddp_straggler_warn * 100:g} %, fail {limits.ddp_straggler_fail * 100:g} %)"
     )
     if share <= limits.ddp_straggler_share or excess <= limits.ddp_straggler_warn:
-        return [CheckResult("straggler", Status.PASS, message, setter)]
+        return [Finding("straggler", Status.PASS, message, setter)]
     status = Status.FAIL if excess > limits.ddp_straggler_fail else Status.WARN
-    return [CheckResult("straggler", status, message, setter)]
+    return [Finding("straggler", status, message, setter)]
 
 
-def check_sync_retention(facts: SyncFacts, limits: Checks) -> list[CheckResult]:
+def check_sync_retention(facts: SyncFacts, limits: Checks) -> list[Finding]:
     """The server's steady step rate against its cold one, its loss judged by cause as a
     device's retention is: the power-capped drift only past ``max_power_drift``, thermal
     slowdown and the unexplained rest by ``min_sync_retention``. An unsplit loss is all
     unexplained."""
     if facts.loss is None:
-        return [CheckResult("sync_retention", Status.WARN, "server step rate: not measured")]
+        return [Finding("sync_retention", Status.WARN, "server step rate: not measured")]
     ratio = 1.0 - facts.loss
     split = (
         facts.split.split if facts.split else RetentionSplit(ratio, 0.0, 0.0, max(0.0, facts.loss))
@@ -323,7 +323,7 @@ def check_sync_retention(facts: SyncFacts, limits: Checks) -> list[CheckResult]:
         message += f", {pct(split.strict_ratio)} without the drift"
     message += ")"
     ok = split.drift <= drift_floor and split.strict_ratio >= floor
-    return [CheckResult("sync_retention", Status.PASS if ok else Status.FAIL, message)]
+    return [Finding("sync_retention", Status.PASS if ok else Status.FAIL, message)]
 
 
 def _causes(facts: SyncFacts, split: RetentionSplit, drift_floor: float) -> str:
@@ -340,7 +340,7 @@ def _causes(facts: SyncFacts, split: RetentionSplit, drift_floor: float) -> str:
     )
 
 
-def replica_checks(events: Sequence[Event]) -> list[CheckResult]:
+def replica_checks(events: Sequence[Event]) -> list[Finding]:
     """A rank whose parameters differed from the majority's after a step: FAIL, with the
     first such step."""
     first: dict[int, str] = {}
@@ -349,19 +349,19 @@ def replica_checks(events: Sequence[Event]) -> list[CheckResult]:
         failed = e.kind is EventKind.VERIFICATION_FAILED and e.device is not None
         if failed and detail.startswith("replicas differ") and e.device not in first:
             first[e.device] = detail
-    return [CheckResult("replicas", Status.FAIL, d, device) for device, d in sorted(first.items())]
+    return [Finding("replicas", Status.FAIL, d, device) for device, d in sorted(first.items())]
 
 
 def check_busbw(
     facts: SyncFacts, profile: Profile, names: Mapping[int, str] | None = None
-) -> list[CheckResult]:
+) -> list[Finding]:
     """The steady all-reduce bus bandwidth against the profile's floor (none by default),
     where the ranks are the profile's devices. The floors are datasheet link rates times an
     assumed efficiency, not measurements: below one only warns, unless the link also lost
     more than ``BUSBW_HOT_LOSS`` from cold to steady (evidence of the server, not of the
     assumption), which fails."""
     if facts.ranks < 2:
-        return [CheckResult("busbw", Status.PASS, f"all-reduce skipped: {ONE_RANK}")]
+        return [Finding("busbw", Status.PASS, f"all-reduce skipped: {ONE_RANK}")]
     checks = profile.checks
     floor = checks.min_busbw_Bps
     if not floor:
@@ -376,40 +376,40 @@ def check_busbw(
             f"all-reduce bus bandwidth not judged: {whose} is for "
             f"{' / '.join(profile.device_names)}, the ranks include {', '.join(others)}"
         )
-        return [CheckResult("busbw", Status.NOT_CHECKED, message)]
+        return [Finding("busbw", Status.NOT_CHECKED, message)]
     if facts.ranks < checks.min_busbw_ranks:
         message = (
             f"all-reduce bus bandwidth not judged: {whose} holds for {checks.min_busbw_ranks} "
             f"ranks or more, this run has {facts.ranks}"
         )
-        return [CheckResult("busbw", Status.NOT_CHECKED, message)]
+        return [Finding("busbw", Status.NOT_CHECKED, message)]
     steady, cold = facts.busbw_steady, facts.busbw_cold
     if steady is None:
         message = f"steady all-reduce bus bandwidth not measured; {whose}"
-        return [CheckResult("busbw", Status.FAIL, message)]
+        return [Finding("busbw", Status.FAIL, message)]
     size = si(facts.allreduce_b, "B") if facts.allreduce_b else NOT_AVAILABLE
     head = (
         f"steady all-reduce bus bandwidth {si(steady, 'B/s')} over {facts.ranks} ranks "
         f"({size} buffer) is {pct(steady / floor)} of {whose}; cold {si(cold, 'B/s')}"
     )
     if steady >= floor:
-        return [CheckResult("busbw", Status.PASS, head)]
+        return [Finding("busbw", Status.PASS, head)]
     hot_loss = 1.0 - steady / cold if cold else None
     if hot_loss is not None and hot_loss > BUSBW_HOT_LOSS:
         message = (
             f"{head}: {pct(hot_loss)} below cold (limit {pct(BUSBW_HOT_LOSS, 0)}), the link "
             "lost bandwidth as it heated"
         )
-        return [CheckResult("busbw", Status.FAIL, message)]
+        return [Finding("busbw", Status.FAIL, message)]
     if hot_loss is None:
         message = f"{head}: no cold figure to tell heat from a configuration"
-        return [CheckResult("busbw", Status.WARN, message)]
+        return [Finding("busbw", Status.WARN, message)]
     message = (
         f"{head}: as slow cold, so a configuration (P2P or NVLink/Infinity Fabric links down, "
         "a PCIe path: see nvidia-smi topo -m / rocm-smi --showtopo) or a floor that does not "
         "fit this server"
     )
-    return [CheckResult("busbw", Status.WARN, message)]
+    return [Finding("busbw", Status.WARN, message)]
 
 
 def sync_checks(
@@ -417,7 +417,7 @@ def sync_checks(
     events: Sequence[Event],
     profile: Profile,
     names: Mapping[int, str] | None = None,
-) -> list[CheckResult]:
+) -> list[Finding]:
     """Every synchronous-training check of a run; ``names``: each device's name, to tell
     whether the ranks are the devices the profile's bus bandwidth floor is for."""
     out = replica_checks(events)
