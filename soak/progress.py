@@ -74,6 +74,8 @@ class Progress:
     running_since_s: float | None  # when every device had finished its first work
     devices: tuple[DeviceProgress, ...]
     events: tuple[Event, ...] = field(default=())  # what happened in this tick
+    # the server's inlet air as the BMC last read it, °C; None: no BMC inlet, or that read failed
+    inlet_c: float | None = None
 
     @property
     def load_elapsed_s(self) -> float | None:

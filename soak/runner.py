@@ -34,7 +34,15 @@ from soak.config import RunConfig
 from soak.devices import BackendOptions, open_backend
 from soak.devices.base import Backend, Load, LoadUpdate
 from soak.errors import ConfigError, StoreError
-from soak.model import Capability, DeviceInfo, Event, EventKind, StopReason, Telemetry
+from soak.model import (
+    INLET_SERIES,
+    Capability,
+    DeviceInfo,
+    Event,
+    EventKind,
+    StopReason,
+    Telemetry,
+)
 from soak.progress import DeviceProgress, Phase, Progress, Rate, Watcher
 from soak.record import RunRecord, SimRecord, StopRecord
 from soak.store import STORE_NAME, RunStore, make_run_dir
@@ -255,6 +263,7 @@ class Runner:
         self.t0 = clock.now()
         self.load_started_s: float | None = None
         self.running_since_s: float | None = None  # every device has finished work
+        self.inlet_c: float | None = None  # the BMC's latest inlet reading; None: not read
         self.lost: set[int] = set()  # devices the backend reported lost
         # devices whose readings froze under load (soak.validity): failed as a lost one is
         self.frozen: set[int] = set()
@@ -307,6 +316,9 @@ class Runner:
         t = self.now_s()
         telemetry = self.backend.sample(t)
         server = self.sensors.sample(t) if self.sensors is not None else []
+        for reading in server:
+            if reading.series == INLET_SERIES:
+                self.inlet_c = reading.value
         update = load.poll(t) if load is not None else LoadUpdate()
         events = self.backend.poll_events(t) + update.events
         # what is judged live leaves out readings that cannot be true; the store keeps them
@@ -369,6 +381,7 @@ class Runner:
             running_since_s=self.running_since_s,
             devices=devices,
             events=tuple(events),
+            inlet_c=self.inlet_c,
         )
 
     def _figures(self, index: int, rates: dict[str, float | None]) -> tuple[Rate, ...]:

@@ -198,7 +198,11 @@ def header_text(p: Progress) -> str:
     load = p.load_elapsed_s
     planned = "until steady" if p.until_steady else f"{p.planned_s / 60:.0f} min"
     done = "" if load is None else f", load {load / 60:.1f} of {planned}"
-    return f"soak {p.backend} · {p.workload} · {p.host} · {p.phase} · {p.t_s / 60:.1f} min{done}"
+    inlet = "" if p.inlet_c is None else f" · inlet {p.inlet_c:.1f} °C"
+    return (
+        f"soak {p.backend} · {p.workload} · {p.host} · {p.phase} · {p.t_s / 60:.1f} min{done}"
+        f"{inlet}"
+    )
 
 
 # A number and the word after it ("87 °C", "640 s") stay on one line when a message wraps.

@@ -5,7 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import io
 
-from soak.live.view import LiveView, PlainView, Tracker, make_view
+from rich.console import Console
+
+from soak.live.view import LiveView, PlainView, Tracker, header_text, make_view
 from soak.model import ClockReason
 from soak.progress import Rate
 
@@ -92,6 +94,22 @@ def test_live_view_draws_every_device_and_a_progress_bar_then_its_last_state() -
     assert "\x1b[" in out  # a terminal: drawn in place
     assert "lost" in out and "1980 MHz" in out and "━" in out
     assert "load 2.0 of 60 min" in out  # the final state at close, past the last redraw
+
+
+def test_the_header_shows_the_inlet_where_the_bmc_reads_one_and_nothing_where_not() -> None:
+    header = "soak sim · mix · node1 · load · 1.0 min, load 0.8 of 60 min"
+    assert header_text(snapshot(60.0, inlet_c=24.46)) == f"{header} · inlet 24.5 °C"
+    assert header_text(snapshot(60.0, inlet_c=0.0)).endswith(" · inlet 0.0 °C")  # a read 0
+    assert header_text(snapshot(60.0)) == header  # no BMC inlet: nothing, never 0
+    view, stream = plain()
+    view.update(snapshot(60.0, inlet_c=24.46))
+    assert stream.getvalue().splitlines()[0].endswith(f"{header} · inlet 24.5 °C")
+    live = LiveView(io.StringIO(), width=200)
+    shown = Console(file=io.StringIO(), width=200, record=True)
+    shown.print(live.render(snapshot(60.0, inlet_c=24.46)))
+    shown.print(live.render(snapshot(61.0)))
+    text = shown.export_text()
+    assert text.count("inlet") == 1 and "· inlet 24.5 °C" in text
 
 
 def test_make_view_picks_plain_lines_for_a_pipe() -> None:
