@@ -21,7 +21,7 @@ from soak.analysis.equilibrium import Equilibrium
 from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowName, WindowStats
 from soak.config import Profile
 from soak.model import WorkerOutcome
-from soak.units import duration, pct, rate_unit, si
+from soak.units import minutes, pct, rate_unit, si
 
 
 class Status(enum.StrEnum):
@@ -645,13 +645,11 @@ def check_jitter(f: DeviceFacts, profile: Profile) -> list[Finding]:
 
 def check_equilibrium(f: DeviceFacts, profile: Profile) -> list[Finding]:
     eq = f.equilibrium
-    withdrawn = "".join(f"; {w.describe()}" for w in eq.withdrawn) if eq is not None else ""
+    origin = f.load_start_s if f.load_start_s is not None else 0.0  # else the run's start
+    withdrawn = "".join(f"; {w.describe(origin)}" for w in eq.withdrawn) if eq is not None else ""
     if eq is not None and eq.reached:
-        when = (
-            f"{duration(eq.time_s - f.load_start_s)} after load start"
-            if f.load_start_s is not None
-            else f"at {eq.time_s:.0f} s of the run"
-        )
+        since = "after load start" if f.load_start_s is not None else "into the run"
+        when = f"{minutes(eq.time_s - origin)} {since}"
         message = f"thermal equilibrium {when} (basis: {eq.basis}){withdrawn}"
         return [Finding("equilibrium", Status.PASS, message, f.index)]
     status = Status.FAIL if profile.checks.require_equilibrium else Status.WARN

@@ -180,13 +180,14 @@ def test_a_wrapped_message_never_leaves_a_unit_alone_on_a_line() -> None:
     from soak.live.view import wrap_message
 
     message = (
-        "equilibrium withdrawn: the date 656 s was withdrawn at 1210 s: the 10-min level "
-        "moved 1.2 °C from the date's level 64.3 °C"
+        "equilibrium withdrawn: the date at 10.9 min was withdrawn at 20.2 min: the 10-min "
+        "level moved 1.2 °C from the date's level 64.3 °C"
     )
     for width in range(40, 120):
         lines = wrap_message("[  20.2 min] ", message, width)
         assert all(len(line) <= width for line in lines)
-        assert not any(line.strip().startswith(("°C", "s:", "s ")) for line in lines[1:]), lines
+        units = ("°C", "min", "s:", "s ")
+        assert not any(line.strip().startswith(units) for line in lines[1:]), lines
         assert " ".join(line.strip() for line in lines).endswith("64.3 °C")
         assert all(line.startswith(" " * 13) for line in lines[1:])
 
