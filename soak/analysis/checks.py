@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from soak import fields
-from soak.analysis.contention import RERUN, Contention, ForeignProcess, review
+from soak.analysis.contention import RERUN, Contention, ForeignProcess, inflated, review
 from soak.analysis.equilibrium import Equilibrium
 from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowName, WindowStats
 from soak.config import Profile
@@ -425,8 +425,8 @@ def _contended(
     retention floor times the cold rate (and a contended cold window counts too).
 
     A retention that passes only against a cold window the foreign load held down (and a
-    late window without it) is incomplete too: the ratio is flattered, and a real loss
-    could hide in it."""
+    late window without it, or held down less: ``contention.inflated``) is incomplete too:
+    the ratio is flattered, and a real loss could hide in it."""
     if status is Status.PASS and alone_limit is None:
         return _flattered(check, text, f, label, part, profile)
     if status is not Status.FAIL:
@@ -458,9 +458,14 @@ def _flattered(
 ) -> Finding:
     cold, late = f.contention.get("cold"), f.contention.get(label)
     floor = profile.checks.min_throughput_retention
-    if floor <= 0 or cold is None or not cold.contended or (late is not None and late.contended):
+    if floor <= 0 or cold is None or not cold.contended:
         return Finding(check, Status.PASS, text, f.index, label, part)
-    note = f"{cold.describe(f.foreign_processes, 'cold')}, not of the {label} window"
+    if late is not None and late.contended:  # both held down: alike, or cold more
+        note = inflated(cold, late, label)
+        if note is None:
+            return Finding(check, Status.PASS, text, f.index, label, part)
+    else:
+        note = f"{cold.describe(f.foreign_processes, 'cold')}, not of the {label} window"
     return Finding(check, Status.INCOMPLETE, f"{text}; {note}; {RERUN}", f.index, label, part)
 
 
