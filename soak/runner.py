@@ -338,6 +338,7 @@ class Runner:
                 index=info.index,
                 name=info.name,
                 uuid=info.uuid,
+                clock_label=info.clock_label,
                 telemetry=self.latest.get(info.index),
                 rates=tuple(
                     sorted(self.latest_rate.get(info.index, {}).values(), key=lambda r: r.part)

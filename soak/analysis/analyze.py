@@ -439,6 +439,7 @@ def device_facts(
         idle_temp_c=_idle_temp(tele, start),
         contention=contention,
         foreign_processes=foreign_processes(events, info.index),
+        clock_label=info.clock_label,
     )
     return facts, start, end
 

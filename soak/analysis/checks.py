@@ -169,6 +169,7 @@ class DeviceFacts:
     # the compute processes not soak's that the backend saw on it.
     contention: dict[str, Contention] = field(default_factory=dict)
     foreign_processes: tuple[ForeignProcess, ...] = ()
+    clock_label: str = "SM clock"  # DeviceInfo.clock_label: what its texts call its clock
 
 
 def _rate(value: float | None, part: str, facts: DeviceFacts) -> str:
@@ -282,17 +283,17 @@ def check_throughput_retention(
 def _clock_retention(
     f: DeviceFacts, late: WindowStats | None, label: WindowName, profile: Profile
 ) -> list[Finding]:
-    """Where no throughput is recorded, the SM clock stands in for it: the same split by
-    cause and the same floors, on late / cold SM clock."""
+    """Where no throughput is recorded, the SM clock (a CPU's clock) stands in for it: the
+    same split by cause and the same floors, on late / cold clock."""
     cold = f.cold.median.get("sm_clock_mhz") if f.cold else None
     clock = late.median.get("sm_clock_mhz") if late else None
     if not cold or clock is None or late is None:
-        what = f"{label} SM clock"
+        what = f"{label} {f.clock_label}"
         return [_not_checked("clock_retention", what, f, "sm_clock_mhz", window=label)]
     split = split_by_cause(clock / cold, clock / cold, late, profile)
     checks = profile.checks
     text = (
-        f"{label} SM clock {clock:.0f} MHz is {pct(split.ratio)} of cold {cold:.0f} MHz "
+        f"{label} {f.clock_label} {clock:.0f} MHz is {pct(split.ratio)} of cold {cold:.0f} MHz "
         f"(in place of throughput): {pct(split.drift)} power-capped drift "
         f"(floor {pct(checks.max_power_drift, 0)}), {pct(split.thermal)} thermal slowdown, "
         f"{pct(split.unexplained)} unexplained; floor {pct(checks.min_throughput_retention, 0)} "

@@ -195,5 +195,20 @@ def test_a_wrapped_message_never_leaves_a_unit_alone_on_a_line() -> None:
 def test_a_cpu_is_not_given_an_sm_clock() -> None:
     from soak.live.view import device_line
 
-    line = device_line(Tracker(), device(0, 30.0), backend="cpu")
+    line = device_line(Tracker(), device(0, 30.0, clock_label="clock"))
     assert ", clock 1980 MHz," in line and "SM" not in line
+
+
+def test_a_cpu_runs_table_heads_its_clock_column_clock() -> None:
+    from rich.console import Console
+
+    view = LiveView(io.StringIO())
+    cpus = (device(0, 200.0, clock_label="clock"), device(1, 200.0, clock_label="clock"))
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(view.render(snapshot(200.0, cpus), width=120))
+    text = console.export_text()
+    assert " clock " in next(line for line in text.splitlines() if line.startswith("dev "))
+    assert "SM clock" not in text
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(view.render(snapshot(200.0), width=120))  # GPUs: the SM clock
+    assert "SM clock" in console.export_text()
