@@ -53,6 +53,7 @@ class DeviceProgress:
     failed: bool = False  # its load ended it (crash, hang, failed verification)
     frozen: bool = False  # its readings froze under load (soak.validity): they repeat, unread
     reads_xids: bool = False  # the backend reports XID events for it (capability probed)
+    clock_label: str = "SM clock"  # DeviceInfo.clock_label: "clock" on a CPU
 
     @property
     def reached(self) -> bool:

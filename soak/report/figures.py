@@ -313,7 +313,7 @@ def _temperature_panel(ax: Axes, d: DeviceResult, temp: Envelope, hbm: Envelope,
 
 
 def _clock_panel(ax: Axes, d: DeviceResult, sm: Envelope, mem: Envelope, scale: float):
-    name = "clock" if d.info.kind == "CPU" else "SM clock"
+    name = d.info.clock_label
     if sm.empty:
         _not_available(ax, name)
     else:

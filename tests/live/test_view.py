@@ -198,13 +198,14 @@ def test_a_wrapped_message_never_leaves_a_unit_alone_on_a_line() -> None:
     from soak.live.view import wrap_message
 
     message = (
-        "equilibrium withdrawn: the date 656 s was withdrawn at 1210 s: the 10-min level "
-        "moved 1.2 °C from the date's level 64.3 °C"
+        "equilibrium withdrawn: the date at 10.9 min was withdrawn at 20.2 min: the 10-min "
+        "level moved 1.2 °C from the date's level 64.3 °C"
     )
     for width in range(40, 120):
         lines = wrap_message("[  20.2 min] ", message, width)
         assert all(len(line) <= width for line in lines)
-        assert not any(line.strip().startswith(("°C", "s:", "s ")) for line in lines[1:]), lines
+        units = ("°C", "min", "s:", "s ")
+        assert not any(line.strip().startswith(units) for line in lines[1:]), lines
         assert " ".join(line.strip() for line in lines).endswith("64.3 °C")
         assert all(line.startswith(" " * 13) for line in lines[1:])
 
@@ -212,5 +213,20 @@ def test_a_wrapped_message_never_leaves_a_unit_alone_on_a_line() -> None:
 def test_a_cpu_is_not_given_an_sm_clock() -> None:
     from soak.live.view import device_line
 
-    line = device_line(Tracker(), device(0, 30.0), backend="cpu")
+    line = device_line(Tracker(), device(0, 30.0, clock_label="clock"))
     assert ", clock 1980 MHz," in line and "SM" not in line
+
+
+def test_a_cpu_runs_table_heads_its_clock_column_clock() -> None:
+    from rich.console import Console
+
+    view = LiveView(io.StringIO())
+    cpus = (device(0, 200.0, clock_label="clock"), device(1, 200.0, clock_label="clock"))
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(view.render(snapshot(200.0, cpus), width=120))
+    text = console.export_text()
+    assert " clock " in next(line for line in text.splitlines() if line.startswith("dev "))
+    assert "SM clock" not in text
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(view.render(snapshot(200.0), width=120))  # GPUs: the SM clock
+    assert "SM clock" in console.export_text()
