@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import math
 import os
 import platform
 import signal
@@ -26,6 +27,9 @@ from pathlib import Path
 from types import FrameType
 
 from soak import __version__
+from soak.analysis.analyze import RunData
+from soak.analysis.decision import DECIDE_EVERY_S, Decision, decide
+from soak.analysis.decision import META_KEY as DECISION_KEY
 from soak.analysis.equilibrium import Dated, OnlineDetector, Withdrawn
 from soak.analysis.windows import LiveWork
 from soak.bmc import BmcOptions, ServerSensors, open_bmc
@@ -265,6 +269,8 @@ class Runner:
         self.load: Load | None = None
         self.phase = Phase.BASELINE
         self.stopper = Stopper()
+        self.next_decision_s = -math.inf  # --until-steady: the next look at the checks
+        self.stop_detail = ""  # why --until-steady stopped, for the stop record
 
     def now_s(self) -> float:
         return self.clock.now() - self.t0
@@ -468,19 +474,40 @@ class Runner:
             if active <= set(self.load_start_by_device):
                 self.running_since_s = t
             return None
-        if t - self.running_since_s >= self.config.duration_s:
-            return StopReason.DURATION
         if self.config.until_steady:
-            steady = self.config.profile.windows.steady_length_s
-            done = {
-                i
-                for i in active
-                if self.detectors[i].equilibrium_s is not None
-                and t >= self.detectors[i].equilibrium_s + steady
-            }
-            if done == active:
-                return StopReason.STEADY
+            limit_s = min(self.config.duration_s, self.config.max_s)
+            if t - self.running_since_s >= limit_s:
+                self._keep_decision(self._decide(active, t), limit_s)
+                return StopReason.DURATION
+            if self._ready(active, t):
+                decision = self._decide(active, t)
+                if decision.decided:
+                    self._keep_decision(decision, None)
+                    return StopReason.STEADY
+        elif t - self.running_since_s >= self.config.duration_s:
+            return StopReason.DURATION
         return None
+
+    def _ready(self, active: set[int], t: float) -> bool:
+        """Whether a look at the checks is due: every active device dated, each with the
+        profile's least steady window, and no look in the last ``DECIDE_EVERY_S``."""
+        if t < self.next_decision_s:
+            return False
+        least = self.config.profile.windows.min_steady_s
+        dates = [self.detectors[i].equilibrium_s for i in active]
+        return all(d is not None and t - d >= least for d in dates)
+
+    def _decide(self, active: set[int], t: float) -> Decision:
+        """The sequential stop's look at ``t`` (soak.analysis.decision) on the store so far."""
+        self.next_decision_s = t + DECIDE_EVERY_S
+        data = RunData.from_store(self.store)
+        return decide(data, self.config.profile, t, active)
+
+    def _keep_decision(self, decision: Decision, limit_s: float | None) -> None:
+        """Store the decision the run stopped on; ``limit_s``: it stopped at its limit."""
+        self.store.set_meta(**{DECISION_KEY: decision.as_json(limit_s)})
+        decided = "every check decided" if decision.decided else "checks undecided"
+        self.stop_detail = decided if limit_s is None else f"the {limit_s / 60:g}-min limit"
 
     def run(self, stopper: Stopper) -> StopReason:
         """Baseline, load and loop; then stop the load, record why and close the store,
@@ -506,7 +533,7 @@ class Runner:
                 reason, detail, t_stop = StopReason.ERROR, str(exc), self.now_s()
                 if self.load is not None:
                     self._stop_load(self.load, store_ok=False)
-            self._record_stop(reason, detail, t_stop)
+            self._record_stop(reason, detail or self.stop_detail, t_stop)
         except StoreError as exc:
             print(f"soak: {exc}; the store keeps every tick before it", file=sys.stderr)
         except BaseException as exc:
