@@ -47,6 +47,8 @@ from soak.validity import FrozenWatch, Implausible, cleaned, screen_all
 log = logging.getLogger(__name__)
 
 
+PREDICTED_AT_S = (300.0, 600.0)  # load times whose verdict prediction the report keeps
+
 # A test's hook into the run: called each tick, once stored, with the runner and its snapshot.
 RunnerHook = Callable[["Runner", Progress], None]
 
@@ -271,6 +273,7 @@ class Runner:
         self.stopper = Stopper()
         self.next_decision_s = -math.inf  # --until-steady: the next look at the checks
         self.stop_detail = ""  # why --until-steady stopped, for the stop record
+        self.predictions: dict[float, float | None] = {}  # load s -> predicted verdict load s
 
     def now_s(self) -> float:
         return self.clock.now() - self.t0
@@ -331,7 +334,20 @@ class Runner:
                 implausible,
                 server,
             )
-        self.publish(self.progress(t, events))
+        progress = self.progress(t, events)
+        self._note_prediction(progress)
+        self.publish(progress)
+
+    def _note_prediction(self, progress: Progress) -> None:
+        """--until-steady: keep the predicted load time of the verdict as it stood after
+        ``PREDICTED_AT_S`` of load, for the report to set against the outcome."""
+        load = progress.load_elapsed_s
+        if not self.config.until_steady or load is None:
+            return
+        for mark in PREDICTED_AT_S:
+            if load >= mark and mark not in self.predictions:
+                eta = progress.verdict_eta_s
+                self.predictions[mark] = None if eta is None else load + eta
 
     def progress(self, t: float, events: Sequence[Event] = ()) -> Progress:
         """The frozen snapshot of the run at ``t``: all a watcher may read."""
@@ -356,6 +372,7 @@ class Runner:
                 eta_s=self.detectors[info.index].eta_s(t)
                 if info.index in self.load_start_by_device
                 else None,
+                verdict_eta_s=self.verdict_eta_s(info.index, t),
                 lost=info.index in self.lost,
                 failed=info.index in failed or info.index in self.frozen,
                 frozen=info.index in self.frozen,
@@ -376,6 +393,21 @@ class Runner:
             devices=devices,
             events=tuple(events),
         )
+
+    def verdict_eta_s(self, index: int, t: float) -> float | None:
+        """--until-steady: predicted seconds until the device's checks can first be decided.
+        Dated: when its steady window holds the profile's least. Not yet: the fit's time to
+        the confirming check, or later where the least steady window is longer than the
+        ~1.5 windows by which a date precedes the check confirming it."""
+        if not self.config.until_steady or index not in self.load_start_by_device:
+            return None
+        detector, windows = self.detectors[index], self.config.profile.windows
+        if detector.equilibrium_s is not None:
+            return max(0.0, detector.equilibrium_s + windows.min_steady_s - t)
+        eta = detector.eta_s(t)
+        if eta is None:
+            return None
+        return eta + max(0.0, windows.min_steady_s - 1.5 * windows.eq_window_s)
 
     def _figures(self, index: int, rates: dict[str, float | None]) -> tuple[Rate, ...]:
         work = self.live_work[index]
@@ -503,9 +535,19 @@ class Runner:
         data = RunData.from_store(self.store)
         return decide(data, self.config.profile, t, active)
 
+    def _load_s(self, t: float) -> float | None:
+        """Seconds of load at ``t``, counted as the plan counts them."""
+        return None if self.running_since_s is None else t - self.running_since_s
+
     def _keep_decision(self, decision: Decision, limit_s: float | None) -> None:
         """Store the decision the run stopped on; ``limit_s``: it stopped at its limit."""
-        self.store.set_meta(**{DECISION_KEY: decision.as_json(limit_s)})
+        found = decision.as_json(limit_s)
+        found["predicted"] = [
+            {"at_load_s": mark, "verdict_load_s": self.predictions.get(mark)}
+            for mark in PREDICTED_AT_S
+        ]
+        found["actual_load_s"] = self._load_s(decision.t_s)
+        self.store.set_meta(**{DECISION_KEY: found})
         decided = "every check decided" if decision.decided else "checks undecided"
         self.stop_detail = decided if limit_s is None else f"the {limit_s / 60:g}-min limit"
 

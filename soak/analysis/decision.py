@@ -94,6 +94,7 @@ class Judged:
             "value": self.value,
             "ci": None if self.interval is None else self.interval.half,
             "floor": self.floor,
+            "unit": self.unit or None,
             "outcome": str(self.outcome),
         }
 
@@ -146,6 +147,7 @@ class Decision:
             "n_checks": len(self.judged),
             "closest": None if closest is None else closest.as_json(),
             "undecided": [j.as_json() for j in self.undecided],
+            "checks": [j.as_json() for j in self.judged],
         }
 
 

@@ -10,6 +10,7 @@ say the same things.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import textwrap
 import time
@@ -26,7 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from soak.model import ClockReason, EventKind
-from soak.progress import DeviceProgress, Progress
+from soak.progress import DeviceProgress, Phase, Progress
 from soak.units import NOT_AVAILABLE, rate_unit, si
 
 # Reasons a watcher is told about: the device is held back by heat or by its board. Idle,
@@ -198,6 +199,9 @@ def header_text(p: Progress) -> str:
     load = p.load_elapsed_s
     planned = "until steady" if p.until_steady else f"{p.planned_s / 60:.0f} min"
     done = "" if load is None else f", load {load / 60:.1f} of {planned}"
+    eta = p.verdict_eta_s
+    if p.until_steady and eta is not None and p.phase is Phase.LOAD:
+        done += f", verdict in ~{math.ceil(eta / 60):.0f} min"
     return f"soak {p.backend} · {p.workload} · {p.host} · {p.phase} · {p.t_s / 60:.1f} min{done}"
 
 
