@@ -342,32 +342,40 @@ def replay(
     data: RunData, profile: Profile, analysis: Analysis, step_s: float = DECIDE_EVERY_S
 ) -> Decision | None:
     """Where the sequential stop would have fallen on a stored run: the first decided look,
-    made every ``step_s`` from the earliest time every device could hold its least steady
-    window (the last device's first date, withdrawn or not, plus ``min_steady_s``); None
-    where no look before the end is decided."""
+    made every ``step_s`` from the earliest time every device could stand dated with its
+    least steady window (``_earliest``); None where no look before the end is decided."""
     starts, ends = [], []
     for r in analysis.devices:
         if r.load_start_s is None or r.facts.lost:
             continue
-        eq = r.facts.equilibrium
-        dates = [w.time_s for w in eq.withdrawn] if eq is not None else []
-        if eq is not None and eq.time_s is not None:
-            dates.append(eq.time_s)
-        if not dates:
+        earliest = _earliest(r, profile.windows.min_steady_s)
+        if earliest is None or r.end_s is None:
             return None
-        starts.append(min(dates))
+        starts.append(earliest)
         ends.append(r.end_s)
-    if not starts or None in ends:
+    if not starts:
         return None
-    first = max(starts) + profile.windows.min_steady_s
-    end = max(e for e in ends if e is not None)
-    t = first
+    t, end = max(starts), max(ends)
     while t <= end:
         decision = decide(data, profile, t)
         if decision.decided:
             return decision
         t += step_s
     return None
+
+
+def _earliest(result: DeviceResult, least_s: float) -> float | None:
+    """The earliest a device can stand dated with ``least_s`` of steady window, from the
+    whole run's detection (the rule reads only back, so the run up to t replays it to t):
+    its confirmation where no date was withdrawn, else its first date plus ``least_s``."""
+    eq = result.facts.equilibrium
+    if eq is None:
+        return None
+    if not eq.withdrawn:
+        if eq.time_s is None or eq.confirmed_s is None:
+            return None
+        return max(eq.confirmed_s, eq.time_s + least_s)
+    return min(w.time_s for w in eq.withdrawn) + least_s
 
 
 def stored(meta_extra: Mapping[str, Any]) -> dict[str, Any] | None:
