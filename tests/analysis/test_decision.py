@@ -103,7 +103,7 @@ def test_a_healthy_server_is_decided_pass_once_dated_with_its_least_steady_windo
 
 @pytest.mark.slow
 def test_no_stop_before_every_device_is_dated(healthy):
-    data, profile, found = healthy
+    data, profile, _ = healthy
     analysis = analyze_run(data, profile)
     confirmed = min(d.facts.equilibrium.confirmed_s for d in analysis.devices)
     early = decide(data, profile, confirmed - 60.0)
