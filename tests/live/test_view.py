@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import io
 
-from soak.live.view import LiveView, PlainView, Tracker, make_view
+from soak.live.view import LiveView, PlainView, Tracker, header_text, make_view
 from soak.model import ClockReason
 from soak.progress import Rate
 
@@ -196,3 +197,13 @@ def test_a_cpu_is_not_given_an_sm_clock() -> None:
 
     line = device_line(Tracker(), device(0, 30.0), backend="cpu")
     assert ", clock 1980 MHz," in line and "SM" not in line
+
+
+def test_the_header_gives_the_predicted_time_to_the_verdict_until_steady() -> None:
+    devices = (device(0, 600.0, verdict_eta_s=200.0), device(1, 600.0, verdict_eta_s=690.0))
+    progress = dataclasses.replace(snapshot(600.0, devices), until_steady=True)
+    assert header_text(progress).endswith("load 9.8 of until steady, verdict in ~12 min")
+    unknown = dataclasses.replace(progress, devices=(device(0, 600.0),))
+    assert "verdict" not in header_text(unknown)
+    fixed = dataclasses.replace(progress, until_steady=False)
+    assert "verdict" not in header_text(fixed)
