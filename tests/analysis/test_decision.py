@@ -134,6 +134,4 @@ def test_a_figure_on_its_floor_keeps_the_run_going(healthy):
     )
     decision = decide(data, on_floor, found.t_s)
     assert not decision.decided
-    assert any(
-        j.device == closest.device and j.label == closest.label for j in decision.undecided
-    )
+    assert any(j.device == closest.device and j.label == closest.label for j in decision.undecided)
