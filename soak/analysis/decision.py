@@ -39,6 +39,7 @@ from soak.record import StopRecord
 from soak.units import pct, rate_unit, si
 
 DECIDE_EVERY_S = 30.0  # one equilibrium check's worth of new data between two looks
+MAX_S = 3000.0  # --max-minutes' default: no look after this much load
 META_KEY = "stop_decision"  # where the runner keeps the decision in the store's meta
 
 
@@ -339,11 +340,16 @@ def _judge_split(
 
 
 def replay(
-    data: RunData, profile: Profile, analysis: Analysis, step_s: float = DECIDE_EVERY_S
+    data: RunData,
+    profile: Profile,
+    analysis: Analysis,
+    step_s: float = DECIDE_EVERY_S,
+    limit_s: float = MAX_S,
 ) -> Decision | None:
     """Where the sequential stop would have fallen on a stored run: the first decided look,
     made every ``step_s`` from the earliest time every device could stand dated with its
-    least steady window (``_earliest``); None where no look before the end is decided."""
+    least steady window (``_earliest``); None where no look is decided before the end or
+    ``limit_s`` of load (``--max-minutes``)."""
     starts, ends = [], []
     for r in analysis.devices:
         if r.load_start_s is None or r.facts.lost:
@@ -356,6 +362,8 @@ def replay(
     if not starts:
         return None
     t, end = max(starts), max(ends)
+    if data.meta.load_start_s is not None:
+        end = min(end, data.meta.load_start_s + limit_s)
     while t <= end:
         decision = decide(data, profile, t)
         if decision.decided:
