@@ -36,8 +36,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from soak.analysis.analyze import analyze_run
-from soak.analysis.decision import replay, truncated
+from soak.analysis.decision import replay, truncated, verdict_eta_s
+from soak.analysis.equilibrium import OnlineDetector
+from soak.analysis.windows import work_rates
 from soak.config import load_profile
+from soak.model import EventKind
+from soak.runner import PREDICTED_AT_S
 from testkit.cases import CASES, HEALTHY, gpu_for, telemetry_timing, timing
 from testkit.sim import BASELINE_S, simulate
 
@@ -91,6 +95,7 @@ def job(args: tuple[str, int]) -> dict:
     stop_t = found.t_s if found is not None else load_start + 1.0 + MAX_S
     short = analyze_run(truncated(run.data, stop_t), PROFILE)
     closest = found.closest if found is not None else None
+    since = max(d.load_start_s for d in hour.devices if d.load_start_s is not None)
     return {
         "kind": kind.split(":")[0],
         "label": sc["label"],
@@ -102,7 +107,67 @@ def job(args: tuple[str, int]) -> dict:
         "fault_at_min": None if "fault_at_s" not in sc else (sc["fault_at_s"] - load_start) / 60,
         "eq_last_min": _last_date(hour, load_start),
         "closest": closest.describe() if closest is not None else None,
+        "stop_load_min": (stop_t - since) / 60,
+        "predicted_min": [
+            None if p is None else p / 60 for p in predictions(run.data, hour, since)
+        ],
+        "first_seen_min": _first_seen(run.data, sc, load_start),
     }
+
+
+def predictions(data, analysis, since: float) -> list[float | None]:
+    """The live view's predicted load time of the verdict after each of ``PREDICTED_AT_S``
+    of load, as the runner makes it: each device's online detector fed tick by tick (its
+    public API) and ``verdict_eta_s``, the latest over the devices."""
+    windows = PROFILE.windows
+    feeds = {}
+    for d in analysis.devices:
+        if d.load_start_s is None:
+            continue
+        detector = OnlineDetector(windows)
+        detector.start(d.load_start_s)
+        tele = data.telemetry[d.index]
+        rates = [(p, work_rates(w)) for p, w in data.work.get(d.index, {}).items()]
+        feeds[d.index] = (detector, tele, rates)
+    out: list[float | None] = []
+    marks = iter(PREDICTED_AT_S)
+    mark = next(marks)
+    t = since
+    while True:
+        for detector, tele, rates in feeds.values():
+            _feed(detector, tele, rates, t - 1.0, t)
+            detector.update(t)
+        if t - since >= mark:
+            etas = [verdict_eta_s(f[0], t, windows) for f in feeds.values()]
+            known = None if any(e is None for e in etas) else max(etas)  # type: ignore[type-var]
+            out.append(None if known is None else t - since + known)
+            mark = next(marks, None)
+            if mark is None:
+                return out
+        t += 1.0
+
+
+def _feed(detector: OnlineDetector, tele, rates, after: float, upto: float) -> None:
+    """Give the detector the readings and work of (after, upto], as a tick would."""
+    rows = (tele.t_s > after) & (tele.t_s <= upto)
+    for i in np.flatnonzero(rows):
+        values = [tele[k][i] for k in ("temp_c", "power_w", "sm_clock_mhz")]
+        detector.add_telemetry(
+            float(tele.t_s[i]), *(None if np.isnan(v) else float(v) for v in values)
+        )
+    for part, r in rates:
+        for i in np.flatnonzero((r.t_s > after) & (r.t_s <= upto) & np.isfinite(r.rate)):
+            detector.add_rate(part, float(r.t_s[i]), float(r.rate[i]))
+
+
+def _first_seen(data, scenario: dict, load_start: float) -> float | None:
+    """When a fault first showed in the hour's records: its first event on a device
+    (verification failed, XID, ECC, protection), minutes of load; None: none there."""
+    if "fault_at_s" not in scenario:
+        return None
+    kinds = {EventKind.VERIFICATION_FAILED, EventKind.XID, EventKind.ECC}
+    times = [e.t_s for e in data.events if e.kind in kinds]
+    return (min(times) - load_start) / 60 if times else None
 
 
 def _last_date(analysis, load_start: float) -> float | None:
@@ -126,6 +191,17 @@ def summarise(results: list[dict]) -> dict:
         for r in results
         if r["short"] == "PASS" and r["hour"] == "FAIL"
     ]
+    after = [
+        r for r in results if r["fault_at_min"] is not None and r["fault_at_min"] > r["stop_min"]
+    ]
+    judged = [r for r in results if r not in after]
+    errors = [
+        [
+            (p - r["stop_load_min"]) / r["stop_load_min"] if p is not None else None
+            for p in r["predicted_min"]
+        ]
+        for r in healthy
+    ]
     return {
         "servers": len(results),
         "healthy": len(healthy),
@@ -136,6 +212,18 @@ def summarise(results: list[dict]) -> dict:
         ),
         "undecided_at_limit": sum(not r["decided"] for r in results),
         "agreement": agree / len(results) if results else None,
+        "agreement_without_faults_after_stop": (
+            sum(r["hour"] == r["short"] for r in judged) / len(judged) if judged else None
+        ),
+        "faults_after_stop": len(after),
+        "healthy_stop_load_median_min": _q([r["stop_load_min"] for r in healthy], 0.5),
+        "healthy_predicted_median_min": [
+            _q([r["predicted_min"][k] for r in healthy if r["predicted_min"][k] is not None], 0.5)
+            for k in range(len(PREDICTED_AT_S))
+        ],
+        "healthy_prediction_error_median": [
+            _q([e[k] for e in errors if e[k] is not None], 0.5) for k in range(len(PREDICTED_AT_S))
+        ],
         "table": {f"{a} -> {b}": n for (a, b), n in sorted(table.items())},
         "pass_where_hour_fails": false_pass,
     }
@@ -159,9 +247,18 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(f"healthy stop: median {report['healthy_stop_median_min']} min, p90 "
           f"{report['healthy_stop_p90_min']} min over {report['healthy']} servers")  # fmt: skip
-    print("agreement (hour -> until-steady):", report["table"], f"= {report['agreement']}")
+    print("agreement (hour -> until-steady):", report["table"], f"= {report['agreement']}",
+          f"({report['agreement_without_faults_after_stop']} without the "
+          f"{report['faults_after_stop']} faults that start after the stop)")  # fmt: skip
+    print(f"healthy: predicted verdict after 5/10 min of load "
+          f"{report['healthy_predicted_median_min']} min (median) against the stop "
+          f"{report['healthy_stop_load_median_min']} min; median relative error "
+          f"{report['healthy_prediction_error_median']}")  # fmt: skip
     for r in report["pass_where_hour_fails"]:
         begun = "begun before the stop" if r["fault_begun"] else "starts after the stop"
+        seen = r["first_seen_min"]
+        if r["fault_begun"] and seen is not None and seen > r["stop_min"]:
+            begun += f", first seen at {seen:.1f} min, after it"
         print(f"PASS where the hour FAILs: {r['label']} seed {r['seed']} ({begun})")
     print(json.dumps(report))
     return 0

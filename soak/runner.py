@@ -28,7 +28,7 @@ from types import FrameType
 
 from soak import __version__
 from soak.analysis.analyze import RunData
-from soak.analysis.decision import DECIDE_EVERY_S, Decision, decide
+from soak.analysis.decision import DECIDE_EVERY_S, Decision, decide, verdict_eta_s
 from soak.analysis.decision import META_KEY as DECISION_KEY
 from soak.analysis.equilibrium import Dated, OnlineDetector, Withdrawn
 from soak.analysis.windows import LiveWork
@@ -395,19 +395,10 @@ class Runner:
         )
 
     def verdict_eta_s(self, index: int, t: float) -> float | None:
-        """--until-steady: predicted seconds until the device's checks can first be decided.
-        Dated: when its steady window holds the profile's least. Not yet: the fit's time to
-        the confirming check, or later where the least steady window is longer than the
-        ~1.5 windows by which a date precedes the check confirming it."""
+        """--until-steady: predicted seconds until the device's checks can be decided."""
         if not self.config.until_steady or index not in self.load_start_by_device:
             return None
-        detector, windows = self.detectors[index], self.config.profile.windows
-        if detector.equilibrium_s is not None:
-            return max(0.0, detector.equilibrium_s + windows.min_steady_s - t)
-        eta = detector.eta_s(t)
-        if eta is None:
-            return None
-        return eta + max(0.0, windows.min_steady_s - 1.5 * windows.eq_window_s)
+        return verdict_eta_s(self.detectors[index], t, self.config.profile.windows)
 
     def _figures(self, index: int, rates: dict[str, float | None]) -> tuple[Rate, ...]:
         work = self.live_work[index]

@@ -30,10 +30,11 @@ from soak.analysis.checks import (
     retention_split,
     split_by_cause,
 )
+from soak.analysis.equilibrium import OnlineDetector
 from soak.analysis.intervals import CONFIDENCE, Interval, mean_interval, ratio_interval, scaled
 from soak.analysis.noise import Noise, noise
 from soak.analysis.windows import WindowName, WindowStats
-from soak.config import Profile
+from soak.config import Profile, Windows
 from soak.model import StopReason
 from soak.record import StopRecord
 from soak.units import pct, rate_unit, si
@@ -384,6 +385,19 @@ def _earliest(result: DeviceResult, least_s: float) -> float | None:
             return None
         return max(eq.confirmed_s, eq.time_s + least_s)
     return min(w.time_s for w in eq.withdrawn) + least_s
+
+
+def verdict_eta_s(detector: OnlineDetector, t_s: float, windows: Windows) -> float | None:
+    """Predicted seconds until a device's checks can first be decided. Dated: when its
+    steady window holds ``min_steady_s``. Not yet: the fit's time to the confirming check
+    (``OnlineDetector.eta_s``), or later where ``min_steady_s`` is longer than the ~1.5
+    windows by which a date precedes the check that confirms it. None: no fit yet."""
+    if detector.equilibrium_s is not None:
+        return max(0.0, detector.equilibrium_s + windows.min_steady_s - t_s)
+    eta = detector.eta_s(t_s)
+    if eta is None:
+        return None
+    return eta + max(0.0, windows.min_steady_s - 1.5 * windows.eq_window_s)
 
 
 def stored(meta_extra: Mapping[str, Any]) -> dict[str, Any] | None:
