@@ -106,6 +106,7 @@ def job(args: tuple[str, int]) -> dict:
         "short": str(short.verdict),
         "fault_at_min": None if "fault_at_s" not in sc else (sc["fault_at_s"] - load_start) / 60,
         "eq_last_min": _last_date(hour, load_start),
+        "confirmed_last_min": _last_confirmed(hour, load_start),
         "closest": closest.describe() if closest is not None else None,
         "stop_load_min": (stop_t - since) / 60,
         "predicted_min": [
@@ -177,6 +178,14 @@ def _last_date(analysis, load_start: float) -> float | None:
     return (max(dates) - load_start) / 60
 
 
+def _last_confirmed(analysis, load_start: float) -> float | None:
+    """When the hour's last device date was confirmed (the rule's check that counted it)."""
+    times = [d.facts.equilibrium.confirmed_s for d in analysis.devices if d.facts.equilibrium]
+    if not times or any(t is None for t in times):
+        return None
+    return (max(times) - load_start) / 60
+
+
 def _q(values: list[float], q: float) -> float | None:
     return float(np.quantile(values, q)) if values else None
 
@@ -209,6 +218,14 @@ def summarise(results: list[dict]) -> dict:
         "healthy_stop_p90_min": _q(stops, 0.9),
         "healthy_last_date_median_min": _q(
             [r["eq_last_min"] for r in healthy if r["eq_last_min"] is not None], 0.5
+        ),
+        "healthy_stop_after_last_confirmation_median_min": _q(
+            [
+                r["stop_min"] - r["confirmed_last_min"]
+                for r in healthy
+                if r["confirmed_last_min"] is not None
+            ],
+            0.5,
         ),
         "undecided_at_limit": sum(not r["decided"] for r in results),
         "agreement": agree / len(results) if results else None,
@@ -246,7 +263,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['short']:<10} hour {r['hour']:<10}{'' if r['decided'] else ' undecided at limit'}"
         )
     print(f"healthy stop: median {report['healthy_stop_median_min']} min, p90 "
-          f"{report['healthy_stop_p90_min']} min over {report['healthy']} servers")  # fmt: skip
+          f"{report['healthy_stop_p90_min']} min over {report['healthy']} servers; last date "
+          f"median {report['healthy_last_date_median_min']} min; stop after the hour's last "
+          f"confirmation median {report['healthy_stop_after_last_confirmation_median_min']} "
+          "min")  # fmt: skip
     print("agreement (hour -> until-steady):", report["table"], f"= {report['agreement']}",
           f"({report['agreement_without_faults_after_stop']} without the "
           f"{report['faults_after_stop']} faults that start after the stop)")  # fmt: skip
