@@ -263,11 +263,12 @@ class _Figures:
         return self.facts.cold
 
     def rate(self, stats: WindowStats, n: Noise, part: str) -> Interval | None:
-        return mean_interval(stats.throughput.get(part), n.throughput_se.get(part), n.blocks)
+        blocks = n.used.get(part, n.blocks)
+        return mean_interval(stats.throughput.get(part), n.throughput_se.get(part), blocks)
 
     def median(self, stats: WindowStats, n: Noise, key: str) -> Interval | None:
         """A median's interval, never narrower than half the sensor's step."""
-        found = mean_interval(stats.median.get(key), n.se.get(key), n.blocks)
+        found = mean_interval(stats.median.get(key), n.se.get(key), n.used.get(key, n.blocks))
         step = n.step.get(key) or self.cold_noise.step.get(key)
         if found is None or step is None:
             return found
