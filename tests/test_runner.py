@@ -1,6 +1,8 @@
 """The soak loop on the simulated server: files, stop rules, determinism, verdicts."""
 
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -59,6 +61,11 @@ def test_until_steady_stops_early_with_the_same_verdict(sim_config):
     assert [p["at_load_s"] for p in decision["predicted"]] == [300.0, 600.0]
     assert decision["actual_load_s"] == pytest.approx(stop.duration_s, abs=15)
     assert "stop-decision" in (short.run_dir / "report.html").read_text()
+    doc = (Path(__file__).parents[1] / "docs" / "summary-schema.md").read_text()
+    documented = set(re.findall(r"`([a-z_0-9]+)`", doc))
+    keys = set(decision) | {k for c in decision["checks"] for k in c}
+    keys |= {k for p in decision["predicted"] for k in p}
+    assert keys <= documented, f"document in docs/summary-schema.md: {keys - documented}"
     # a run without --until-steady has no sequential stop to report
     assert "stop_decision" not in json.loads((full.run_dir / "summary.json").read_text())
 
