@@ -548,11 +548,20 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         # no stop record: the coordinator died (the analysis calls that "error")
         "stop": analysis.stop_reason,
         "stop_detail": stop.detail or "",
-        "stop_decision": (stored_decision(meta.extra) or {}).get("reason") or "",
+        "stop_decision": _decision_line(stored_decision(meta.extra)),
         "incomplete": analysis.stop_reason not in COMPLETE_STOPS,
         "imported": _imported(run.source),
         "damaged": _damage(meta.salvage),
     }
+
+
+def _decision_line(found: dict[str, Any] | None) -> str:
+    """The line under the header: why --until-steady stopped, or where it would have (an
+    import replayed with --stop steady)."""
+    if found is None or not found.get("reason"):
+        return ""
+    head = "--until-steady would have stopped" if found.get("replayed") else "stopped"
+    return f"{head}: {text(found['reason'])}"
 
 
 def _decision(analysis: Analysis) -> dict[str, Any] | None:
