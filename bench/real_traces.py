@@ -6,8 +6,11 @@ derived CSV and as raw gpu-burn logs and the H100 nanoGPT CSVs, and a folder nam
 ``SOAK_REAL_TRACES``, where the B200 step files can be put: their licence does not let them
 travel) with ``soak import``'s own readers into a normal run store, analyses it as ``soak
 report`` does (default profile), and prints the traces it skips and those missing (and why),
-then per device the reference equilibrium time, soak's, the delay (soak − reference) and the
-verdict, then one JSON line. Times are minutes from the load start. The accuracy contract
+then per device the reference equilibrium time, soak's, the delay (soak − reference), where
+``--until-steady``'s sequential stop would have ended the soak
+(``soak.analysis.decision.replay``, as ``soak import --stop steady``; server-wide, from the
+device's load start) and how long after the reference that is, and the verdict, then one
+JSON line. Times are minutes from the load start. The accuracy contract
 (docs/equilibrium.md): a delay in [−2, +5] min.
 
 The reference (issue 13, point 6) is ``testkit.reference.reference_time``: the centre of the
@@ -40,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from soak.analysis.analyze import RunData, analyze_run  # noqa: E402
+from soak.analysis.decision import replay  # noqa: E402
 from soak.config import load_profile  # noqa: E402
 from soak.importers import csv as csv_import  # noqa: E402
 from soak.importers import gpu_burn  # noqa: E402
@@ -162,6 +166,7 @@ class Row:
     verdict: str
     diagnosis: str
     note: str
+    stop_min: float | None = None  # where --until-steady's sequential stop would have fallen
 
     @property
     def delay_min(self) -> float | None:
@@ -186,7 +191,9 @@ def run_case(case: Case, out: Path) -> tuple[list[Row], float]:
         data = RunData.from_store(store)
     finally:
         store.close_read()
-    analysis = analyze_run(data, load_profile(None))
+    profile = load_profile(None)
+    analysis = analyze_run(data, profile)
+    stop = replay(data, profile, analysis)
     rows = []
     for d in analysis.devices:
         start = d.load_start_s if d.load_start_s is not None else result.segment.start_s
@@ -210,6 +217,7 @@ def run_case(case: Case, out: Path) -> tuple[list[Row], float]:
                 d.verdict,
                 d.diagnosis,
                 note,
+                None if stop is None else (stop.t_s - start) / 60,
             )
         )
     return rows, time.perf_counter() - began
@@ -250,12 +258,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if args.keep is None:
             shutil.rmtree(out, ignore_errors=True)
-    print(f"{'trace':48} dev  ref min  soak min  delay min  verdict  diagnosis")
+    print(f"{'trace':48} dev  ref min  soak min  delay min  stop min  stop-ref  verdict  diagnosis")
     for r in rows:
+        after = None if r.stop_min is None or r.ref_min is None else r.stop_min - r.ref_min
         print(
             f"{r.trace:48} {r.device:3}  {_fmt(r.ref_min, '7.1f')}  {_fmt(r.eq_min, '8.1f')}  "
-            f"{_fmt(r.delay_min, '9.1f')}  {r.verdict:7}  {r.diagnosis}"
-            + (f"  ({r.note})" if r.note else "")
+            f"{_fmt(r.delay_min, '9.1f')}  {_fmt(r.stop_min, '8.1f')}  {_fmt(after, '8.1f')}  "
+            f"{r.verdict:7}  {r.diagnosis}" + (f"  ({r.note})" if r.note else "")
         )
     summary = _summary(rows, seconds)
     summary["missing"] = sorted(missing)
@@ -282,6 +291,11 @@ def _summary(rows: list[Row], seconds: dict[str, float]) -> dict[str, object]:
             "max_delay_min": round(max(delays), 2) if delays else None,
             "verdicts": {v: sum(r.verdict == v for r in group) for v in ("PASS", "FAIL")},
             "hardware_fault": sum(r.diagnosis == "hardware-fault" for r in group),
+            "sequential_stop": sum(r.stop_min is not None for r in group),
+            "stop_within_10_min_of_reference": sum(
+                r.stop_min is not None and r.ref_min is not None and r.stop_min - r.ref_min <= 10
+                for r in group
+            ),
         }
     return out
 

@@ -54,6 +54,9 @@ class Windows:
         1.0, "settled: power, SM clock and throughput moved less than this (%)"
     )
     steady_length_s: float = setting(600.0, "length of the steady window after equilibrium (s)")
+    min_steady_s: float = setting(
+        300.0, "--until-steady: the shortest steady window a stop may judge its checks on (s)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +284,8 @@ def parse_profile(text: str, source: str) -> Profile:
         raise ConfigError(f"{source}: windows.eq_checks must be >= 1")
     if windows.cold_length_s <= 0 or windows.steady_length_s <= 0 or windows.eq_window_s <= 0:
         raise ConfigError(f"{source}: window lengths must be > 0")
+    if not 0 < windows.min_steady_s <= windows.steady_length_s:
+        raise ConfigError(f"{source}: windows.min_steady_s must be > 0 and <= steady_length_s")
     # Checks more often than once a second would never end on a long run; a zero
     # threshold would divide by zero.
     if windows.eq_check_interval_s < 1:
@@ -332,6 +337,7 @@ POSITIVE = {
     "heartbeat_timeout_s": "--heartbeat-timeout",
     "ranks": "--ranks",
     "sim_gpus": "--sim-gpus",
+    "max_s": "--max-minutes",
 }
 
 
@@ -346,6 +352,8 @@ class RunConfig:
     workload: str = "mix"
     duration_s: float = 7200.0
     until_steady: bool = False
+    # --until-steady: the load stops here whatever is still undecided (--max-minutes)
+    max_s: float = 3000.0
     interval_s: float = 1.0
     baseline_s: float = 10.0
     devices: tuple[int, ...] | None = None

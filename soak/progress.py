@@ -49,6 +49,9 @@ class DeviceProgress:
     equilibrium_s: float | None = None  # once the online rule has confirmed it
     equilibrium_basis: str | None = None
     eta_s: float | None = None  # predicted seconds to equilibrium; 0 once reached
+    # --until-steady: predicted seconds until its checks can be decided (dated, and the
+    # profile's least steady window held); None: not predicted (no fit yet, or no such stop)
+    verdict_eta_s: float | None = None
     lost: bool = False  # the backend reported the device lost
     failed: bool = False  # its load ended it (crash, hang, failed verification)
     frozen: bool = False  # its readings froze under load (soak.validity): they repeat, unread
@@ -85,6 +88,15 @@ class Progress:
 
     def device(self, index: int) -> DeviceProgress:
         return next(d for d in self.devices if d.index == index)
+
+    @property
+    def verdict_eta_s(self) -> float | None:
+        """--until-steady: predicted seconds to the server's verdict, the latest of its
+        devices still under test; None while any of them has no prediction."""
+        etas = [d.verdict_eta_s for d in self.devices if not (d.lost or d.failed)]
+        if not etas or any(e is None for e in etas):
+            return None
+        return max(e for e in etas if e is not None)
 
 
 class Watcher(Protocol):

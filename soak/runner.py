@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import math
 import os
 import platform
 import signal
@@ -26,6 +27,9 @@ from pathlib import Path
 from types import FrameType
 
 from soak import __version__
+from soak.analysis.analyze import RunData
+from soak.analysis.decision import DECIDE_EVERY_S, Decision, decide, verdict_eta_s
+from soak.analysis.decision import META_KEY as DECISION_KEY
 from soak.analysis.equilibrium import Dated, OnlineDetector, Withdrawn
 from soak.analysis.windows import LiveWork
 from soak.bmc import BmcOptions, ServerSensors, open_bmc
@@ -51,6 +55,8 @@ from soak.validity import FrozenWatch, Implausible, cleaned, screen_all
 
 log = logging.getLogger(__name__)
 
+
+PREDICTED_AT_S = (300.0, 600.0)  # load times whose verdict prediction the report keeps
 
 # A test's hook into the run: called each tick, once stored, with the runner and its snapshot.
 RunnerHook = Callable[["Runner", Progress], None]
@@ -277,6 +283,9 @@ class Runner:
         self.load: Load | None = None
         self.phase = Phase.BASELINE
         self.stopper = Stopper()
+        self.next_decision_s = -math.inf  # --until-steady: the next look at the checks
+        self.stop_detail = ""  # why --until-steady stopped, for the stop record
+        self.predictions: dict[float, float | None] = {}  # load s -> predicted verdict load s
 
     def now_s(self) -> float:
         return self.clock.now() - self.t0
@@ -340,7 +349,20 @@ class Runner:
                 implausible,
                 server,
             )
-        self.publish(self.progress(t, events))
+        progress = self.progress(t, events)
+        self._note_prediction(progress)
+        self.publish(progress)
+
+    def _note_prediction(self, progress: Progress) -> None:
+        """--until-steady: keep the predicted load time of the verdict as it stood after
+        ``PREDICTED_AT_S`` of load, for the report to set against the outcome."""
+        load = progress.load_elapsed_s
+        if not self.config.until_steady or load is None:
+            return
+        for mark in PREDICTED_AT_S:
+            if load >= mark and mark not in self.predictions:
+                eta = progress.verdict_eta_s
+                self.predictions[mark] = None if eta is None else load + eta
 
     def progress(self, t: float, events: Sequence[Event] = ()) -> Progress:
         """The frozen snapshot of the run at ``t``: all a watcher may read."""
@@ -366,6 +388,7 @@ class Runner:
                 eta_s=self.detectors[info.index].eta_s(t)
                 if info.index in self.load_start_by_device
                 else None,
+                verdict_eta_s=self.verdict_eta_s(info.index, t),
                 lost=info.index in self.lost,
                 failed=info.index in failed or info.index in self.frozen,
                 frozen=info.index in self.frozen,
@@ -387,6 +410,12 @@ class Runner:
             events=tuple(events),
             inlet_c=self.inlet_c,
         )
+
+    def verdict_eta_s(self, index: int, t: float) -> float | None:
+        """--until-steady: predicted seconds until the device's checks can be decided."""
+        if not self.config.until_steady or index not in self.load_start_by_device:
+            return None
+        return verdict_eta_s(self.detectors[index], t, self.config.profile.windows)
 
     def _figures(self, index: int, rates: dict[str, float | None]) -> tuple[Rate, ...]:
         work = self.live_work[index]
@@ -490,19 +519,50 @@ class Runner:
             if active <= set(self.load_start_by_device):
                 self.running_since_s = t
             return None
-        if t - self.running_since_s >= self.config.duration_s:
-            return StopReason.DURATION
         if self.config.until_steady:
-            steady = self.config.profile.windows.steady_length_s
-            done = {
-                i
-                for i in active
-                if self.detectors[i].equilibrium_s is not None
-                and t >= self.detectors[i].equilibrium_s + steady
-            }
-            if done == active:
-                return StopReason.STEADY
+            limit_s = min(self.config.duration_s, self.config.max_s)
+            if t - self.running_since_s >= limit_s:
+                self._keep_decision(self._decide(active, t), limit_s)
+                return StopReason.DURATION
+            if self._ready(active, t):
+                decision = self._decide(active, t)
+                if decision.decided:
+                    self._keep_decision(decision, None)
+                    return StopReason.STEADY
+        elif t - self.running_since_s >= self.config.duration_s:
+            return StopReason.DURATION
         return None
+
+    def _ready(self, active: set[int], t: float) -> bool:
+        """Whether a look at the checks is due: every active device dated, each with the
+        profile's least steady window, and no look in the last ``DECIDE_EVERY_S``."""
+        if t < self.next_decision_s:
+            return False
+        least = self.config.profile.windows.min_steady_s
+        dates = [self.detectors[i].equilibrium_s for i in active]
+        return all(d is not None and t - d >= least for d in dates)
+
+    def _decide(self, active: set[int], t: float) -> Decision:
+        """The sequential stop's look at ``t`` (soak.analysis.decision) on the store so far."""
+        self.next_decision_s = t + DECIDE_EVERY_S
+        data = RunData.from_store(self.store)
+        return decide(data, self.config.profile, t, active)
+
+    def _load_s(self, t: float) -> float | None:
+        """Seconds of load at ``t``, counted as the plan counts them."""
+        return None if self.running_since_s is None else t - self.running_since_s
+
+    def _keep_decision(self, decision: Decision, limit_s: float | None) -> None:
+        """Store the decision the run stopped on; ``limit_s``: it stopped at its limit."""
+        found = decision.as_json(limit_s)
+        found["predicted"] = [
+            {"at_load_s": mark, "verdict_load_s": self.predictions.get(mark)}
+            for mark in PREDICTED_AT_S
+        ]
+        found["actual_load_s"] = self._load_s(decision.t_s)
+        self.store.set_meta(**{DECISION_KEY: found})
+        decided = "every check decided" if decision.decided else "checks undecided"
+        self.stop_detail = decided if limit_s is None else f"the {limit_s / 60:g}-min limit"
 
     def run(self, stopper: Stopper) -> StopReason:
         """Baseline, load and loop; then stop the load, record why and close the store,
@@ -528,7 +588,7 @@ class Runner:
                 reason, detail, t_stop = StopReason.ERROR, str(exc), self.now_s()
                 if self.load is not None:
                     self._stop_load(self.load, store_ok=False)
-            self._record_stop(reason, detail, t_stop)
+            self._record_stop(reason, detail or self.stop_detail, t_stop)
         except StoreError as exc:
             print(f"soak: {exc}; the store keeps every tick before it", file=sys.stderr)
         except BaseException as exc:

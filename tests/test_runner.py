@@ -1,6 +1,8 @@
 """The soak loop on the simulated server: files, stop rules, determinism, verdicts."""
 
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -37,7 +39,7 @@ def test_a_two_hour_soak_leaves_store_summary_and_report(sim_config):
 
 def test_until_steady_stops_early_with_the_same_verdict(sim_config):
     # The hour-long run holds every device's equilibrium and steady window, as two would.
-    _, full_analysis, _ = _run(sim_config(duration_s=3600.0))
+    full, full_analysis, _ = _run(sim_config(duration_s=3600.0))
     short, short_analysis, _ = _run(sim_config(duration_s=7200.0, until_steady=True))
     assert short.stop_reason == "steady"
     stop = short_analysis.stop
@@ -45,6 +47,38 @@ def test_until_steady_stops_early_with_the_same_verdict(sim_config):
     assert short_analysis.verdict == full_analysis.verdict == "PASS"
     for a, b in zip(full_analysis.devices, short_analysis.devices, strict=True):
         assert a.facts.equilibrium.time_s == b.facts.equilibrium.time_s
+        # judged on steady data only: the final window never starts before equilibrium
+        assert b.facts.final.window.start_s >= b.facts.equilibrium.time_s
+    summary = json.loads((short.run_dir / "summary.json").read_text())
+    decision = summary["stop_decision"]
+    assert decision["decided"] and decision["n_checks"] == len(decision["checks"]) > 0
+    assert decision["decided_at_s"] == pytest.approx(stop.load_stop_s, abs=2)
+    assert decision["reason"].startswith(f"all {decision['n_checks']} checks decided at 95 %")
+    assert all(c["outcome"] == "pass" for c in decision["checks"])
+    closest = decision["closest"]
+    assert closest["value"] - closest["ci"] >= closest["floor"]
+    # the live view's prediction after 5 and 10 minutes of load, kept against the outcome
+    assert [p["at_load_s"] for p in decision["predicted"]] == [300.0, 600.0]
+    assert decision["actual_load_s"] == pytest.approx(stop.duration_s, abs=15)
+    assert "stop-decision" in (short.run_dir / "report.html").read_text()
+    doc = (Path(__file__).parents[1] / "docs" / "summary-schema.md").read_text()
+    documented = set(re.findall(r"`([a-z_0-9]+)`", doc))
+    keys = set(decision) | {k for c in decision["checks"] for k in c}
+    keys |= {k for p in decision["predicted"] for k in p}
+    assert keys <= documented, f"document in docs/summary-schema.md: {keys - documented}"
+    # a run without --until-steady has no sequential stop to report
+    assert "stop_decision" not in json.loads((full.run_dir / "summary.json").read_text())
+
+
+def test_until_steady_stops_at_its_limit_and_says_what_is_undecided(sim_config):
+    # a limit before any device can be dated: nothing is decided, and the run says so
+    config = sim_config(duration_s=7200.0, until_steady=True, max_s=600.0, sim_gpus=2)
+    result, analysis, _ = _run(config)
+    assert result.stop_reason == "duration"
+    assert analysis.stop.detail == "the 10-min limit"
+    decision = json.loads((result.run_dir / "summary.json").read_text())["stop_decision"]
+    assert not decision["decided"] and decision["decided_at_s"] is None
+    assert decision["reason"].startswith("no sequential stop by the 10-min limit: device ")
 
 
 def test_same_seed_same_run_bit_for_bit(sim_config):

@@ -33,6 +33,7 @@ from soak.analysis.windows import (
     WindowStats,
     WorkRates,
     cold_window,
+    final_window,
     load_start,
     steady_window,
     window_stats,
@@ -343,7 +344,7 @@ def _windows(
         window_stats(cold_window(start, windows), tele, work),
         window_stats(steady_window(equilibrium.time_s, start, end, windows), tele, work),
         window_stats(Window(start, end), tele, work),
-        window_stats(steady_window(None, start, end, windows), tele, work),
+        window_stats(final_window(equilibrium.time_s, start, end, windows), tele, work),
     )
 
 

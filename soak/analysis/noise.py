@@ -11,7 +11,7 @@ the load is kept too, since two medians cannot differ by less than one step.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,6 +28,9 @@ class Noise:
     throughput_se: dict[str, float | None]  # part -> standard error of its steady rate
     step: dict[str, float | None]  # metric -> smallest step between readings over the load
     blocks: int
+    # metric or part -> the blocks that held data (the standard error's blocks − 1 degrees
+    # of freedom)
+    used: dict[str, int] = field(default_factory=dict)
 
 
 def _se(values: list[float]) -> float | None:
@@ -58,6 +61,7 @@ def noise(
     load_mask = load.mask(t) if load is not None else np.ones(t.shape, bool)
     se: dict[str, float | None] = {}
     step: dict[str, float | None] = {}
+    used: dict[str, int] = {}
     for key in NOISE_METRICS:
         y = tele[key][inside]
         medians = []
@@ -67,6 +71,7 @@ def noise(
             if values.size:
                 medians.append(float(np.median(values)))
         se[key] = _se(medians)
+        used[key] = len(medians)
         step[key] = _step(tele[key][load_mask])
     throughput_se: dict[str, float | None] = {}
     for part, w in work.items():
@@ -77,4 +82,5 @@ def noise(
         spent = np.bincount(b, weights=(w["t_end_s"] - w["t_start_s"])[mask], minlength=blocks)
         rates = [float(d / s) for d, s in zip(done, spent, strict=True) if s > 0]
         throughput_se[part] = _se(rates)
-    return Noise(se, throughput_se, step, blocks)
+        used[part] = len(rates)
+    return Noise(se, throughput_se, step, blocks, used)

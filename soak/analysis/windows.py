@@ -93,6 +93,18 @@ def steady_window(
     return Window(max(start, cold.start_s), end_s)
 
 
+def final_window(
+    equilibrium_s: float | None, load_start_s: float, end_s: float, windows: Windows
+) -> Window:
+    """The last minutes of the load (the steady window's rule without a date), never
+    starting before a date: a run stopped soon after equilibrium judges its end on steady
+    data only, and its final window is then the end of its steady window."""
+    found = steady_window(None, load_start_s, end_s, windows)
+    if equilibrium_s is not None and found.start_s < equilibrium_s < found.end_s:
+        return Window(equilibrium_s, found.end_s)
+    return found
+
+
 def load_start(first_ends: list[float]) -> float | None:
     """A device's load start from each part's first finished unit of work: when every part
     has finished one (what comes before is warm-up); None before any has."""

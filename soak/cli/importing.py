@@ -226,6 +226,14 @@ def _common_arguments(p: argparse.ArgumentParser, fmt: ImportFormat) -> None:
         metavar="KEY=VALUE",
         help="recorded with the run; repeatable (default: none)",
     )
+    p.add_argument(
+        "--stop",
+        choices=("segment", "steady"),
+        default="segment",
+        help="steady: also replay --until-steady's sequential stop on the trace and say where "
+        "it would have ended the soak (the verdict stays the whole segment's; default "
+        "segment)",
+    )
 
 
 def command(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -253,7 +261,41 @@ def command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(f"  other segment: {other.start_s:.1f} s to {other.end_s:.1f} s ({why})")
     if result.frozen is not None:
         print(f"warning: device {result.frozen.device}: {result.frozen_text}", file=sys.stderr)
+    if args.stop == "steady":
+        print(replay_stop(result.run_dir))
     analysis, report = build_outputs(result.run_dir)
     print_verdict(analysis)
     print(report)
     return VERDICT_EXIT[analysis.verdict]
+
+
+def replay_stop(run_dir: Path) -> str:
+    """Replay the sequential stop of ``--until-steady`` on an imported run's store, keep it
+    there (an event and the meta ``stop_decision``, which summary.json and the report
+    carry) and return its line."""
+    from soak.analysis.analyze import RunData, analyze_run
+    from soak.analysis.decision import META_KEY, replay
+    from soak.config import Profile, load_profile
+    from soak.model import Event, EventKind
+    from soak.store import RunStore
+
+    store = RunStore.open(run_dir)
+    try:
+        data = RunData.from_store(store)
+        recorded = data.meta.profile
+        profile = Profile.from_dict(dict(recorded)) if recorded else load_profile(None)
+        analysis = analyze_run(data, profile)
+        found = replay(data, profile, analysis)
+        if found is None:
+            line = "sequential stop (replayed): no stop before the end of the load segment"
+            stored = {"reason": line, "decided": False, "decided_at_s": None, "replayed": True}
+        else:
+            line = f"sequential stop (replayed) at {found.t_s:,.0f} s: {found.reason()}"
+            stored = found.as_json() | {"replayed": True}
+        t_event = data.meta.stop.load_stop_s if found is None and data.meta.stop else None
+        at = found.t_s if found is not None else (t_event or 0.0)
+        store.append(events=[Event(at, EventKind.STOP, line)])
+        store.set_meta(**{META_KEY: stored})
+    finally:
+        store.close()
+    return line

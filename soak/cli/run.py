@@ -77,8 +77,16 @@ def _what_and_how_long(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--until-steady",
         action="store_true",
-        help="stop early once every device has reached equilibrium and its 10-minute steady "
-        "window (default: run the whole length)",
+        help="stop as soon as every device has reached equilibrium and every check is decided "
+        "at 95 %% confidence (docs/verdict.md; default: run the whole length)",
+    )
+    run.add_argument(
+        "--max-minutes",
+        type=positive("--max-minutes"),
+        default=50.0,
+        metavar="M",
+        help="with --until-steady, stop after this many minutes of load whatever is still "
+        "undecided (default 50)",
     )
     run.add_argument(
         "--interval",
@@ -296,6 +304,7 @@ def run_config(
         workload=args.workload,
         duration_s=duration,
         until_steady=args.until_steady,
+        max_s=args.max_minutes * 60,
         interval_s=args.interval,
         baseline_s=args.baseline,
         devices=args.devices,

@@ -141,6 +141,9 @@ def _run_metrics(p: Progress) -> Iterator[Metric]:
     ):
         if value is not None:
             yield _one(name, text, p.host, value)
+    if p.verdict_eta_s is not None:
+        text = "--until-steady: predicted seconds until every check can be decided"
+        yield _one("soak_run_verdict_eta_seconds", text, p.host, p.verdict_eta_s)
     steady = sum(d.reached for d in p.devices)
     yield _one(
         "soak_run_devices_at_equilibrium", "devices whose equilibrium is confirmed", p.host, steady
@@ -229,6 +232,12 @@ def _state_metrics(rows: list[_Row], tally: dict[int, _DeviceTally]) -> Iterator
         "predicted seconds until equilibrium is confirmed (0 once it is; absent before a fit)",
         labels=DEVICE_LABELS,
     )
+    verdict = GaugeMetricFamily(
+        "soak_device_verdict_eta_seconds",
+        "--until-steady: predicted seconds until the device's checks can be decided (dated, "
+        "with the profile's least steady window; absent before a fit)",
+        labels=DEVICE_LABELS,
+    )
     at = GaugeMetricFamily(
         "soak_device_equilibrium_time_seconds",
         "equilibrium time, seconds from the run's start",
@@ -254,11 +263,13 @@ def _state_metrics(rows: list[_Row], tally: dict[int, _DeviceTally]) -> Iterator
         eq.add_metric(labels, 1.0 if d.reached else 0.0)
         if d.eta_s is not None:
             eta.add_metric(labels, d.eta_s)
+        if d.verdict_eta_s is not None:
+            verdict.add_metric(labels, d.verdict_eta_s)
         if d.equilibrium_s is not None:
             at.add_metric(labels, d.equilibrium_s)
         bad = d.lost or d.failed or t.protection_after_warmup
         failing.add_metric(labels, 1.0 if bad else 0.0)
-    yield from (active, seconds, xid, eq, eta, at, failing)
+    yield from (active, seconds, xid, eq, eta, verdict, at, failing)
 
 
 class MetricsExporter:

@@ -10,6 +10,7 @@ say the same things.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import textwrap
 import time
@@ -26,7 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from soak.model import ClockReason, EventKind
-from soak.progress import DeviceProgress, Progress
+from soak.progress import DeviceProgress, Phase, Progress
 from soak.units import NOT_AVAILABLE, rate_unit, si
 
 # Reasons a watcher is told about: the device is held back by heat or by its board. Idle,
@@ -200,11 +201,12 @@ def header_text(p: Progress) -> str:
     load = p.load_elapsed_s
     planned = "until steady" if p.until_steady else f"{p.planned_s / 60:.0f} min"
     done = "" if load is None else f", load {load / 60:.1f} of {planned}"
-    inlet = "" if p.inlet_c is None else f" · inlet {p.inlet_c:.1f} °C"
-    return (
-        f"soak {p.backend} · {p.workload} · {p.host} · {p.phase} · {p.t_s / 60:.1f} min{done}"
-        f"{inlet}"
-    )
+    eta = p.verdict_eta_s
+    if p.until_steady and eta is not None and p.phase is Phase.LOAD:
+        done += f", verdict in ~{math.ceil(eta / 60):.0f} min"
+    if p.inlet_c is not None:
+        done += f" · inlet {p.inlet_c:.1f} °C"
+    return f"soak {p.backend} · {p.workload} · {p.host} · {p.phase} · {p.t_s / 60:.1f} min{done}"
 
 
 # A number and the word after it ("87 °C", "640 s") stay on one line when a message wraps.

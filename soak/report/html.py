@@ -23,6 +23,7 @@ from soak.analysis.analyze import (
     merge_windows,
 )
 from soak.analysis.checks import CheckName, Finding, Status
+from soak.analysis.decision import stored as stored_decision
 from soak.analysis.diagnosis import MEANINGS, NEXT_STEPS
 from soak.analysis.windows import WindowName, WindowStats
 from soak.config import Checks, Windows, meaning
@@ -551,9 +552,63 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         # no stop record: the coordinator died (the analysis calls that "error")
         "stop": analysis.stop_reason,
         "stop_detail": stop.detail or "",
+        "stop_decision": _decision_line(stored_decision(meta.extra)),
         "incomplete": analysis.stop_reason not in COMPLETE_STOPS,
         "imported": _imported(run.source),
         "damaged": _damage(meta.salvage),
+    }
+
+
+def _decision_line(found: dict[str, Any] | None) -> str:
+    """The line under the header: why --until-steady stopped, or where it would have (an
+    import replayed with --stop steady)."""
+    if found is None or not found.get("reason"):
+        return ""
+    head = "--until-steady would have stopped" if found.get("replayed") else "stopped"
+    return f"{head}: {text(found['reason'])}"
+
+
+def _decision(analysis: Analysis) -> dict[str, Any] | None:
+    """The sequential stop of --until-steady: its reason, every check judged with its
+    interval, and the predicted time of the verdict against the actual one."""
+    found = stored_decision(analysis.meta.extra)
+    if found is None:
+        return None
+
+    def figure(value: Any, unit: Any) -> str:
+        """A ratio (no unit) in %, a rate with its unit."""
+        if not isinstance(value, float | int):
+            return text(None)
+        return si(value, unit) if isinstance(unit, str) and unit else pct(value)
+
+    rows = [
+        {
+            "where": f"{device_kind(analysis)} {c.get('device')}",
+            "check": text(c.get("check")),
+            "value": figure(c.get("value"), c.get("unit")),
+            "ci": "± " + figure(c.get("ci"), c.get("unit")) if c.get("ci") is not None else "",
+            "floor": figure(c.get("floor"), c.get("unit")),
+            "outcome": text(c.get("outcome")),
+        }
+        for c in found.get("checks") or []
+        if isinstance(c, dict)
+    ]
+    predicted = [
+        f"after {p['at_load_s'] / 60:.0f} min of load: "
+        + (
+            "not predicted"
+            if p.get("verdict_load_s") is None
+            else f"{p['verdict_load_s'] / 60:.1f} min"
+        )
+        for p in found.get("predicted") or []
+        if isinstance(p, dict) and isinstance(p.get("at_load_s"), float | int)
+    ]
+    actual = found.get("actual_load_s")
+    return {
+        "reason": text(found.get("reason")),
+        "rows": rows,
+        "predicted": "; ".join(predicted),
+        "actual": f"{actual / 60:.1f} min" if isinstance(actual, float | int) else "",
     }
 
 
@@ -732,6 +787,7 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
             part,
         ),
         "events": _events(analysis, t0),
+        "decision": _decision(analysis),
         "profile": _profile(analysis),
         "reproduce": _reproduce(analysis, run_dir),
         "setups": _setups(analysis),

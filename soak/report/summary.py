@@ -23,6 +23,9 @@ Schema versions (a later version may add keys; removing or renaming one bumps th
      implausible, gaps, frozen spans, counter resets; soak.validity).
      Then, still version 1: top-level "headroom" (thermal headroom at the design inlet from
      the BMC's inlet: per device θ, leakage, projection, margins; soak.analysis.headroom).
+     Then, still version 1: top-level "stop_decision" (a run made with --until-steady, or
+     an import replayed with --stop steady, only: why and when the sequential stop fell,
+     soak.analysis.decision).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Any
 
 from soak import __version__
 from soak.analysis.analyze import Analysis, DeviceResult
+from soak.analysis.decision import stored as stored_decision
 from soak.analysis.diagnosis import NEXT_STEPS
 from soak.analysis.noise import Noise
 from soak.analysis.windows import WindowStats
@@ -214,6 +218,8 @@ def build_summary(analysis: Analysis) -> dict[str, Any]:
         ],
         "headroom": headroom_summary(analysis.headroom, meta.bmc),
     }
+    if run.until_steady or stored_decision(meta.extra) is not None:
+        summary["stop_decision"] = stored_decision(meta.extra)
     return clean_json(summary)
 
 

@@ -141,6 +141,7 @@ def test_v100_csv_imports_as_a_normal_run(fixture_path, tmp_path, capsys):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["schema_version"] == 1 and len(summary["devices"]) == 4
     assert summary["run"]["backend"] == "import"
+    assert "stop_decision" not in summary  # only with --stop steady
     assert summary["devices"][0]["throughput_units"] == {"gemm": "FLOP/s"}
     cold = summary["devices"][0]["cold"]["throughput"]["gemm"]
     assert 12.0e12 < cold < 13.2e12  # the trace's ~12.6 TFLOP/s in the first minute
@@ -300,3 +301,25 @@ def test_an_imported_inlet_column_gives_the_headroom(tmp_path, capsys):
     assert {d["inlet_c"] for d in headroom["devices"]} == {24.0}
     report = (run / "report.html").read_text()
     assert "8 device(s) report no slowdown threshold: projected die" in report
+
+
+@pytest.mark.slow
+def test_stop_steady_replays_the_sequential_stop_and_keeps_where_it_fell(
+    fixture_path, tmp_path, capsys
+):
+    # nine minutes of load: too short for a date, so no sequential stop falls in it
+    out = tmp_path / "reports"
+    path = fixture_path("v100-39-parsed-head.csv")
+    args = ["import", "csv", str(path), *V100_ARGS, "--stop", "steady", "--out", str(out)]
+    assert main(args) in (0, 1)
+    printed = capsys.readouterr().out
+    assert "sequential stop (replayed): no stop before the end of the load segment" in printed
+    (run_dir,) = run_folders(out)
+    decision = json.loads((run_dir / "summary.json").read_text())["stop_decision"]
+    assert decision["replayed"] and not decision["decided"]
+    store = RunStore.open(run_dir)
+    try:
+        events = [e.message for e in store.events()]
+    finally:
+        store.close_read()
+    assert any(m.startswith("sequential stop (replayed)") for m in events)

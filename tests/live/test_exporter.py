@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import urllib.request
 
@@ -102,6 +103,24 @@ def test_equilibrium_state_and_eta(exporter) -> None:
     assert value(s, "soak_device_equilibrium_eta_seconds", device="1") == 120.0
     assert value(s, "soak_device_failing", device="1") == 0.0
     assert value(s, "soak_run_devices_at_equilibrium") == 1.0
+
+
+def test_verdict_eta_per_device_and_for_the_server_the_latest(exporter) -> None:
+    devices = (device(0, 600.0, verdict_eta_s=240.0), device(1, 600.0, verdict_eta_s=780.0))
+    exporter.update(dataclasses.replace(snapshot(600.0, devices), until_steady=True))
+    s = scrape(exporter.url)
+    assert value(s, "soak_device_verdict_eta_seconds", device="0") == 240.0
+    assert value(s, "soak_device_verdict_eta_seconds", device="1") == 780.0
+    assert value(s, "soak_run_verdict_eta_seconds") == 780.0
+
+
+def test_no_verdict_eta_while_a_device_has_no_prediction(exporter) -> None:
+    devices = (device(0, 60.0, verdict_eta_s=240.0), device(1, 60.0))
+    exporter.update(dataclasses.replace(snapshot(60.0, devices), until_steady=True))
+    s = scrape(exporter.url)
+    assert value(s, "soak_device_verdict_eta_seconds", device="0") == 240.0
+    assert value(s, "soak_device_verdict_eta_seconds", device="1") is None  # absent, never 0
+    assert value(s, "soak_run_verdict_eta_seconds") is None
 
 
 def test_a_port_in_use_is_a_one_line_configuration_error() -> None:

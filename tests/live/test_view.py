@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import io
 
@@ -230,3 +231,13 @@ def test_a_cpu_runs_table_heads_its_clock_column_clock() -> None:
     console = Console(width=120, record=True, file=io.StringIO())
     console.print(view.render(snapshot(200.0), width=120))  # GPUs: the SM clock
     assert "SM clock" in console.export_text()
+
+
+def test_the_header_gives_the_predicted_time_to_the_verdict_until_steady() -> None:
+    devices = (device(0, 600.0, verdict_eta_s=200.0), device(1, 600.0, verdict_eta_s=690.0))
+    progress = dataclasses.replace(snapshot(600.0, devices), until_steady=True)
+    assert header_text(progress).endswith("load 9.8 of until steady, verdict in ~12 min")
+    unknown = dataclasses.replace(progress, devices=(device(0, 600.0),))
+    assert "verdict" not in header_text(unknown)
+    fixed = dataclasses.replace(progress, until_steady=False)
+    assert "verdict" not in header_text(fixed)
