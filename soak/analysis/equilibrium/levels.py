@@ -1,8 +1,12 @@
-"""Levels and their noise: a window's level from its 30-s batch levels (rule, line 2)."""
+"""Levels and their noise: a window's level from its 30-s batch levels (rule, line 2).
+
+A series that keeps ``Rings`` computes each batch level once, when its batch is complete,
+with the pieces (a short window's batches) and levels made of them, and keeps them in
+fixed-size rings indexed by the batch's place on the check grid: a check reads the same
+few entries at hour 1 and hour 168, and memory holds the rings, not the run."""
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
 from functools import cache
@@ -17,6 +21,7 @@ BATCHES = 10  # batches per window: the usual 10–30 of batch means, the fewest
 MIN_BATCH_SHARE = 0.8  # a window with more gaps than this says nothing about its level
 CONFIDENCE = 0.95  # one-sided: noise can make a date later, never earlier
 LONG_SCALE = 2  # the longer windows, in eq_window_s: long enough to span a fan's cycle
+AHEAD = 64  # batches computed at once past the one asked for, where the data holds them
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +31,7 @@ class Series:
 
     t: np.ndarray
     y: np.ndarray
-    cache: PieceCache | None = field(default=None, compare=False, repr=False)
+    cache: Rings | None = field(default=None, compare=False, repr=False)
 
     def window(self, start: float, end: float) -> Series:
         """The samples in (start, end]."""
@@ -34,87 +39,19 @@ class Series:
         return Series(self.t[lo:hi], self.y[lo:hi])
 
     def cached(self, horizon_s: float) -> Series:
-        """The same samples, with a cache of pieces reaching back ``horizon_s``."""
-        return Series(self.t, self.y, PieceCache(horizon_s))
+        """The same samples, with rings reaching back ``horizon_s``."""
+        return Series(self.t, self.y, Rings(horizon_s))
 
 
 @dataclass(frozen=True, slots=True)
 class Piece:
-    """``BATCHES`` consecutive batches, one short window: each batch's median (NaN where
-    empty) and reading count, the finite medians, and their squared residuals about their
-    own least-squares line (None with fewer than 3)."""
+    """``BATCHES`` consecutive batches, one short window: the batches' finite medians, their
+    squared residuals about their own least-squares line (None with fewer than 3), and the
+    readings in them."""
 
-    levels: np.ndarray
-    counts: np.ndarray
     finite: np.ndarray
     squares: float | None
     readings: int
-
-
-class PieceCache:
-    """Batch levels and pieces by their exact edges, each computed once; those ending more
-    than ``horizon_s`` before the newest are dropped, so that the cache stays bounded over
-    any run length."""
-
-    def __init__(self, horizon_s: float) -> None:
-        self.horizon_s = horizon_s
-        self._pieces: dict[tuple[float, ...], Piece] = {}
-        self._batches: dict[tuple[float, float], tuple[float, int]] = {}
-        self._levels: dict[tuple[float, int], Level | None] = {}  # (end, windows) -> level
-        self._newest_s = -math.inf
-
-    def __len__(self) -> int:
-        return len(self._pieces) + len(self._batches)
-
-    def piece(self, edges: tuple[float, ...]) -> Piece | None:
-        return self._pieces.get(edges)
-
-    def batches(self, keys: list[float]) -> list[tuple[float, int] | None]:
-        """The batches (keys[k], keys[k + 1]] kept, None for each one not."""
-        get = self._batches.get
-        return [get(k) for k in itertools.pairwise(keys)]
-
-    def put_piece(self, edges: tuple[float, ...], piece: Piece) -> None:
-        self._pieces[edges] = piece
-        if edges[-1] > self._newest_s:
-            self._newest_s = edges[-1]
-        if not len(self._pieces) % 64:
-            _evict(self._pieces, self._newest_s - self.horizon_s)
-
-    def level(self, end_s: float, windows_n: int) -> Level | bool | None:
-        """The level kept for (end, windows), False where none is."""
-        return self._levels.get((end_s, windows_n), False)
-
-    def put_level(self, end_s: float, windows_n: int, level: Level | None) -> None:
-        self._levels[end_s, windows_n] = level
-        if not len(self._levels) % 64:
-            _evict(self._levels, self._newest_s - self.horizon_s, 0)
-
-    def put_batch(self, lo: float, hi: float, level: float, count: int) -> None:
-        self._batches[lo, hi] = (level, count)
-        if hi > self._newest_s:
-            self._newest_s = hi
-        if not len(self._batches) % 64:
-            _evict(self._batches, self._newest_s - self.horizon_s)
-
-    def forget_from(self, t_s: float) -> None:
-        """A sample at ``t_s`` came after levels holding its time were computed: drop them."""
-        if t_s <= self._newest_s:
-            self._pieces = {k: p for k, p in self._pieces.items() if k[-1] < t_s}
-            self._batches = {k: b for k, b in self._batches.items() if k[-1] < t_s}
-            self._levels = {k: v for k, v in self._levels.items() if k[0] < t_s}
-            ends = [k[-1] for k in (*self._pieces, *self._batches)]
-            self._newest_s = max(ends, default=-math.inf)
-
-
-def _evict(entries: dict, before_s: float, end: int = -1) -> None:
-    """Drop the oldest-put entries while they end (key[end]) before ``before_s`` (the
-    callers look once every 64 entries put)."""
-    while entries:
-        oldest = next(iter(entries))
-        if oldest[end] >= before_s:
-            return
-        del entries[oldest]
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +64,98 @@ class Level:
     batches: int
     squares: float
     df: int
+
+
+class Rings:
+    """One series' batch levels, pieces and levels, each kept in a ring of fixed size
+    indexed by its end's place on the batch grid (slot = index mod size). Only what ends
+    before the series' latest sample is kept: a sample at the very end may still have
+    company on its way."""
+
+    def __init__(self, horizon_s: float) -> None:
+        self.horizon_s = horizon_s
+        self.origin_s = self.width_s = math.nan  # the grid: the first batch edge asked for
+        self.size = 0
+
+    def grid(self, edge_s: float, width_s: float) -> int | None:
+        """The grid index of a batch edge (None off the grid)."""
+        if not self.size:
+            self._start(edge_s, width_s)
+        k = (edge_s - self.origin_s) / self.width_s
+        j = round(k)
+        return j if abs(k - j) < 1e-6 and width_s == self.width_s and j >= 0 else None
+
+    def _start(self, origin_s: float, width_s: float) -> None:
+        self.origin_s, self.width_s = origin_s, width_s
+        self.size = size = math.ceil(self.horizon_s / width_s) + AHEAD + 2 * BATCHES
+        # Batch levels and counts are written twice (slot and slot + size), so that any run
+        # of at most ``size`` batches is one contiguous slice.
+        self._levels = np.full(2 * size, math.nan)
+        self._counts = np.zeros(2 * size, dtype=np.int64)
+        self._tags = np.full(2 * size, -1, dtype=np.int64)
+        self._pieces: list[Piece | None] = [None] * size
+        self._piece_tags = [-1] * size
+        self._kept: dict[int, tuple[list[Level | None], list[int]]] = {}  # levels by n
+
+    def piece(self, s: Series, j: int) -> Piece:
+        """The piece whose last batch ends at grid index ``j``."""
+        slot = j % self.size
+        if self._piece_tags[slot] == j:
+            return self._pieces[slot]  # type: ignore[return-value]
+        return self._fill(s, j)
+
+    def _fill(self, s: Series, j: int) -> Piece:
+        """Piece ``j``, with the batches not yet kept computed at once, and the pieces after
+        it up to ``AHEAD`` batches on where the data holds them complete."""
+        complete = math.ceil((_last_t(s) - self.origin_s) / self.width_s) - 1
+        last = max(j, min(j + AHEAD, complete))
+        first = j - BATCHES + 1
+        at, n = first % self.size, last - first + 1
+        levels, counts = self._levels[at : at + n].copy(), self._counts[at : at + n].copy()
+        known = self._tags[at : at + n] == np.arange(first, last + 1)
+        edges = self.origin_s + self.width_s * np.arange(first - 1, last + 1)
+        if not known.all():
+            new = int(np.argmin(known))  # the first batch not kept: those after it are new
+            levels[new:], counts[new:] = _batches(s, edges[new:])
+            self._keep_batches(first + new, levels[new:], counts[new:], complete)
+        made = _pieces(levels, counts, edges)
+        for k, piece in enumerate(made[: max(complete - j + 1, 0)]):
+            self._pieces[(j + k) % self.size], self._piece_tags[(j + k) % self.size] = piece, j + k
+        return made[0]
+
+    def _keep_batches(self, first: int, levels: np.ndarray, counts: np.ndarray, complete: int):
+        keep = max(min(levels.size, complete - first + 1), 0)
+        index = np.arange(first, first + keep)
+        for slots in (index % self.size, index % self.size + self.size):
+            self._levels[slots], self._counts[slots], self._tags[slots] = (
+                levels[:keep],
+                counts[:keep],
+                index,
+            )
+
+    def level(self, j: int, windows_n: int) -> Level | None | bool:
+        """The level of ``windows_n`` windows ending at index ``j`` kept, False where none."""
+        kept = self._kept.get(windows_n)
+        if kept is None or kept[1][j % self.size] != j:
+            return False
+        return kept[0][j % self.size]
+
+    def keep_level(self, s: Series, j: int, windows_n: int, level: Level | None) -> None:
+        if self.origin_s + j * self.width_s >= _last_t(s):
+            return
+        levels, tags = self._kept.setdefault(windows_n, ([None] * self.size, [-1] * self.size))
+        levels[j % self.size], tags[j % self.size] = level, j
+
+    def forget_from(self, t_s: float) -> None:
+        """A sample at ``t_s`` came after what holds its time was computed: drop that."""
+        if not self.size:
+            return
+        first = math.floor((t_s - self.origin_s) / self.width_s)  # the batch holding t_s
+        self._tags[self._tags >= first] = -1
+        for tags in (self._piece_tags, *(kept[1] for kept in self._kept.values())):
+            for slot, tag in enumerate(tags):
+                if tag >= first:
+                    tags[slot] = -1
 
 
 @cache
@@ -162,14 +191,40 @@ def _batches(s: Series, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return levels, counts
 
 
-def _batch(s: Series, lo: float, hi: float) -> tuple[float, int]:
-    """One batch's median (NaN where empty) and reading count, as ``_batches`` has them."""
-    i, j = s.t.searchsorted((lo, hi), side="right")  # s.window(lo, hi), without the Series
-    y = s.y[i:j]
-    y = y[np.isfinite(y)]
-    y.sort()
-    n = y.size
-    return (float((y[(n - 1) // 2] + y[n // 2]) / 2) if n else math.nan), n
+def _pieces(levels: np.ndarray, counts: np.ndarray, edges: np.ndarray) -> list[Piece]:
+    """Every piece of ``BATCHES`` consecutive batches of (edges[k], edges[k + 1]], in order
+    of their ends; the noise of those without gaps about their lines at once."""
+    rows = levels.size - BATCHES + 1
+    centres = (edges[:-1] + edges[1:]) / 2
+    windows = np.lib.stride_tricks.sliding_window_view
+    y = np.ascontiguousarray(windows(levels, BATCHES))
+    x = np.ascontiguousarray(windows(centres, BATCHES))
+    n = np.ascontiguousarray(windows(counts, BATCHES)).sum(axis=1).tolist()
+    whole = np.isfinite(y).all(axis=1)
+    squares = np.full(rows, np.nan)
+    if whole.any():  # the noise about the piece's own line: a trend is not noise
+        xc = x[whole] - (x[whole].sum(axis=1) / BATCHES)[:, None]
+        yc = y[whole] - (y[whole].sum(axis=1) / BATCHES)[:, None]
+        slope = (xc * yc).sum(axis=1) / (xc * xc).sum(axis=1)
+        resid = yc - slope[:, None] * xc
+        squares[whole] = (resid * resid).sum(axis=1)
+    out = []
+    for k, full in enumerate(whole.tolist()):
+        if full:
+            out.append(Piece(y[k], float(squares[k]), n[k]))
+        else:
+            out.append(_gapped(x[k], y[k], n[k]))
+    return out
+
+
+def _gapped(x: np.ndarray, y: np.ndarray, readings: int) -> Piece:
+    """A piece with empty batches: its noise about the line of those it has."""
+    ok = np.isfinite(y)
+    kept, squares = y[ok], None
+    if kept.size >= 3:
+        _, _, resid = line(x[ok], kept)
+        squares = float(resid @ resid)
+    return Piece(kept, squares, readings)
 
 
 def _last_t(s: Series) -> float:
@@ -178,61 +233,21 @@ def _last_t(s: Series) -> float:
     return float(s.t[-1]) if s.t.size else -math.inf
 
 
-def _cached_batches(
-    s: Series, cache: PieceCache, edges: np.ndarray, keys: list[float]
-) -> tuple[np.ndarray, np.ndarray]:
-    """``_batches`` from the cache: the few batches not in it computed one by one, all of
-    them at once where most are new."""
-    count = len(keys) - 1
-    known = cache.batches(keys)
-    last = _last_t(s)
-    if known.count(None) > 2:
-        levels, counts = _batches(s, edges)
-        for j in range(count):
-            if keys[j + 1] < last:
-                cache.put_batch(keys[j], keys[j + 1], float(levels[j]), int(counts[j]))
-        return levels, counts
-    for j, k in enumerate(known):
-        if k is None:
-            known[j] = k = _batch(s, keys[j], keys[j + 1])
-            if keys[j + 1] < last:
-                cache.put_batch(keys[j], keys[j + 1], *k)
-    return np.array([k[0] for k in known]), np.array([k[1] for k in known])  # type: ignore[index]
-
-
-def _piece(s: Series, edges: np.ndarray, keys: list[float]) -> Piece:
-    """The piece whose batches are (edges[k], edges[k + 1]]."""
-    if s.cache is None:
-        levels, counts = _batches(s, edges)
-    else:
-        levels, counts = _cached_batches(s, s.cache, edges, keys)
-    centres = (edges[:-1] + edges[1:]) / 2
-    ok = np.isfinite(levels)
-    x, kept = (centres, levels) if ok.all() else (centres[ok], levels[ok])
-    squares = None
-    if kept.size >= 3:  # the noise about the piece's own line: a trend is not noise
-        _, _, resid = line(x, kept)
-        squares = float(resid @ resid)
-    return Piece(levels, counts, kept, squares, int(counts.sum()))
-
-
 def pieces(s: Series, t_check: float, window_s: float, per_window: int = BATCHES) -> list[Piece]:
     """The pieces of (t_check − 2W, t_check], ``2·per_window / BATCHES`` of them, from the
-    cache where they are in it."""
+    rings where the series keeps them."""
     count = 2 * per_window
-    edges = t_check - 2 * window_s + (2 * window_s / count) * np.arange(count + 1)
-    keys = edges.tolist()
-    cache, last = s.cache, _last_t(s)
-    out = []
-    for k in range(0, count, BATCHES):
-        key = tuple(keys[k : k + BATCHES + 1])
-        piece = cache.piece(key) if cache is not None else None
-        if piece is None:
-            piece = _piece(s, edges[k : k + BATCHES + 1], list(key))
-            if cache is not None and key[-1] < last:
-                cache.put_piece(key, piece)
-        out.append(piece)
-    return out
+    width = 2 * window_s / count
+    start = t_check - 2 * window_s
+    first = s.cache.grid(start, width) if s.cache is not None else None
+    if first is None or s.cache is None:
+        edges = start + width * np.arange(count + 1)
+        levels, counts = _batches(s, edges)
+        return [
+            _pieces(levels[k : k + BATCHES], counts[k : k + BATCHES], edges[k : k + BATCHES + 1])[0]
+            for k in range(0, count, BATCHES)
+        ]
+    return [s.cache.piece(s, first + k) for k in range(BATCHES, count + 1, BATCHES)]
 
 
 def residuals(parts: list[Piece]) -> tuple[float, int]:
@@ -249,12 +264,15 @@ def residuals(parts: list[Piece]) -> tuple[float, int]:
 def level_of(s: Series, end_s: float, windows: Windows, windows_n: int = 2) -> Level | None:
     """The level of (end − n·W, end] (n = ``windows_n`` eq_window_s windows, two by default:
     the 10-min level); None where it holds too few readings to say."""
-    known = s.cache.level(end_s, windows_n) if s.cache is not None else False
-    if known is not False:
-        return known  # type: ignore[return-value]
+    rings = s.cache
+    j = rings.grid(end_s, windows.eq_window_s / BATCHES) if rings is not None else None
+    if rings is not None and j is not None:
+        known = rings.level(j, windows_n)
+        if known is not False:
+            return known  # type: ignore[return-value]
     level = _level_of(s, end_s, windows, windows_n)
-    if s.cache is not None and end_s < _last_t(s):
-        s.cache.put_level(end_s, windows_n, level)
+    if rings is not None and j is not None:
+        rings.keep_level(s, j, windows_n, level)
     return level
 
 

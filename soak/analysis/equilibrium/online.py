@@ -8,7 +8,7 @@ import numpy as np
 
 from soak.analysis.equilibrium.check import CheckResult, first_check_s
 from soak.analysis.equilibrium.fit import CoarseHistory, Fit, fit_exponential
-from soak.analysis.equilibrium.levels import PieceCache, Series
+from soak.analysis.equilibrium.levels import Rings, Series
 from soak.analysis.equilibrium.machine import Dated, Event, Machine, look_back_s
 from soak.analysis.equilibrium.signals import Signals
 from soak.config import Windows
@@ -32,7 +32,7 @@ class OnlineDetector:
         self._rates: dict[str, _Recent] = {}  # part -> time, rate
         # Batch levels already computed, per signal: each is computed once
         horizon = self._keep_s + windows.eq_window_s
-        self._caches = {name: PieceCache(horizon) for name in ("temp", "power", "clock")}
+        self._caches = {name: Rings(horizon) for name in ("temp", "power", "clock")}
         self._history = CoarseHistory()
         self._next_check: float | None = None
         self._fit_every_s = fit_every_s
@@ -100,7 +100,7 @@ class OnlineDetector:
     def add_rate(self, part: str, t_mid_s: float, rate: float) -> None:
         if part not in self._rates:
             self._rates[part] = _Recent(2)
-            self._caches[part] = PieceCache(self._caches["temp"].horizon_s)
+            self._caches[part] = Rings(self._caches["temp"].horizon_s)
         recent = self._rates[part]
         if t_mid_s <= recent.last_t:  # out of order: levels holding its time may be stale
             self._caches[part].forget_from(t_mid_s)
