@@ -105,33 +105,42 @@ class Rings:
         return self._fill(s, j)
 
     def _fill(self, s: Series, j: int) -> Piece:
-        """Piece ``j``, with the batches not yet kept computed at once, and the pieces after
-        it up to ``AHEAD`` batches on where the data holds them complete."""
-        complete = math.ceil((_last_t(s) - self.origin_s) / self.width_s) - 1
+        """Piece ``j``, and the pieces after it up to ``AHEAD`` batches on where the data
+        holds them complete."""
+        complete = _complete(s, self.origin_s, self.width_s)
         last = max(j, min(j + AHEAD, complete))
         first = j - BATCHES + 1
-        at, n = first % self.size, last - first + 1
-        levels, counts = self._levels[at : at + n].copy(), self._counts[at : at + n].copy()
-        known = self._tags[at : at + n] == np.arange(first, last + 1)
+        levels, counts = self._batches(s, first, last, complete)
         edges = self.origin_s + self.width_s * np.arange(first - 1, last + 1)
-        if not known.all():
-            new = int(np.argmin(known))  # the first batch not kept: those after it are new
-            levels[new:], counts[new:] = _batches(s, edges[new:])
-            self._keep_batches(first + new, levels[new:], counts[new:], complete)
         made = _pieces(levels, counts, edges)
         for k, piece in enumerate(made[: max(complete - j + 1, 0)]):
             self._pieces[(j + k) % self.size], self._piece_tags[(j + k) % self.size] = piece, j + k
         return made[0]
 
-    def _keep_batches(self, first: int, levels: np.ndarray, counts: np.ndarray, complete: int):
-        keep = max(min(levels.size, complete - first + 1), 0)
-        index = np.arange(first, first + keep)
-        for slots in (index % self.size, index % self.size + self.size):
-            self._levels[slots], self._counts[slots], self._tags[slots] = (
-                levels[:keep],
-                counts[:keep],
-                index,
-            )
+    def _batches(
+        self, s: Series, first: int, last: int, complete: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The levels and counts of batches ``first`` to ``last``: those kept from the ring,
+        the others computed (at once, or one by one where one or two are new) and kept where
+        complete."""
+        at, n = first % self.size, last - first + 1
+        levels, counts = self._levels[at : at + n].copy(), self._counts[at : at + n].copy()
+        known = self._tags[at : at + n] == np.arange(first, last + 1)
+        if known.all():
+            return levels, counts
+        new = int(np.argmin(known))  # the first batch not kept: those after it are new
+        if n - new <= 2:
+            for k in range(new, n):
+                hi = self.origin_s + self.width_s * (first + k)
+                levels[k], counts[k] = _batch(s, hi - self.width_s, hi)
+        else:
+            edges = self.origin_s + self.width_s * np.arange(first + new - 1, last + 1)
+            levels[new:], counts[new:] = _batches(s, edges)
+        for k in range(new, min(n, complete - first + 1)):
+            slot = (first + k) % self.size
+            for i in (slot, slot + self.size):
+                self._levels[i], self._counts[i], self._tags[i] = levels[k], counts[k], first + k
+        return levels, counts
 
     def level(self, j: int, windows_n: int) -> Level | None | bool:
         """The level of ``windows_n`` windows ending at index ``j`` kept, False where none."""
@@ -191,23 +200,28 @@ def _batches(s: Series, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return levels, counts
 
 
+def _batch(s: Series, lo: float, hi: float) -> tuple[float, int]:
+    """One batch's median (NaN where empty) and reading count, as ``_batches`` has them."""
+    i, j = s.t.searchsorted((lo, hi), side="right")
+    y = s.y[i:j]
+    y = np.sort(y[np.isfinite(y)])
+    n = y.size
+    return (float((y[(n - 1) // 2] + y[n // 2]) / 2) if n else math.nan), n
+
+
 def _pieces(levels: np.ndarray, counts: np.ndarray, edges: np.ndarray) -> list[Piece]:
     """Every piece of ``BATCHES`` consecutive batches of (edges[k], edges[k + 1]], in order
     of their ends; the noise of those without gaps about their lines at once."""
     rows = levels.size - BATCHES + 1
+    if rows == 1:
+        return [_piece(levels, counts, edges)]
     centres = (edges[:-1] + edges[1:]) / 2
-    windows = np.lib.stride_tricks.sliding_window_view
-    y = np.ascontiguousarray(windows(levels, BATCHES))
-    x = np.ascontiguousarray(windows(centres, BATCHES))
-    n = np.ascontiguousarray(windows(counts, BATCHES)).sum(axis=1).tolist()
+    y, x = _rows(levels, rows), _rows(centres, rows)
+    n = _rows(counts, rows).sum(axis=1).tolist()
     whole = np.isfinite(y).all(axis=1)
     squares = np.full(rows, np.nan)
     if whole.any():  # the noise about the piece's own line: a trend is not noise
-        xc = x[whole] - (x[whole].sum(axis=1) / BATCHES)[:, None]
-        yc = y[whole] - (y[whole].sum(axis=1) / BATCHES)[:, None]
-        slope = (xc * yc).sum(axis=1) / (xc * xc).sum(axis=1)
-        resid = yc - slope[:, None] * xc
-        squares[whole] = (resid * resid).sum(axis=1)
+        squares[whole] = _squares(x[whole], y[whole])
     out = []
     for k, full in enumerate(whole.tolist()):
         if full:
@@ -215,6 +229,59 @@ def _pieces(levels: np.ndarray, counts: np.ndarray, edges: np.ndarray) -> list[P
         else:
             out.append(_gapped(x[k], y[k], n[k]))
     return out
+
+
+def _piece(levels: np.ndarray, counts: np.ndarray, edges: np.ndarray) -> Piece:
+    """One piece, as ``_pieces`` has it, in Python floats: a check's one new piece costs
+    less so, and the sums are numpy's, in numpy's order (``_sum``)."""
+    y = levels.tolist()
+    if not all(math.isfinite(v) for v in y):
+        return _gapped((edges[:-1] + edges[1:]) / 2, levels, int(counts.sum()))
+    e = edges.tolist()
+    x = [(a + b) / 2 for a, b in zip(e, e[1:])]
+    x_mean, y_mean = _sum(x) / BATCHES, _sum(y) / BATCHES
+    xc = [v - x_mean for v in x]
+    yc = [v - y_mean for v in y]
+    slope = _sum([a * b for a, b in zip(xc, yc)]) / _sum([a * a for a in xc])
+    resid = [b - slope * a for a, b in zip(xc, yc)]
+    return Piece(levels.copy(), _sum([r * r for r in resid]), int(counts.sum()))
+
+
+def _sum(v: list[float]) -> float:
+    """``np.sum`` of a short list, in its order: pairwise by eight partial sums, then the
+    rest one by one (numpy's ``pairwise_sum`` below 128 values)."""
+    n = len(v)
+    if n < 8:
+        total = 0.0
+        for a in v:
+            total += a
+        return total
+    r = v[:8]
+    for i in range(8, n - n % 8, 8):
+        for k in range(8):
+            r[k] += v[i + k]
+    total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    for i in range(n - n % 8, n):
+        total += v[i]
+    return total
+
+
+def _squares(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The squared residuals of each row of y about its least-squares line in x (rows of
+    ``BATCHES``; one row or many, the same sums in the same order)."""
+    xc = x - (x.sum(axis=-1) / BATCHES)[..., None]
+    yc = y - (y.sum(axis=-1) / BATCHES)[..., None]
+    slope = (xc * yc).sum(axis=-1) / (xc * xc).sum(axis=-1)
+    resid = yc - slope[..., None] * xc
+    return (resid * resid).sum(axis=-1)
+
+
+def _rows(a: np.ndarray, rows: int) -> np.ndarray:
+    """Every run of ``BATCHES`` consecutive entries of ``a``, one row each (a copy)."""
+    if rows == 1:
+        return a.reshape(1, BATCHES).copy()
+    step = a.strides[0]
+    return np.lib.stride_tricks.as_strided(a, (rows, BATCHES), (step, step)).copy()
 
 
 def _gapped(x: np.ndarray, y: np.ndarray, readings: int) -> Piece:
@@ -225,6 +292,13 @@ def _gapped(x: np.ndarray, y: np.ndarray, readings: int) -> Piece:
         _, _, resid = line(x[ok], kept)
         squares = float(resid @ resid)
     return Piece(kept, squares, readings)
+
+
+def _complete(s: Series, origin_s: float, width_s: float) -> int:
+    """The last grid index whose batch ends before the series' latest sample (-1: none)."""
+    if not s.t.size:
+        return -1
+    return math.ceil((float(s.t[-1]) - origin_s) / width_s) - 1
 
 
 def _last_t(s: Series) -> float:
@@ -266,23 +340,27 @@ def level_of(s: Series, end_s: float, windows: Windows, windows_n: int = 2) -> L
     the 10-min level); None where it holds too few readings to say."""
     rings = s.cache
     j = rings.grid(end_s, windows.eq_window_s / BATCHES) if rings is not None else None
-    if rings is not None and j is not None:
-        known = rings.level(j, windows_n)
-        if known is not False:
-            return known  # type: ignore[return-value]
-    level = _level_of(s, end_s, windows, windows_n)
-    if rings is not None and j is not None:
-        rings.keep_level(s, j, windows_n, level)
+    if rings is None or j is None or j < BATCHES * windows_n:
+        w = windows.eq_window_s
+        parts = pieces(s, end_s, w * windows_n / 2, BATCHES * windows_n // 2)
+        return _level(parts, windows_n)
+    known = rings.level(j, windows_n)
+    if known is not False:
+        return known  # type: ignore[return-value]
+    parts = [rings.piece(s, j - BATCHES * k) for k in range(windows_n - 1, -1, -1)]
+    level = _level(parts, windows_n)
+    rings.keep_level(s, j, windows_n, level)
     return level
 
 
-def _level_of(s: Series, end_s: float, windows: Windows, windows_n: int) -> Level | None:
-    w = windows.eq_window_s
-    per_window = BATCHES * windows_n // 2
-    parts = pieces(s, end_s, w * windows_n / 2, per_window)
-    filled = sum(p.finite.size for p in parts)
+def _level(parts: list[Piece], windows_n: int) -> Level | None:
+    """The level of ``windows_n`` windows' pieces, None where they hold too few readings."""
+    readings = filled = 0
+    for p in parts:
+        readings += p.readings
+        filled += p.finite.size
     enough = math.ceil(MIN_BATCH_SHARE * BATCHES * windows_n)
-    if sum(p.readings for p in parts) < MIN_POINTS * windows_n or filled < enough:
+    if readings < MIN_POINTS * windows_n or filled < enough:
         return None
     squares, df = residuals(parts)
     return Level(mean(np.concatenate([p.finite for p in parts])), filled, squares, df)
