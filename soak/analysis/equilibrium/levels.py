@@ -88,11 +88,9 @@ class Rings:
     def _start(self, origin_s: float, width_s: float) -> None:
         self.origin_s, self.width_s = origin_s, width_s
         self.size = size = math.ceil(self.horizon_s / width_s) + AHEAD + 2 * BATCHES
-        # Batch levels and counts are written twice (slot and slot + size), so that any run
-        # of at most ``size`` batches is one contiguous slice.
-        self._levels = np.full(2 * size, math.nan)
-        self._counts = np.zeros(2 * size, dtype=np.int64)
-        self._tags = np.full(2 * size, -1, dtype=np.int64)
+        self._levels = [math.nan] * size  # each batch's median, by slot
+        self._counts = [0] * size  # and its reading count
+        self._tags = [-1] * size  # the grid index each slot holds (-1: none)
         self._pieces: list[Piece | None] = [None] * size
         self._piece_tags = [-1] * size
         self._kept: dict[int, tuple[list[Level | None], list[int]]] = {}  # levels by n
@@ -111,35 +109,40 @@ class Rings:
         last = max(j, min(j + AHEAD, complete))
         first = j - BATCHES + 1
         levels, counts = self._batches(s, first, last, complete)
-        edges = self.origin_s + self.width_s * np.arange(first - 1, last + 1)
-        made = _pieces(levels, counts, edges)
+        origin, width = self.origin_s, self.width_s
+        if last == j:  # a check's one new piece
+            made = [_piece(levels, counts, [origin + width * k for k in range(first - 1, j + 1)])]
+        else:
+            edges = origin + width * np.arange(first - 1, last + 1)
+            made = _pieces(np.array(levels), np.array(counts), edges)
         for k, piece in enumerate(made[: max(complete - j + 1, 0)]):
             self._pieces[(j + k) % self.size], self._piece_tags[(j + k) % self.size] = piece, j + k
         return made[0]
 
     def _batches(
         self, s: Series, first: int, last: int, complete: int
-    ) -> tuple[np.ndarray, np.ndarray]:
+    ) -> tuple[list[float], list[int]]:
         """The levels and counts of batches ``first`` to ``last``: those kept from the ring,
         the others computed (at once, or one by one where one or two are new) and kept where
         complete."""
-        at, n = first % self.size, last - first + 1
-        levels, counts = self._levels[at : at + n].copy(), self._counts[at : at + n].copy()
-        known = self._tags[at : at + n] == np.arange(first, last + 1)
-        if known.all():
+        size, tags = self.size, self._tags
+        slots = [k % size for k in range(first, last + 1)]
+        levels = [self._levels[i] for i in slots]
+        counts = [self._counts[i] for i in slots]
+        new = next((k for k, i in enumerate(slots) if tags[i] != first + k), len(slots))
+        if new == len(slots):
             return levels, counts
-        new = int(np.argmin(known))  # the first batch not kept: those after it are new
-        if n - new <= 2:
-            for k in range(new, n):
+        if len(slots) - new <= 2:
+            for k in range(new, len(slots)):
                 hi = self.origin_s + self.width_s * (first + k)
                 levels[k], counts[k] = _batch(s, hi - self.width_s, hi)
-        else:
+        else:  # the first batch not kept and all after it, at once
             edges = self.origin_s + self.width_s * np.arange(first + new - 1, last + 1)
-            levels[new:], counts[new:] = _batches(s, edges)
-        for k in range(new, min(n, complete - first + 1)):
-            slot = (first + k) % self.size
-            for i in (slot, slot + self.size):
-                self._levels[i], self._counts[i], self._tags[i] = levels[k], counts[k], first + k
+            more, n = _batches(s, edges)
+            levels[new:], counts[new:] = more.tolist(), n.tolist()
+        for k in range(new, min(len(slots), complete - first + 1)):
+            i = slots[k]
+            self._levels[i], self._counts[i], tags[i] = levels[k], counts[k], first + k
         return levels, counts
 
     def level(self, j: int, windows_n: int) -> Level | None | bool:
@@ -160,8 +163,7 @@ class Rings:
         if not self.size:
             return
         first = math.floor((t_s - self.origin_s) / self.width_s)  # the batch holding t_s
-        self._tags[self._tags >= first] = -1
-        for tags in (self._piece_tags, *(kept[1] for kept in self._kept.values())):
+        for tags in (self._tags, self._piece_tags, *(kept[1] for kept in self._kept.values())):
             for slot, tag in enumerate(tags):
                 if tag >= first:
                     tags[slot] = -1
@@ -202,8 +204,7 @@ def _batches(s: Series, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _batch(s: Series, lo: float, hi: float) -> tuple[float, int]:
     """One batch's median (NaN where empty) and reading count, as ``_batches`` has them."""
-    i, j = s.t.searchsorted((lo, hi), side="right")
-    y = s.y[i:j]
+    y = s.y[s.t.searchsorted(lo, side="right") : s.t.searchsorted(hi, side="right")]
     y = np.sort(y[np.isfinite(y)])
     n = y.size
     return (float((y[(n - 1) // 2] + y[n // 2]) / 2) if n else math.nan), n
@@ -214,7 +215,7 @@ def _pieces(levels: np.ndarray, counts: np.ndarray, edges: np.ndarray) -> list[P
     of their ends; the noise of those without gaps about their lines at once."""
     rows = levels.size - BATCHES + 1
     if rows == 1:
-        return [_piece(levels, counts, edges)]
+        return [_piece(levels.tolist(), counts.tolist(), edges.tolist())]
     centres = (edges[:-1] + edges[1:]) / 2
     y, x = _rows(levels, rows), _rows(centres, rows)
     n = _rows(counts, rows).sum(axis=1).tolist()
@@ -231,20 +232,20 @@ def _pieces(levels: np.ndarray, counts: np.ndarray, edges: np.ndarray) -> list[P
     return out
 
 
-def _piece(levels: np.ndarray, counts: np.ndarray, edges: np.ndarray) -> Piece:
+def _piece(levels: list[float], counts: list[int], edges: list[float]) -> Piece:
     """One piece, as ``_pieces`` has it, in Python floats: a check's one new piece costs
     less so, and the sums are numpy's, in numpy's order (``_sum``)."""
-    y = levels.tolist()
-    if not all(math.isfinite(v) for v in y):
-        return _gapped((edges[:-1] + edges[1:]) / 2, levels, int(counts.sum()))
-    e = edges.tolist()
-    x = [(a + b) / 2 for a, b in zip(e, e[1:])]
-    x_mean, y_mean = _sum(x) / BATCHES, _sum(y) / BATCHES
+    y_sum = _sum(levels)
+    if not math.isfinite(y_sum):  # an empty batch (NaN)
+        e = np.array(edges)
+        return _gapped((e[:-1] + e[1:]) / 2, np.array(levels), sum(counts))
+    x = [(a + b) / 2 for a, b in zip(edges, edges[1:])]
+    x_mean, y_mean = _sum(x) / BATCHES, y_sum / BATCHES
     xc = [v - x_mean for v in x]
-    yc = [v - y_mean for v in y]
+    yc = [v - y_mean for v in levels]
     slope = _sum([a * b for a, b in zip(xc, yc)]) / _sum([a * a for a in xc])
     resid = [b - slope * a for a, b in zip(xc, yc)]
-    return Piece(levels.copy(), _sum([r * r for r in resid]), int(counts.sum()))
+    return Piece(np.array(levels), _sum([r * r for r in resid]), sum(counts))
 
 
 def _sum(v: list[float]) -> float:
