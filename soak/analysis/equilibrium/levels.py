@@ -7,6 +7,7 @@ few entries at hour 1 and hour 168, and memory holds the rings, not the run."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from functools import cache
@@ -145,7 +146,7 @@ class Rings:
             self._levels[i], self._counts[i], tags[i] = levels[k], counts[k], first + k
         return levels, counts
 
-    def level(self, j: int, windows_n: int) -> Level | None | bool:
+    def level(self, j: int, windows_n: int) -> Level | bool | None:
         """The level of ``windows_n`` windows ending at index ``j`` kept, False where none."""
         kept = self._kept.get(windows_n)
         if kept is None or kept[1][j % self.size] != j:
@@ -239,12 +240,12 @@ def _piece(levels: list[float], counts: list[int], edges: list[float]) -> Piece:
     if not math.isfinite(y_sum):  # an empty batch (NaN)
         e = np.array(edges)
         return _gapped((e[:-1] + e[1:]) / 2, np.array(levels), sum(counts))
-    x = [(a + b) / 2 for a, b in zip(edges, edges[1:])]
+    x = [(a + b) / 2 for a, b in itertools.pairwise(edges)]
     x_mean, y_mean = _sum(x) / BATCHES, y_sum / BATCHES
     xc = [v - x_mean for v in x]
     yc = [v - y_mean for v in levels]
-    slope = _sum([a * b for a, b in zip(xc, yc)]) / _sum([a * a for a in xc])
-    resid = [b - slope * a for a, b in zip(xc, yc)]
+    slope = _sum([a * b for a, b in zip(xc, yc, strict=True)]) / _sum([a * a for a in xc])
+    resid = [b - slope * a for a, b in zip(xc, yc, strict=True)]
     return Piece(np.array(levels), _sum([r * r for r in resid]), sum(counts))
 
 
