@@ -86,11 +86,14 @@ from soak.analysis.equilibrium.check import (
 from soak.analysis.equilibrium.fit import Fit, fit_exponential
 from soak.analysis.equilibrium.levels import Level, Series, level_of
 from soak.analysis.equilibrium.machine import (
+    CLAUSE_NAMES,
+    Clauses,
     Dated,
     Event,
     Machine,
     Phase,
     Withdrawn,
+    clauses_off,
     not_reached_reason,
 )
 from soak.analysis.equilibrium.offline import Equilibrium, detect
@@ -99,7 +102,9 @@ from soak.analysis.equilibrium.refutation import Refutation, Withdrawal
 from soak.analysis.equilibrium.signals import Signals, choose_basis
 
 __all__ = [
+    "CLAUSE_NAMES",
     "CheckResult",
+    "Clauses",
     "Dated",
     "Drift",
     "Equilibrium",
@@ -116,6 +121,7 @@ __all__ = [
     "Withdrawn",
     "check_window",
     "choose_basis",
+    "clauses_off",
     "detect",
     "drift",
     "fit_exponential",
