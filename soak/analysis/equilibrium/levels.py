@@ -135,8 +135,8 @@ class Rings:
             return levels, counts
         if len(slots) - new <= 2:
             for k in range(new, len(slots)):
-                hi = self.origin_s + self.width_s * (first + k)
-                levels[k], counts[k] = _batch(s, hi - self.width_s, hi)
+                lo, hi = (self.origin_s + self.width_s * i for i in (first + k - 1, first + k))
+                levels[k], counts[k] = _batch(s, lo, hi)  # its edges as the chunk's
         else:  # the first batch not kept and all after it, at once
             edges = self.origin_s + self.width_s * np.arange(first + new - 1, last + 1)
             more, n = _batches(s, edges)
