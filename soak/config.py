@@ -139,6 +139,14 @@ class Profile:
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def with_design_inlet(self, c: float) -> Profile:
+        """This profile projecting thermal headroom to the inlet ``c`` (°C) instead of its
+        own design inlet; every other setting as it is."""
+        checks = dataclasses.replace(
+            self.checks, design_inlet_c=check_design_inlet(c, "design inlet")
+        )
+        return dataclasses.replace(self, checks=checks)
+
     @classmethod
     def from_dict(cls, recorded: dict[str, Any]) -> Profile:
         """The profile a run stored with itself (``as_dict``), so that re-reporting an old
@@ -161,6 +169,20 @@ class Profile:
             legacy_floors={p: r for p, r in floors.items() if not isinstance(r, dict)}
             | (recorded.get("legacy_floors") or {}),
         )
+
+
+# A room's air: colder than any data hall is kept, hotter than ASHRAE A4's 45 °C allowable.
+DESIGN_INLET_RANGE_C = (-10.0, 60.0)
+
+
+def check_design_inlet(value: Any, where: str) -> float:
+    """``value`` as a design inlet (°C), or a ConfigError naming ``where``."""
+    low, high = DESIGN_INLET_RANGE_C
+    number = not isinstance(value, bool) and isinstance(value, int | float)
+    if not number or not math.isfinite(value) or not low <= value <= high:
+        shown = f"{value:g} °C" if number else repr(value)
+        raise ConfigError(f"{where}: {shown} is not an inlet from {low:.0f} to {high:.0f} °C")
+    return float(value)
 
 
 def _check_value(where: str, value: Any, default: Any) -> Any:
@@ -266,6 +288,7 @@ def parse_profile(text: str, source: str) -> Profile:
     for key in ("eq_temp_tolerance_c", "eq_rel_tolerance_pct"):
         if getattr(windows, key) <= 0:
             raise ConfigError(f"{source}: windows.{key} must be > 0")
+    check_design_inlet(checks.design_inlet_c, f"{source}: checks.design_inlet_c")
     return Profile(name, source, windows, checks, floors, floor_sources, device_names, description)
 
 

@@ -154,6 +154,12 @@ class DeviceInfo:
         return "GPU"
 
     @property
+    def clock_label(self) -> str:
+        """What the report calls the clock it reads: a CPU's core clock is "clock", a GPU's
+        the "SM clock" (a CPU has no streaming multiprocessor)."""
+        return "clock" if self.kind == "CPU" else "SM clock"
+
+    @property
     def label(self) -> str:
         """ "GPU 3", "CPU 0": the device's kind and index."""
         return f"{self.kind} {self.index}"

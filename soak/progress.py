@@ -53,6 +53,7 @@ class DeviceProgress:
     failed: bool = False  # its load ended it (crash, hang, failed verification)
     frozen: bool = False  # its readings froze under load (soak.validity): they repeat, unread
     reads_xids: bool = False  # the backend reports XID events for it (capability probed)
+    clock_label: str = "SM clock"  # DeviceInfo.clock_label: "clock" on a CPU
 
     @property
     def reached(self) -> bool:
@@ -74,6 +75,8 @@ class Progress:
     running_since_s: float | None  # when every device had finished its first work
     devices: tuple[DeviceProgress, ...]
     events: tuple[Event, ...] = field(default=())  # what happened in this tick
+    # the server's inlet air as the BMC last read it, °C; None: no BMC inlet, or that read failed
+    inlet_c: float | None = None
 
     @property
     def load_elapsed_s(self) -> float | None:

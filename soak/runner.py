@@ -34,10 +34,19 @@ from soak.config import RunConfig
 from soak.devices import BackendOptions, open_backend
 from soak.devices.base import Backend, Load, LoadUpdate
 from soak.errors import ConfigError, StoreError
-from soak.model import Capability, DeviceInfo, Event, EventKind, StopReason, Telemetry
+from soak.model import (
+    INLET_SERIES,
+    Capability,
+    DeviceInfo,
+    Event,
+    EventKind,
+    StopReason,
+    Telemetry,
+)
 from soak.progress import DeviceProgress, Phase, Progress, Rate, Watcher
 from soak.record import RunRecord, SimRecord, StopRecord
 from soak.store import STORE_NAME, RunStore, make_run_dir
+from soak.units import minutes
 from soak.validity import FrozenWatch, Implausible, cleaned, screen_all
 
 log = logging.getLogger(__name__)
@@ -206,15 +215,17 @@ def check_load(config: RunConfig, backend: Backend) -> None:
         raise ConfigError(f"--option {exc}") from exc
 
 
-def equilibrium_event(t: float, device: int, change: Dated | Withdrawn) -> Event:
-    """The stored event for a change of a device's equilibrium state machine."""
+def equilibrium_event(t: float, device: int, change: Dated | Withdrawn, origin_s: float) -> Event:
+    """The stored event for a change of a device's equilibrium state machine; its times in
+    minutes since ``origin_s`` (the device's load start, in store seconds)."""
     if isinstance(change, Withdrawn):
         gone = change.withdrawal
-        message = f"equilibrium withdrawn: {gone.describe()}"
+        message = f"equilibrium withdrawn: {gone.describe(origin_s)}"
         return Event(
             t, EventKind.EQUILIBRIUM, message, device, {"time_s": None, "withdrawn_s": gone.time_s}
         )
-    message = f"equilibrium at {change.time_s:.0f} s (basis {change.basis})"
+    when = minutes(change.time_s - origin_s)
+    message = f"equilibrium {when} after load start (basis {change.basis})"
     return Event(t, EventKind.EQUILIBRIUM, message, device, {"time_s": change.time_s})
 
 
@@ -255,6 +266,7 @@ class Runner:
         self.t0 = clock.now()
         self.load_started_s: float | None = None
         self.running_since_s: float | None = None  # every device has finished work
+        self.inlet_c: float | None = None  # the BMC's latest inlet reading; None: not read
         self.lost: set[int] = set()  # devices the backend reported lost
         # devices whose readings froze under load (soak.validity): failed as a lost one is
         self.frozen: set[int] = set()
@@ -307,6 +319,9 @@ class Runner:
         t = self.now_s()
         telemetry = self.backend.sample(t)
         server = self.sensors.sample(t) if self.sensors is not None else []
+        for reading in server:
+            if reading.series == INLET_SERIES:
+                self.inlet_c = reading.value
         update = load.poll(t) if load is not None else LoadUpdate()
         events = self.backend.poll_events(t) + update.events
         # what is judged live leaves out readings that cannot be true; the store keeps them
@@ -335,6 +350,7 @@ class Runner:
                 index=info.index,
                 name=info.name,
                 uuid=info.uuid,
+                clock_label=info.clock_label,
                 telemetry=self.latest.get(info.index),
                 rates=tuple(
                     sorted(self.latest_rate.get(info.index, {}).values(), key=lambda r: r.part)
@@ -369,6 +385,7 @@ class Runner:
             running_since_s=self.running_since_s,
             devices=devices,
             events=tuple(events),
+            inlet_c=self.inlet_c,
         )
 
     def _figures(self, index: int, rates: dict[str, float | None]) -> tuple[Rate, ...]:
@@ -422,8 +439,14 @@ class Runner:
             self.latest_rate.setdefault(s.device, {})[s.part] = Rate(s.part, s.rate, s.unit)
         for index, detector in self.detectors.items():
             for change in detector.update(t):
-                events.append(equilibrium_event(t, index, change))
+                events.append(equilibrium_event(t, index, change, self.origin_s(index)))
         return events
+
+    def origin_s(self, device: int) -> float:
+        """Where a device's event texts count from: its load start as the analysis finds it
+        (every part's first unit of work done), else the run's start."""
+        start = self.live_work[device].load_start_s if device in self.live_work else None
+        return start if start is not None else self.load_start_by_device.get(device, 0.0)
 
     def screen(self, telemetry: list[Telemetry]) -> list[Implausible]:
         """The readings of this tick that cannot be true (``soak.validity``)."""
@@ -445,9 +468,8 @@ class Runner:
             found = self.freeze_watch[device].add(row.t_s, values, loaded)
             if found is not None:
                 self.frozen.add(device)
-                events.append(
-                    Event(row.t_s, EventKind.TELEMETRY, found.describe(), device, found.as_dict())
-                )
+                text = found.describe(self.origin_s(device))
+                events.append(Event(row.t_s, EventKind.TELEMETRY, text, device, found.as_dict()))
         return events
 
     def active_devices(self, load: Load) -> set[int]:

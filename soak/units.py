@@ -93,3 +93,11 @@ def duration(seconds: float | None) -> str:
     if abs(seconds) < 3 * 3600:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.2f} h"
+
+
+def minutes(seconds: float | None) -> str:
+    """A time in minutes with one decimal, "7.2 min": how the report's texts give a time
+    since a device's load start, the origin its tables measure from."""
+    if seconds is None or not math.isfinite(seconds):
+        return NOT_AVAILABLE
+    return f"{seconds / 60:.1f} min"

@@ -29,6 +29,7 @@ import numpy as np
 
 from soak.fields import FIELDS, POWER_MAX_W, Kind, Still
 from soak.model import TELEMETRY_METRICS, Telemetry
+from soak.units import minutes
 
 # Longest a healthy device's must-move signals were seen to hold still together under load:
 # 4 readings in a row (18 s) over the 288 device-traces in the real traces, never two on
@@ -144,9 +145,10 @@ class Frozen:
     def length_s(self) -> float:
         return self.to_s - self.from_s
 
-    def describe(self) -> str:
-        """ "telemetry frozen from 1,862 s: power 301.47 W, temperature 61 °C unchanged
-        for 10 min while the load ran" """
+    def describe(self, origin_s: float) -> str:
+        """ "telemetry frozen from 31.0 min: power 301.47 W, temperature 61 °C unchanged
+        for 10 min while the load ran", in minutes since ``origin_s`` (the device's load
+        start, in store seconds)."""
         from soak.fields import BY_NAME  # the labels and units are the registry's
 
         held = ", ".join(
@@ -156,7 +158,7 @@ class Frozen:
             for name, value in self.values
         )
         return (
-            f"telemetry frozen from {self.from_s:,.0f} s: {held} unchanged for "
+            f"telemetry frozen from {minutes(self.from_s - origin_s)}: {held} unchanged for "
             f"{_minutes(self.length_s)} while the load ran"
         )
 
@@ -271,8 +273,9 @@ class Gap:
     def length_s(self) -> float:
         return self.to_s - self.from_s
 
-    def describe(self) -> str:
-        return f"no readings for {_minutes(self.length_s)} from {self.from_s:,.0f} s"
+    def describe(self, origin_s: float) -> str:
+        """ "no readings for 2 min from 15.2 min", since ``origin_s`` as Frozen's."""
+        return f"no readings for {_minutes(self.length_s)} from {minutes(self.from_s - origin_s)}"
 
 
 def gaps(t: np.ndarray | Sequence[float], interval_s: float | None = None) -> list[Gap]:
@@ -300,11 +303,12 @@ class Reset:
     before: float
     after: float
 
-    def describe(self) -> str:
+    def describe(self, origin_s: float) -> str:
+        """ "energy counter reset at 21.8 min (…)", since ``origin_s`` as Frozen's."""
         from soak.fields import BY_NAME
 
         return (
-            f"{BY_NAME[self.field].label} reset at {self.t_s:,.0f} s "
+            f"{BY_NAME[self.field].label} reset at {minutes(self.t_s - origin_s)} "
             f"({_number(self.before)} → {_number(self.after)}): the counts on either side added"
         )
 
@@ -347,13 +351,14 @@ class Quality:
     resets: tuple[Reset, ...] = ()
     missing_cold_s: float = 0.0  # of the cold window, in gaps
     missing_steady_s: float = 0.0
+    origin_s: float = 0.0  # the device's load start (else the run's): what its texts count from
 
     @property
     def missing_s(self) -> float:
         return sum(g.length_s for g in self.gaps)
 
     def left_out(self) -> list[str]:
-        """Per field: "18 temperature readings outside −20…150 °C (−75 °C at 312 s, …) were
+        """Per field: "18 temperature readings outside −20…150 °C (−75 °C at 5.2 min, …) were
         left out"."""
         from soak.fields import BY_NAME
 
@@ -367,7 +372,7 @@ class Quality:
             lows = {f.low for f in found}
             highs = {f.high for f in found}
             span = _range(min(lows), max(highs), unit) if len(highs) == 1 else "its range"
-            shown = ", ".join(f"{_signed(f.value)}{unit} at {f.t_s:,.0f} s" for f in found[:3])
+            shown = ", ".join(f"{_signed(f.value)}{unit} at {self._at(f.t_s)}" for f in found[:3])
             more = ", …" if len(found) > 3 else ""
             word = "reading" if len(found) == 1 else "readings"
             verb = "was" if len(found) == 1 else "were"
@@ -391,12 +396,15 @@ class Quality:
         else:
             parts.append("none missing")
         if self.frozen:
-            parts.append("frozen from " + ", ".join(f"{f.from_s:,.0f} s" for f in self.frozen))
+            parts.append("frozen from " + ", ".join(self._at(f.from_s) for f in self.frozen))
         else:
             parts.append("not frozen")
         if self.resets:
-            parts.append("counter reset at " + ", ".join(f"{r.t_s:,.0f} s" for r in self.resets))
+            parts.append("counter reset at " + ", ".join(self._at(r.t_s) for r in self.resets))
         return "; ".join(parts)
+
+    def _at(self, t_s: float) -> str:
+        return minutes(t_s - self.origin_s)
 
     def as_dict(self) -> dict[str, object]:
         by_field: dict[str, int] = {}

@@ -131,6 +131,25 @@ def test_report_on_a_missing_path_names_that_path(tmp_path, capsys):
     assert err == f"soak: error: {missing}: not a soak run folder (no soak.sqlite)"
 
 
+@pytest.mark.parametrize(
+    ("inlet", "message"),
+    [
+        ("70", "--design-inlet: 70 °C is not an inlet from -10 to 60 °C"),
+        ("nan", "--design-inlet: nan °C is not an inlet from -10 to 60 °C"),
+        ("warm", "--design-inlet: 'warm' is not a temperature in °C"),
+    ],
+)
+@pytest.mark.parametrize("command", ["report", "run"])
+def test_a_bad_design_inlet_is_one_line_and_creates_nothing(
+    tmp_path, capsys, command, inlet, message
+):
+    out = tmp_path / "r"
+    where = [str(out)] if command == "report" else ["--backend", "sim", "--out", str(out)]
+    assert main([command, *where, "--design-inlet", inlet]) == 2
+    assert capsys.readouterr().err == f"soak: error: {message}\n"
+    assert not out.exists()
+
+
 def test_devices_lists_the_sim_with_capabilities(capsys):
     assert main(["devices", "--backend", "sim", "--sim-gpus", "2"]) == 0
     out = capsys.readouterr().out

@@ -95,6 +95,7 @@ def test_a_profile_file_is_loaded_by_path(tmp_path):
         ("[floors.gemm.gemm]\nmin_rate = 0\n", "floors.gemm.gemm.min_rate: must be > 0"),
         ("[floors.gemm.gemm]\nmin_rate = 1\nsorce = 'x'\n", "floors.gemm.gemm.sorce: unknown"),
         ("[floors]\ngemm = 1\n", "floors.gemm: expected [floors.WORKLOAD.PART] tables"),
+        ("[checks]\ndesign_inlet_c = 70\n", "checks.design_inlet_c: 70 °C is not an inlet"),
         ("[checks\n", "not valid TOML"),
     ],
 )
@@ -103,6 +104,25 @@ def test_bad_keys_and_values_are_one_line_errors_naming_them(text, needle):
         parse_profile(text, "bad.toml")
     message = str(err.value)
     assert needle in message and "\n" not in message and message.startswith("bad.toml")
+
+
+def test_a_profile_at_another_design_inlet_changes_that_setting_alone():
+    profile = load_profile("h100-sxm")
+    hotter = profile.with_design_inlet(40)
+    assert hotter.checks.design_inlet_c == 40.0 and profile.checks.design_inlet_c == 35.0
+    assert dataclasses.replace(hotter.checks, design_inlet_c=35.0) == profile.checks
+    assert (hotter.name, hotter.floors, hotter.windows) == (
+        profile.name,
+        profile.floors,
+        profile.windows,
+    )
+    assert profile.with_design_inlet(-10).checks.design_inlet_c == -10.0
+
+
+@pytest.mark.parametrize("inlet", [60.5, -11, float("nan"), float("inf"), True, "35"])
+def test_a_design_inlet_out_of_range_is_a_one_line_error(inlet):
+    with pytest.raises(ConfigError, match=r"^design inlet: .* is not an inlet from -10 to 60 °C$"):
+        load_profile(None).with_design_inlet(inlet)
 
 
 def test_unknown_profile_names_the_built_ins():

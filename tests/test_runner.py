@@ -118,8 +118,10 @@ def test_frozen_telemetry_fails_that_device_while_the_others_finish(sim_config):
     frozen = analysis.devices[2]
     assert frozen.verdict == "FAIL" and frozen.diagnosis == "hardware-fault"
     (check,) = [c for c in frozen.checks if c.check == "telemetry"]
-    # the fault holds from the first reading at or after 900 s of load (load from 10 s)
-    assert check.message.startswith("telemetry frozen from 910 s: power ")
+    # the fault holds from the first reading at or after 900 s of load (load from 10 s),
+    # its time given in minutes since the device's own load start
+    since = (910.0 - frozen.load_start_s) / 60
+    assert check.message.startswith(f"telemetry frozen from {since:.1f} min: power ")
     assert "°C unchanged for 5 min while the load ran" in check.message
     assert {d.verdict for d in analysis.devices if d.index != 2} == {"PASS"}
     assert check.message in report.read_text()
@@ -157,6 +159,10 @@ def test_glitches_gaps_and_resets_are_named_with_their_times_and_judged_around(s
     assert steady.energy_basis == "energy counter"
     others = [d.facts.steady.power_mean_w for d in analysis.devices if d.index != 2]
     assert min(others) * 0.99 < steady.power_mean_w < max(others) * 1.01
+    # each text in minutes since its device's own load start
+    start = {d.index: d.load_start_s for d in analysis.devices}
     text = report.read_text()
-    assert "energy counter reset at 1,310 s" in text and "no readings for 2 min from 909 s" in text
+    assert f"energy counter reset at {(1310.0 - start[2]) / 60:.1f} min" in text
+    for index in quality:
+        assert f"no readings for 2 min from {(909.0 - start[index]) / 60:.1f} min" in text
     assert "telemetry quality" in text

@@ -23,8 +23,8 @@ def test_fine_power_and_temperature_held_for_five_minutes_under_load_is_frozen()
     held = [{"power_w": 301.47, "temp_c": 61.0}] * 400
     (found,) = watch_rows(watch, moving + held)
     assert found.from_s == 100.0 and found.to_s == 100.0 + FROZEN_S
-    assert found.describe() == (
-        "telemetry frozen from 100 s: power 301.47 W, temperature 61 °C unchanged for "
+    assert found.describe(origin_s=40.0) == (
+        "telemetry frozen from 1.0 min: power 301.47 W, temperature 61 °C unchanged for "
         "5 min while the load ran"
     )
     assert watch.span is not None and watch.span.to_s == 499.0  # it grows while still
@@ -118,6 +118,25 @@ def test_a_counter_that_goes_back_is_a_reset_and_the_counts_add():
     (reset,) = validity.counter_resets("energy_j", t, energy)
     assert (reset.t_s, reset.before, reset.after) == (3.0, 300.0, 5.0)
     assert validity.unreset(energy)[:5].tolist() == [100.0, 200.0, 300.0, 305.0, 405.0]
+
+
+def test_every_episode_gives_its_time_in_minutes_since_the_devices_load_start():
+    """One origin for every time a text prints: the load start, as the report's tables."""
+    origin = 30.0
+    assert validity.Gap(930.0, 1050.0).describe(origin) == "no readings for 2 min from 15.0 min"
+    reset = validity.Reset("energy_j", 1338.0, 300.0, 5.0)
+    assert reset.describe(origin).startswith("energy counter reset at 21.8 min (300 → 5)")
+    found = tuple(validity.screen(Telemetry(0, 342.0, temp_c=-75.0)))
+    frozen = validity.Frozen(0, 1890.0, 2490.0, (("power_w", 301.5),))
+    quality = validity.Quality(
+        10, found, (validity.Gap(930.0, 1050.0),), (frozen,), (reset,), origin_s=origin
+    )
+    assert quality.left_out() == [
+        "1 temperature reading outside −20…150 °C (−75 °C at 5.2 min) was left out"
+    ]
+    line = quality.line()
+    assert "frozen from 31.0 min" in line and "counter reset at 21.8 min" in line
+    assert frozen.describe(origin).startswith("telemetry frozen from 31.0 min: power 301.5 W")
 
 
 def test_a_ticks_rows_screened_at_once_find_what_each_row_screened_alone_finds():

@@ -439,6 +439,7 @@ def device_facts(
         idle_temp_c=_idle_temp(tele, start),
         contention=contention,
         foreign_processes=foreign_processes(events, info.index),
+        clock_label=info.clock_label,
     )
     return facts, start, end
 
@@ -481,7 +482,9 @@ def _unseen_freezes(
         if found:
             first = _as_reached(found[0])
             out.append(
-                Event(first.to_s, EventKind.TELEMETRY, first.describe(), index, first.as_dict())
+                Event(
+                    first.to_s, EventKind.TELEMETRY, first.describe(start), index, first.as_dict()
+                )
             )
     return out
 
@@ -527,6 +530,7 @@ def _quality(index: int, data: RunData, facts: DeviceFacts, resets: tuple[Reset,
         resets=resets,
         missing_cold_s=missing(facts.cold),
         missing_steady_s=missing(facts.steady),
+        origin_s=facts.load_start_s if facts.load_start_s is not None else 0.0,
     )
 
 
@@ -542,10 +546,12 @@ def _episodes(results: Sequence[DeviceResult]) -> list[Event]:
             out.append(Event(first, EventKind.TELEMETRY, line, d.index, {"episode": "implausible"}))
         for g in q.gaps:
             details = {"episode": "gap", "from_s": g.from_s, "to_s": g.to_s}
-            out.append(Event(g.from_s, EventKind.TELEMETRY, g.describe(), d.index, details))
+            text = g.describe(q.origin_s)
+            out.append(Event(g.from_s, EventKind.TELEMETRY, text, d.index, details))
         for r in q.resets:
             details = {"episode": "reset", "field": r.field, "before": r.before, "after": r.after}
-            out.append(Event(r.t_s, EventKind.TELEMETRY, r.describe(), d.index, details))
+            text = r.describe(q.origin_s)
+            out.append(Event(r.t_s, EventKind.TELEMETRY, text, d.index, details))
     return out
 
 

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from soak import fields
-from soak.analysis.contention import RERUN, Contention, ForeignProcess, review
+from soak.analysis.contention import RERUN, Contention, ForeignProcess, inflated, review
 from soak.analysis.equilibrium import Equilibrium
 from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowName, WindowStats
 from soak.config import Profile
 from soak.model import WorkerOutcome
-from soak.units import duration, pct, rate_unit, si
+from soak.units import minutes, pct, rate_unit, si
 
 
 class Status(enum.StrEnum):
@@ -169,6 +169,7 @@ class DeviceFacts:
     # the compute processes not soak's that the backend saw on it.
     contention: dict[str, Contention] = field(default_factory=dict)
     foreign_processes: tuple[ForeignProcess, ...] = ()
+    clock_label: str = "SM clock"  # DeviceInfo.clock_label: what its texts call its clock
 
 
 def _rate(value: float | None, part: str, facts: DeviceFacts) -> str:
@@ -282,17 +283,17 @@ def check_throughput_retention(
 def _clock_retention(
     f: DeviceFacts, late: WindowStats | None, label: WindowName, profile: Profile
 ) -> list[Finding]:
-    """Where no throughput is recorded, the SM clock stands in for it: the same split by
-    cause and the same floors, on late / cold SM clock."""
+    """Where no throughput is recorded, the SM clock (a CPU's clock) stands in for it: the
+    same split by cause and the same floors, on late / cold clock."""
     cold = f.cold.median.get("sm_clock_mhz") if f.cold else None
     clock = late.median.get("sm_clock_mhz") if late else None
     if not cold or clock is None or late is None:
-        what = f"{label} SM clock"
+        what = f"{label} {f.clock_label}"
         return [_not_checked("clock_retention", what, f, "sm_clock_mhz", window=label)]
     split = split_by_cause(clock / cold, clock / cold, late, profile)
     checks = profile.checks
     text = (
-        f"{label} SM clock {clock:.0f} MHz is {pct(split.ratio)} of cold {cold:.0f} MHz "
+        f"{label} {f.clock_label} {clock:.0f} MHz is {pct(split.ratio)} of cold {cold:.0f} MHz "
         f"(in place of throughput): {pct(split.drift)} power-capped drift "
         f"(floor {pct(checks.max_power_drift, 0)}), {pct(split.thermal)} thermal slowdown, "
         f"{pct(split.unexplained)} unexplained; floor {pct(checks.min_throughput_retention, 0)} "
@@ -425,8 +426,8 @@ def _contended(
     retention floor times the cold rate (and a contended cold window counts too).
 
     A retention that passes only against a cold window the foreign load held down (and a
-    late window without it) is incomplete too: the ratio is flattered, and a real loss
-    could hide in it."""
+    late window without it, or held down less: ``contention.inflated``) is incomplete too:
+    the ratio is flattered, and a real loss could hide in it."""
     if status is Status.PASS and alone_limit is None:
         return _flattered(check, text, f, label, part, profile)
     if status is not Status.FAIL:
@@ -458,9 +459,14 @@ def _flattered(
 ) -> Finding:
     cold, late = f.contention.get("cold"), f.contention.get(label)
     floor = profile.checks.min_throughput_retention
-    if floor <= 0 or cold is None or not cold.contended or (late is not None and late.contended):
+    if floor <= 0 or cold is None or not cold.contended:
         return Finding(check, Status.PASS, text, f.index, label, part)
-    note = f"{cold.describe(f.foreign_processes, 'cold')}, not of the {label} window"
+    if late is not None and late.contended:  # both held down: alike, or cold more
+        note = inflated(cold, late, label)
+        if note is None:
+            return Finding(check, Status.PASS, text, f.index, label, part)
+    else:
+        note = f"{cold.describe(f.foreign_processes, 'cold')}, not of the {label} window"
     return Finding(check, Status.INCOMPLETE, f"{text}; {note}; {RERUN}", f.index, label, part)
 
 
@@ -645,13 +651,11 @@ def check_jitter(f: DeviceFacts, profile: Profile) -> list[Finding]:
 
 def check_equilibrium(f: DeviceFacts, profile: Profile) -> list[Finding]:
     eq = f.equilibrium
-    withdrawn = "".join(f"; {w.describe()}" for w in eq.withdrawn) if eq is not None else ""
+    origin = f.load_start_s if f.load_start_s is not None else 0.0  # else the run's start
+    withdrawn = "".join(f"; {w.describe(origin)}" for w in eq.withdrawn) if eq is not None else ""
     if eq is not None and eq.reached:
-        when = (
-            f"{duration(eq.time_s - f.load_start_s)} after load start"
-            if f.load_start_s is not None
-            else f"at {eq.time_s:.0f} s of the run"
-        )
+        since = "after load start" if f.load_start_s is not None else "into the run"
+        when = f"{minutes(eq.time_s - origin)} {since}"
         message = f"thermal equilibrium {when} (basis: {eq.basis}){withdrawn}"
         return [Finding("equilibrium", Status.PASS, message, f.index)]
     status = Status.FAIL if profile.checks.require_equilibrium else Status.WARN

@@ -14,7 +14,9 @@ it says about the device (docs/verdict.md).
 4. A retention check whose cold window is contended compares against a figure the foreign
    load set: a failing one is incomplete as above, and so is a passing one whose late
    window is not contended (the ratio is flattered; a real loss could hide in it), where
-   the profile has a retention floor at all.
+   the profile has a retention floor at all. Where both are contended, a passing one is
+   incomplete too where the cold window's pressure (its contended share times the foreign
+   load) exceeds the late window's by more than ``ALIKE``: cold was held down more.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ FOREIGN_MIN_PCT = 10.0
 # A window with foreign load over this share of its readings is contended: a tenth of
 # the window at half speed is a 5 % loss, the size of the losses the checks judge.
 CONTENDED_SHARE = 0.1
+# Two windows whose pressures (contended share × foreign load) lie within this of each
+# other were held down alike: a twentieth of the device's time, at most a 5 % change of
+# the ratio, the size of the losses the checks judge.
+ALIKE = 0.05
 HOST = "host contention"  # the host's other load (a CPU)
 PROCESS = "another process on the device"  # a foreign compute process (a GPU)
 RERUN = "rerun on an idle host"
@@ -75,6 +81,23 @@ class Contention:
     def cause(self) -> str:
         return PROCESS if self.procs else HOST
 
+    @property
+    def pressure(self) -> float | None:
+        """The share of the window contended times the foreign load's share of the device
+        (a foreign process whose use is not read counts as the whole device); None: not
+        measured."""
+        if self.share is None:
+            return None
+        load = 1.0 if self.load_pct is None else min(self.load_pct / 100.0, 1.0)
+        return self.share * load
+
+    def at(self) -> str:
+        """ "at 45 % load", or the processes where the load is not read."""
+        if self.load_pct is not None:
+            return f"at {self.load_pct:.0f} % load"
+        n = self.procs or 0
+        return f"with {n} foreign process{'es' if n != 1 else ''}"
+
     def describe(self, processes: Sequence[ForeignProcess] = (), label: str = "") -> str:
         """ "host contention: other work used 48 % of the device during 97 % of the window"
         (or the processes on a GPU); ``label`` names a window other than the check's."""
@@ -92,6 +115,21 @@ class Contention:
             return f"{named}, {over}"
         load = f"{self.load_pct:.0f} % of the device" if self.load_pct is not None else "it"
         return f"other work used {load} {over}"
+
+
+def inflated(cold: Contention, late: Contention, label: str) -> str | None:
+    """Why a passing retention over two contended windows may be false: the cold window's
+    pressure over the late one's by more than ``ALIKE``, with both figures; None where they
+    are alike (or one is not measured)."""
+    hot, cool = cold.pressure, late.pressure
+    if hot is None or cool is None or hot - cool <= ALIKE:
+        return None
+    share = f"{100 * (cold.share or 0.0):.0f} %"
+    late_share = f"{100 * (late.share or 0.0):.0f} %"
+    return (
+        f"{cold.cause}: the cold window contended {share} of its time {cold.at()} against "
+        f"{late_share} of the {label} window {late.at()}: the ratio may be inflated"
+    )
 
 
 def foreign_mask(tele: Columns) -> np.ndarray | None:

@@ -238,7 +238,8 @@ def _clock_evidence(f: DeviceFacts, peers: Peers) -> tuple[str, ...]:
     clock = _steady(f, "sm_clock_mhz")
     if clock is None or not peers.usable or peers.sm_clock_mhz is None:
         return ()
-    return (f"steady SM clock {clock:.0f} MHz, server median {peers.sm_clock_mhz:.0f} MHz",)
+    median = f"server median {peers.sm_clock_mhz:.0f} MHz"
+    return (f"steady {f.clock_label} {clock:.0f} MHz, {median}",)
 
 
 def _host(f: DeviceFacts, peers: Peers) -> Diagnosis | None:
@@ -254,7 +255,7 @@ def _host(f: DeviceFacts, peers: Peers) -> Diagnosis | None:
         if not low or not _clocks_held(f, clock, peers):
             continue
         peer = f" (server median {peer_util:.0f} %)" if peer_util is not None else ""
-        held = f" while the SM clock held at {clock:.0f} MHz" if clock is not None else ""
+        held = f" while the {f.clock_label} held at {clock:.0f} MHz" if clock is not None else ""
         return Diagnosis(HOST, (f"{label} utilisation {util:.0f} %{peer}{held}",))
     return None
 
@@ -328,9 +329,10 @@ def _power(f: DeviceFacts, peers: Peers) -> Diagnosis | None:
         same_power = abs(power / peers.power_w - 1) <= POWER_SAME
         if same_power and clock < peers.sm_clock_mhz * (1 - CLOCK_GAP):
             evidence.append(
-                f"steady SM clock {clock:.0f} MHz is {100 * (1 - clock / peers.sm_clock_mhz):.1f}"
-                f" % below the server median {peers.sm_clock_mhz:.0f} MHz at the same "
-                f"{power:.0f} W: more power per clock (leakage)"
+                f"steady {f.clock_label} {clock:.0f} MHz is "
+                f"{100 * (1 - clock / peers.sm_clock_mhz):.1f} % below the server median "
+                f"{peers.sm_clock_mhz:.0f} MHz at the same {power:.0f} W: more power per clock "
+                "(leakage)"
             )
     retention = _clock_retention(f)
     if retention is not None:
@@ -340,7 +342,7 @@ def _power(f: DeviceFacts, peers: Peers) -> Diagnosis | None:
             else ""
         )
         evidence.append(
-            f"SM clock fell {100 * (1 - retention):.1f} % from cold to steady at the power "
+            f"{f.clock_label} fell {100 * (1 - retention):.1f} % from cold to steady at the power "
             f"limit{peer}: leakage grows with temperature"
         )
     return Diagnosis(POWER, tuple(evidence))

@@ -9,6 +9,7 @@ import difflib
 import math
 from collections.abc import Sequence
 
+from soak.config import DESIGN_INLET_RANGE_C, check_design_inlet
 from soak.errors import ConfigError
 from soak.model import Verdict
 
@@ -120,17 +121,25 @@ def port(name: str):
     return parse
 
 
-def celsius(name: str):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise ConfigError(f"{name}: {text!r} is not a temperature in °C") from None
-        if not math.isfinite(value) or not -40 <= value <= 80:
-            raise ConfigError(f"{name}: {text} °C is outside -40 to 80 °C")
-        return value
+def design_inlet(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"--design-inlet: {text!r} is not a temperature in °C") from None
+    return check_design_inlet(value, "--design-inlet")
 
-    return parse
+
+def add_design_inlet(parser: argparse.ArgumentParser) -> None:
+    """``--design-inlet C``, shared by ``soak run`` and ``soak report``."""
+    low, high = DESIGN_INLET_RANGE_C
+    parser.add_argument(
+        "--design-inlet",
+        type=design_inlet,
+        metavar="C",
+        help=f"inlet temperature in °C, {low:.0f} to {high:.0f}, each device's thermal "
+        "headroom is projected to (default: the profile's design_inlet_c, 35 °C in the "
+        "built-in ones: ASHRAE A2 allowable)",
+    )
 
 
 def print_verdict(analysis) -> None:

@@ -252,11 +252,7 @@ def command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         why = other.basis if other.basis == FROZEN_BASIS else "not imported"
         print(f"  other segment: {other.start_s:.1f} s to {other.end_s:.1f} s ({why})")
     if result.frozen is not None:
-        print(
-            f"warning: device {result.frozen.device}: {result.frozen.describe()}; the judged "
-            f"load ends at {result.frozen.from_s:,.0f} s",
-            file=sys.stderr,
-        )
+        print(f"warning: device {result.frozen.device}: {result.frozen_text}", file=sys.stderr)
     analysis, report = build_outputs(result.run_dir)
     print_verdict(analysis)
     print(report)

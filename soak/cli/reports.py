@@ -8,7 +8,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from soak.bmc import BmcOptions
-from soak.cli.args import EXIT_PASS, VERDICT_EXIT, positive, print_verdict, subcommand
+from soak.cli.args import (
+    EXIT_PASS,
+    VERDICT_EXIT,
+    add_design_inlet,
+    positive,
+    print_verdict,
+    subcommand,
+)
 from soak.config import load_profile
 from soak.devices.base import BACKEND_NAMES
 
@@ -25,6 +32,7 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
         [
             "soak report reports/node1/20261201T101500Z",
             "soak report reports/node1/20261201T101500Z --profile h100-sxm",
+            "soak report reports/node1/20261201T101500Z --design-inlet 32",
         ],
     )
     report.add_argument("run_dir", type=Path, help="the run folder (holding soak.sqlite)")
@@ -33,6 +41,7 @@ def add_report_parser(sub: argparse._SubParsersAction) -> None:
         metavar="FILE|NAME",
         help="judge with another profile than the run's own (default: the run's own)",
     )
+    add_design_inlet(report)
     report.set_defaults(handler=report_command)
 
 
@@ -101,7 +110,7 @@ def report_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from soak.report import build_outputs
 
     profile = load_profile(args.profile) if args.profile else None
-    analysis, report = build_outputs(args.run_dir, profile)
+    analysis, report = build_outputs(args.run_dir, profile, args.design_inlet)
     print_verdict(analysis)
     print(report)
     return VERDICT_EXIT[analysis.verdict]

@@ -4,7 +4,6 @@ config's own (``soak.config.RunConfig``), checked before anything is created."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import os
 import shlex
@@ -15,7 +14,7 @@ from pathlib import Path
 from soak.bmc import BMC_PROTOCOLS, BmcOptions
 from soak.cli.args import (
     VERDICT_EXIT,
-    celsius,
+    add_design_inlet,
     device_list,
     port,
     positive,
@@ -256,13 +255,7 @@ def _bmc_arguments(run: argparse.ArgumentParser) -> None:
         help="the BMC's sensor that measures the inlet air, by name (default: chosen by entity "
         "and name: Inlet, Intake, Ambient; a wrong name lists the sensors found)",
     )
-    run.add_argument(
-        "--design-inlet",
-        type=celsius("--design-inlet"),
-        metavar="C",
-        help="inlet temperature in °C each device's headroom is projected to (default: the "
-        "profile's design_inlet_c, 35 in the built-in ones: ASHRAE A2 allowable)",
-    )
+    add_design_inlet(run)
 
 
 def _bmc_options(args: argparse.Namespace) -> BmcOptions:
@@ -294,8 +287,7 @@ def run_config(
         duration = 7200.0
     profile = load_profile(args.profile)
     if args.design_inlet is not None:
-        checks = dataclasses.replace(profile.checks, design_inlet_c=args.design_inlet)
-        profile = dataclasses.replace(profile, checks=checks)
+        profile = profile.with_design_inlet(args.design_inlet)
     seed = args.seed
     if seed is None and args.backend == "sim":
         seed = int.from_bytes(os.urandom(3), "big")  # recorded: reproducible

@@ -340,6 +340,7 @@ class ImportResult:
     segment: Segment
     others: list[Segment]
     frozen: Frozen | None = None  # the freeze the judged load ends at
+    frozen_text: str = ""  # what the freeze's event says
 
 
 def _work_samples(
@@ -378,13 +379,14 @@ def write_run(trace: Trace, source: Source, options: ImportOptions) -> ImportRes
         if trace.epoch_s is not None
         else None
     )
+    freeze = None if frozen is None else _freeze_event(frozen, trace, options.workload, segment)
     run_dir = make_run_dir(options.out, host, dt.datetime.now(dt.UTC))
     try:
-        _fill_store(run_dir, trace, source, options, segment, others, host, started, frozen)
+        _fill_store(run_dir, trace, source, options, segment, others, host, started, freeze)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    return ImportResult(run_dir, segment, others, frozen)
+    return ImportResult(run_dir, segment, others, frozen, freeze.message if freeze else "")
 
 
 def first_freeze(trace: Trace, segment: Segment) -> Frozen | None:
@@ -412,8 +414,8 @@ def _cut_at_freeze(
         raise ImportFailed(
             trace.path,
             None,
-            f"device {frozen.device}: {frozen.describe()}, from the load's start "
-            f"({segment.start_s:,.0f} s): no load before it to judge",
+            f"device {frozen.device}: {frozen.describe(segment.start_s)}, from the load's "
+            f"start ({segment.start_s:.1f} s into the trace): no load before it to judge",
         )
     span = Segment(frozen.from_s, min(frozen.to_s, segment.end_s), FROZEN_BASIS)
     return Segment(segment.start_s, frozen.from_s, segment.basis), [span, *others]
@@ -431,7 +433,7 @@ def _fill_store(
     others: list[Segment],
     host: str,
     started: dt.datetime | None,
-    frozen: Frozen | None = None,
+    freeze: Event | None = None,
 ) -> None:
     """A run store holding the trace as a live run of the load segment would have."""
     store = RunStore.create(run_dir / STORE_NAME, max_commit_delay_s=3600.0)
@@ -460,8 +462,8 @@ def _fill_store(
         store.append(events=[Event(segment.start_s, EventKind.LOAD_START, "load segment start")])
         _store_devices(store, trace, options.workload, segment)
         _store_server(store, trace, segment.end_s)
-        if frozen is not None:
-            store.append(events=[_freeze_event(frozen)])
+        if freeze is not None:
+            store.append(events=[freeze])
         store.append(events=[Event(segment.end_s, EventKind.STOP, "stopped: end of load segment")])
         stop = StopRecord(
             StopReason.DURATION,
@@ -523,10 +525,18 @@ def _store_devices(store: RunStore, trace: Trace, workload: str, segment: Segmen
         store.append(telemetry=rows, samples=samples)
 
 
-def _freeze_event(frozen: Frozen) -> Event:
-    """The freeze the judged load was cut at, as the runner's watch records one."""
+def _freeze_event(frozen: Frozen, trace: Trace, workload: str, segment: Segment) -> Event:
+    """The freeze the judged load was cut at, as the runner's watch records one: its time
+    since the device's load start as the analysis finds it (its first work done, else the
+    segment's start)."""
+    origin = segment.start_s
+    if trace.work_unit:
+        device = trace.devices[frozen.device]
+        unit = trace.work_unit
+        done = _work_samples(frozen.device, device, workload, unit, origin, segment.end_s)
+        origin = done[0].t_end_s if done else origin
     message = (
-        f"{frozen.describe()}; the judged load ends at {frozen.from_s:,.0f} s, "
+        f"{frozen.describe(origin)}; the judged load ends where the freeze starts, "
         "the frozen span is not judged"
     )
     details = frozen.as_dict() | {"judged": False}

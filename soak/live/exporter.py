@@ -137,6 +137,7 @@ def _run_metrics(p: Progress) -> Iterator[Metric]:
         ("soak_run_elapsed_seconds", p.t_s, "seconds since the run started (baseline included)"),
         ("soak_run_load_seconds", p.load_elapsed_s, "seconds of load counted towards the plan"),
         ("soak_run_planned_seconds", p.planned_s, "load length asked for (--hours/--minutes)"),
+        ("soak_inlet_temperature_celsius", p.inlet_c, "the server's inlet air, from its BMC"),
     ):
         if value is not None:
             yield _one(name, text, p.host, value)

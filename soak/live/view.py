@@ -174,12 +174,14 @@ def _event_text(device: int | None, message: str) -> str:
     return message if device is None or message.startswith(prefix) else prefix + message
 
 
-def clock_word(backend: str) -> str:
-    """What the view calls the clock it shows: a CPU has no SM."""
-    return "clock" if backend == "cpu" else "SM clock"
+def clock_header(p: Progress) -> str:
+    """The clock column's name: the devices' own (DeviceInfo.clock_label), "clock" where
+    a run mixes kinds."""
+    labels = {d.clock_label for d in p.devices}
+    return labels.pop() if len(labels) == 1 else "clock"
 
 
-def device_line(tracker: Tracker, d: DeviceProgress, backend: str = "") -> str:
+def device_line(tracker: Tracker, d: DeviceProgress) -> str:
     """One device in one plain line, every field named: temperature and trend, clock, power
     against the limit, throughput against cold, state."""
     row = d.telemetry
@@ -189,7 +191,7 @@ def device_line(tracker: Tracker, d: DeviceProgress, backend: str = "") -> str:
     power = _num(row and row.power_w, ".0f", "W") + (f" (limit {limit:.0f} W)" if limit else "")
     clock = _num(row and row.sm_clock_mhz, ".0f", "MHz")
     return (
-        f"device {d.index}: temperature {temp}, {clock_word(backend)} {clock}, power {power}, "
+        f"device {d.index}: temperature {temp}, {d.clock_label} {clock}, power {power}, "
         f"throughput {tracker.rates(d)}, state {tracker.state(d)}"
     )
 
@@ -198,7 +200,11 @@ def header_text(p: Progress) -> str:
     load = p.load_elapsed_s
     planned = "until steady" if p.until_steady else f"{p.planned_s / 60:.0f} min"
     done = "" if load is None else f", load {load / 60:.1f} of {planned}"
-    return f"soak {p.backend} · {p.workload} · {p.host} · {p.phase} · {p.t_s / 60:.1f} min{done}"
+    inlet = "" if p.inlet_c is None else f" · inlet {p.inlet_c:.1f} °C"
+    return (
+        f"soak {p.backend} · {p.workload} · {p.host} · {p.phase} · {p.t_s / 60:.1f} min{done}"
+        f"{inlet}"
+    )
 
 
 # A number and the word after it ("87 °C", "640 s") stay on one line when a message wraps.
@@ -265,7 +271,7 @@ def device_table(tracker: Tracker, p: Progress, layout: _Layout) -> Table:
     table.add_column("temp", no_wrap=True)
     if layout.trend != "none":
         table.add_column("trend" if layout.trend == "full" else "°C/min", no_wrap=True)
-    table.add_column(clock_word(p.backend), no_wrap=True)
+    table.add_column(clock_header(p), no_wrap=True)
     if layout.power != "none":
         table.add_column("power / limit" if layout.power == "limit" else "power", no_wrap=True)
     if layout.throughput != "none":
@@ -394,10 +400,7 @@ class PlainView:
         if progress.t_s >= self._next:
             self._next = (progress.t_s // self.every_s + 1) * self.every_s
             lines.append(f"{stamp} {header_text(progress)}")
-            lines += [
-                f"{stamp} {device_line(self.tracker, d, progress.backend)}"
-                for d in progress.devices
-            ]
+            lines += [f"{stamp} {device_line(self.tracker, d)}" for d in progress.devices]
         self._write(lines)
 
     def close(self) -> None:

@@ -61,9 +61,12 @@ def _built_intact(summary: Path) -> bool:
     return isinstance(found, dict) and not (found.get("run") or {}).get("store_damage")
 
 
-def build_outputs(run_dir: Path, profile: Profile | None = None) -> tuple[Analysis, Path]:
+def build_outputs(
+    run_dir: Path, profile: Profile | None = None, design_inlet_c: float | None = None
+) -> tuple[Analysis, Path]:
     """Analyse a run folder's store and (re)write summary.json, junit.xml and report.html in
-    it, from the store alone. The profile defaults to the one the run was started with.
+    it, from the store alone. The profile defaults to the one the run was started with;
+    ``design_inlet_c`` (°C) projects the headroom to another inlet than the profile's.
     The store is read once: the analysis and the report share its series."""
     run_dir = Path(run_dir)
     data = read_run(run_dir)
@@ -77,6 +80,8 @@ def build_outputs(run_dir: Path, profile: Profile | None = None) -> tuple[Analys
         # The profile stored with the run: a later edit of its TOML file does not
         # change an old run's verdict.
         profile = Profile.from_dict(recorded) if recorded else load_profile(None)
+    if design_inlet_c is not None:
+        profile = profile.with_design_inlet(design_inlet_c)
     analysis = analyze_run(data, profile)
     write_summary(run_dir / SUMMARY_NAME, build_summary(analysis))
     write_junit(run_dir / JUNIT_NAME, analysis)

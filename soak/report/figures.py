@@ -313,7 +313,7 @@ def _temperature_panel(ax: Axes, d: DeviceResult, temp: Envelope, hbm: Envelope,
 
 
 def _clock_panel(ax: Axes, d: DeviceResult, sm: Envelope, mem: Envelope, scale: float):
-    name = "clock" if d.info.kind == "CPU" else "SM clock"
+    name = d.info.clock_label
     if sm.empty:
         _not_available(ax, name)
     else:
@@ -571,7 +571,8 @@ def headroom(
     ax = fig.subplots()
     for label, inlet, temp in curves:
         ax.plot(inlet, temp, linewidth=1.2, label=label)
-    ax.axvline(design_inlet_c, color="#cf222e", linestyle="--", linewidth=0.8, label="design inlet")
+    design = f"design inlet {design_inlet_c:.0f} °C"
+    ax.axvline(design_inlet_c, color="#cf222e", linestyle="--", linewidth=0.8, label=design)
     if run_inlet_c is not None:
         ax.axvline(run_inlet_c, color="#57606a", linestyle=":", linewidth=0.8, label="this run")
     if sw_c is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from soak.analysis.diagnosis import MEANINGS, NEXT_STEPS
 from soak.analysis.windows import WindowName, WindowStats
 from soak.config import Checks, Windows, meaning
 from soak.fields import REASONS, Columns
-from soak.model import EventKind
+from soak.model import DeviceInfo, EventKind
 from soak.record import BmcProbe, Salvage, StopRecord
 from soak.report import figures
 from soak.report.ddp_section import ddp_context
@@ -92,11 +92,15 @@ NOT_ON_BACKEND = "not supported"  # the capability status of a metric the device
 COUNTER_CAPABILITY = {"remap_pending": "remap_pending", "remap_failure": "remap_failure"}
 
 
-def words(kind: str) -> dict[str, str]:
-    """The report's names for what a device of ``kind`` has: a CPU has no SM and no HBM."""
-    if kind == "CPU":
-        return {"sm_clock": "clock", "mem_temp": "memory temperature", "mem_max": "memory max"}
-    return {"sm_clock": "SM clock", "mem_temp": "HBM temperature", "mem_max": "HBM max"}
+def words(devices: Iterable[DeviceInfo]) -> dict[str, str]:
+    """The report's names for what ``devices`` have: a CPU has no SM and no HBM. The clock
+    is each device's own ``clock_label`` ("clock" where they differ)."""
+    infos = list(devices)
+    clocks = {d.clock_label for d in infos}
+    clock = clocks.pop() if len(clocks) == 1 else "clock"
+    if infos and all(d.kind == "CPU" for d in infos):
+        return {"sm_clock": clock, "mem_temp": "memory temperature", "mem_max": "memory max"}
+    return {"sm_clock": clock, "mem_temp": "HBM temperature", "mem_max": "HBM max"}
 
 
 def _lacks(analysis: Analysis, index: int, metric: str) -> bool:
@@ -112,7 +116,7 @@ def _metric_rows(d: DeviceResult, analysis: Analysis, missing: list[str]) -> lis
     """The cold vs steady rows of the readings; one the backend cannot read at all is left
     out and named in ``missing``."""
     f = d.facts
-    word = words(d.info.kind)
+    word = words([d.info])
     metrics: tuple[tuple[str, str, Callable[[float | None], str]], ...] = (
         (word["sm_clock"], "sm_clock_mhz", lambda v: num(v, ".0f", " MHz")),
         ("memory clock", "mem_clock_mhz", lambda v: num(v, ".0f", " MHz")),
@@ -452,7 +456,7 @@ def _events(analysis: Analysis, t0: float) -> dict[str, Any]:
 
 def _profile(analysis: Analysis) -> dict[str, Any]:
     p = analysis.profile
-    clock = words(device_kind(analysis))["sm_clock"]
+    clock = words(d.info for d in analysis.devices)["sm_clock"]
     windows = [
         (f.name, getattr(p.windows, f.name), meaning(f).replace("SM clock", clock))
         for f in dataclasses.fields(Windows)
@@ -702,7 +706,7 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
     return {
         "verdict": analysis.verdict,
         "kind": device_kind(analysis),
-        "words": words(device_kind(analysis)),
+        "words": words(d.info for d in analysis.devices),
         "header": _header(analysis),
         "reasons": reasons,
         **_counts(analysis, reasons),

@@ -11,7 +11,14 @@ import pytest
 
 from soak.analysis import RunData, analyze_run
 from soak.analysis.checks import Status
-from soak.analysis.contention import FOREIGN_MIN_PCT, foreign_mask, window_contention
+from soak.analysis.contention import (
+    ALIKE,
+    FOREIGN_MIN_PCT,
+    Contention,
+    foreign_mask,
+    inflated,
+    window_contention,
+)
 from soak.analysis.windows import Window
 from soak.config import load_profile
 from soak.fields import Columns
@@ -191,6 +198,56 @@ def test_a_retention_that_passes_only_against_a_contended_cold_window_is_incompl
     # the same figures, on a host busy during both windows alike, compare like with like
     alike = _run(rate=lambda t: RATE, foreign=lambda t: 50.0)
     assert all(c.status is Status.PASS for c in _retention(analyze_run(alike, load_profile(None))))
+
+
+def _cold_then_late(cold_pct: float, late_pct: float) -> Callable[[float], float]:
+    """Other work at ``cold_pct`` over 59 % of the cold window (5–65 s after a load start of
+    1 s), then at ``late_pct`` from the cold window's end on."""
+    return lambda t: cold_pct if 6 < t <= 42 else (late_pct if t > 66 else 1.0)
+
+
+def test_a_pass_against_a_cold_window_held_down_more_than_the_late_one_is_incomplete() -> None:
+    # both windows contended, the cold one harder (59 % of its time at 45 % load, 0.27, to
+    # all of the steady window at 20 %, 0.20): cold held down to 85 %, a real 15 % loss
+    # under it, and the ratio reads 100 %
+    data = _run(
+        rate=lambda t: 0.75 * RATE if 6 < t <= 42 else (0.85 * RATE if t > 66 else RATE),
+        foreign=_cold_then_late(45.0, 20.0),
+    )
+    analysis = analyze_run(data, load_profile(None))
+    steady = next(c for c in _retention(analysis) if c.message.startswith("steady"))
+    assert steady.status is Status.INCOMPLETE
+    assert steady.message.endswith(
+        "host contention: the cold window contended 59 % of its time at 45 % load against "
+        "100 % of the steady window at 20 % load: the ratio may be inflated; rerun on an idle "
+        "host"
+    )
+    assert analysis.devices[0].verdict is Verdict.INCOMPLETE
+
+
+def test_a_pass_against_windows_held_down_alike_stays_a_pass() -> None:
+    # 0.27 against 0.25: within ALIKE, like compared with like
+    data = _run(rate=lambda t: RATE, foreign=_cold_then_late(45.0, 25.0))
+    found = _retention(analyze_run(data, load_profile(None)))
+    assert found and all(c.status is Status.PASS for c in found), found
+
+
+def test_pressure_is_the_contended_share_times_the_foreign_load() -> None:
+    cold = Contention(0.6, 45.0)
+    assert cold.pressure == pytest.approx(0.27)
+    assert inflated(cold, Contention(1.0, 20.0), "steady") == (
+        "host contention: the cold window contended 60 % of its time at 45 % load against "
+        "100 % of the steady window at 20 % load: the ratio may be inflated"
+    )
+    assert inflated(cold, Contention(1.0, 100 * (0.27 - ALIKE)), "steady") is None
+    assert inflated(cold, Contention(1.0, 25.0), "final") is None
+    assert inflated(cold, Contention(None), "steady") is None  # not measured: not compared
+    # a foreign process whose use is not read counts as the whole device
+    gpu = inflated(Contention(0.6, procs=1), Contention(0.2, procs=2), "steady")
+    assert gpu is not None and gpu.startswith("another process on the device: the cold")
+    assert "60 % of its time with 1 foreign process against 20 % of the steady window with 2" in (
+        gpu
+    )
 
 
 def test_a_contended_cold_window_makes_a_failing_retention_incomplete() -> None:

@@ -123,3 +123,34 @@ def test_a_lone_device_is_judged_against_its_own_cold_window():
     assert found.evidence[-1].startswith("SM clock fell 12.0 % from cold to steady")
     healthy = _with(alone, 0, steady=stats(clock_mhz=1650, throughput={"gemm": 6.6e14}))
     assert _diagnose(healthy, 0).cause == "healthy"
+
+
+def test_a_cpu_is_never_said_to_have_an_sm_clock():
+    """Every text that names a clock takes the device's own word for it (a CPU has no SM)."""
+    from soak.model import DeviceInfo
+
+    assert DeviceInfo(0, "cpu", "AMD EPYC 9654").clock_label == "clock"
+    assert DeviceInfo(0, "nvidia", "NVIDIA H100 80GB HBM3").clock_label == "SM clock"
+    word = DeviceInfo(0, "cpu", "AMD EPYC 9654").clock_label
+    cpus = [dataclasses.replace(f, clock_label=word) for f in server(8)]
+    hot = stats(
+        temp_c=86.0, clock_mhz=1450, throughput={"gemm": 6.0e14}, reasons={"sw_thermal": 1.0}
+    )
+    busy = stats(util_pct=70.0, clock_mhz=1750, throughput={"gemm": 4.9e14})
+    leaky = stats(clock_mhz=1560, throughput={"gemm": 6.42e14})
+    found = [
+        _diagnose(_with(cpus, 3, steady=hot), 3),
+        _diagnose(_with(cpus, 0, steady=busy), 0),
+        _diagnose(_with(cpus, 5, steady=leaky, cold=cold(clock_mhz=1700)), 5),
+    ]
+    assert [d.cause for d in found] == ["thermal-limited", "host-bound", "power-limited"]
+    evidence = [e for d in found for e in d.evidence]
+    assert any(e.startswith("steady clock 1450 MHz, server median ") for e in evidence)
+    assert any(e.endswith("while the clock held at 1750 MHz") for e in evidence)
+    assert any(e.startswith("clock fell 8.2 % from cold to steady") for e in evidence)
+    assert not any("SM" in e for e in evidence), evidence
+    # without throughput the clock stands in for it, under its own name
+    telemetry_only = [dataclasses.replace(f, records_throughput=False) for f in cpus]
+    clock = [c for c in run_checks(telemetry_only, P) if c.check == "clock_retention"]
+    assert clock and all(c.message.startswith(("steady clock ", "final clock ")) for c in clock)
+    assert not any("SM" in c.message for c in clock)

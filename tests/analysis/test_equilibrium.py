@@ -407,7 +407,7 @@ def test_a_long_plateau_that_falls_later_is_withdrawn_and_found_again_online_and
     assert eq.reached and len(eq.withdrawn) == 1, eq
     [gone] = eq.withdrawn
     assert gone.time_s < 900 and 900 < gone.at_s <= gone.time_s + 5 * W.eq_window_s
-    assert "temperature's level stepped: the 10 min to " in gone.reason
+    assert "temperature's level stepped: the 10 min to " in gone.reason(0.0)
     assert np.max(np.abs(true[t >= eq.time_s] - true[-1])) <= 1.0, eq.time_s
     online = OnlineDetector(W, lag_s=0.0)
     online.start(0.0)
@@ -424,8 +424,8 @@ def test_a_pass_dated_before_a_withdrawals_floor_says_why_it_does_not_count():
     # After a withdrawal, a passing check dated before the window that refuted the old date
     # does not count; a run that ends there says so, not just "0 checks passed".
     last = CheckResult(1500.0, True, (), "temperature", 750.0)
-    reason = not_reached_reason(1500.0, last, W, 0, floor_s=1080.0)
-    assert reason.startswith("the last check passed but dates 750 s, before 1080 s, where the")
+    reason = not_reached_reason(1500.0, last, W, 0, floor_s=1080.0, origin_s=30.0)
+    assert reason.startswith("the last check passed but dates it at 12.0 min, before 17.5 min,")
     assert not_reached_reason(1500.0, last, W, 1).startswith("1 check(s) of the last 5 min")
     counted = CheckResult(1500.0, True, (), "temperature", 1110.0)
     assert not_reached_reason(1500.0, counted, W, 1, floor_s=1080.0).startswith("1 check(s)")
@@ -452,8 +452,8 @@ def test_a_reading_that_sinks_steadily_after_the_date_is_withdrawn_by_the_10_min
     nan = np.full_like(t, np.nan)
     eq = detect(0.0, float(t[-1]), Signals(Series(t, temp), Series(t, nan), Series(t, nan)), W)
     [gone] = eq.withdrawn
-    assert gone.time_s < 900 and "temperature's level moved -" in gone.reason, gone
-    assert "from one 10-min window to the next" in gone.reason
+    assert gone.time_s < 900 and "temperature's level moved -" in gone.reason(0.0), gone
+    assert "from one 10-min window to the next" in gone.reason(0.0)
     assert eq.reached and eq.time_s > 900
 
 

@@ -69,3 +69,26 @@ def test_a_device_that_never_settles_stays_searching_and_says_why():
     assert events == [] and machine.phase is Phase.SEARCHING
     assert machine.passes_needed() == W.eq_checks
     assert machine.reason(1800.0).startswith("still moving at the end of the load: temperature")
+
+
+def test_a_withdrawal_and_its_event_give_times_in_minutes_since_load_start():
+    """The texts count from the device's load start, the origin of the report's tables: the
+    same plateau loaded 30 s into the run reads the same as loaded at once."""
+    from soak.runner import equilibrium_event
+
+    shift = 30.0
+    base = _plateau_then_fall()
+    temp = Series(base.temp.t + shift, base.temp.y)
+    nan = Series(temp.t, np.full_like(temp.t, np.nan))
+    eq = detect(shift, 3599.0 + shift, Signals(temp, nan, nan), W)
+    [gone] = eq.withdrawn
+    date, at = (gone.time_s - shift) / 60, (gone.at_s - shift) / 60
+    text = gone.describe(shift)
+    assert text.startswith(f"the date at {date:.1f} min was withdrawn at {at:.1f} min: ")
+    assert f"the 10 min to {at:.1f} min lie " in text
+    event = equilibrium_event(gone.at_s, 0, Withdrawn(gone), shift)
+    assert event.message == f"equilibrium withdrawn: {text}"
+    dated = Dated(eq.time_s, eq.confirmed_s, "temperature", again=True)
+    message = equilibrium_event(eq.confirmed_s, 0, dated, shift).message
+    after = (eq.time_s - shift) / 60
+    assert message == f"equilibrium {after:.1f} min after load start (basis temperature)"

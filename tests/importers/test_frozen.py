@@ -65,8 +65,9 @@ def test_a_frozen_span_cut_from_a_real_trace_is_never_judged(tmp_path):
     frozen = [s for s in result.others if s.basis == FROZEN_BASIS]
     assert len(frozen) == 1 and frozen[0].length_s == pytest.approx(FROZEN_MIN * 60, abs=2)
     (event,) = [e for e in analysis.events if e.kind is EventKind.TELEMETRY]
-    assert event.message.startswith(f"telemetry frozen from {frozen_from:,.0f} s: power ")
-    assert "unchanged for 40 min while the load ran; the judged load ends at" in event.message
+    since = (event.t_s - analysis.devices[0].load_start_s) / 60  # the device's load start's
+    assert event.message.startswith(f"telemetry frozen from {since:.1f} min: power ")
+    assert "unchanged for 40 min while the load ran; the judged load ends where" in event.message
     warned = [c for c in analysis.checks if c.check == "telemetry"]
     assert [c.status for c in warned] == [Status.WARN]
 
@@ -101,5 +102,6 @@ def test_soak_import_says_where_the_judged_load_ends(tmp_path, capsys):
     assert code == 3  # INCOMPLETE
     assert f"other segment: {frozen_from:.1f} s to " in out
     assert "(frozen telemetry (not judged))" in out
-    assert "warning: device 0: telemetry frozen from 130 s: power " in err
+    assert "warning: device 0: telemetry frozen from " in err and " min: power " in err
+    assert "the judged load ends where the freeze starts" in err
     assert "verdict: INCOMPLETE" in out

@@ -36,7 +36,12 @@ def device(
     return DeviceProgress(**values)
 
 
-def snapshot(t_s: float, devices: tuple[DeviceProgress, ...] | None = None, events=()) -> Progress:
+def snapshot(
+    t_s: float,
+    devices: tuple[DeviceProgress, ...] | None = None,
+    events=(),
+    inlet_c: float | None = None,
+) -> Progress:
     return Progress(
         t_s=t_s,
         phase=Phase.LOAD,
@@ -49,6 +54,7 @@ def snapshot(t_s: float, devices: tuple[DeviceProgress, ...] | None = None, even
         running_since_s=10.0,
         devices=devices if devices is not None else (device(0, t_s), device(1, t_s, None)),
         events=tuple(events),
+        inlet_c=inlet_c,
     )
 
 

@@ -63,6 +63,16 @@ def test_device_gauges_in_base_units_and_unreadable_values_absent(exporter) -> N
     }
 
 
+def test_the_inlet_gauge_is_the_bmcs_reading_and_absent_without_one(exporter) -> None:
+    exporter.update(snapshot(100.0, inlet_c=24.5))
+    s = scrape(exporter.url)
+    assert value(s, "soak_inlet_temperature_celsius", host="node1") == 24.5
+    exporter.update(snapshot(101.0))  # no BMC inlet, or its read failed: absent, never 0
+    s = scrape(exporter.url)
+    assert value(s, "soak_run_elapsed_seconds") == 101.0
+    assert not [k for k in s if k[0].startswith("soak_inlet")]
+
+
 def test_clock_event_time_and_xids_are_counted_and_protection_marks_the_device(exporter) -> None:
     brake = int(ClockReason.SW_POWER_CAP | ClockReason.HW_POWER_BRAKE)
     exporter.update(snapshot(100.0, (device(0, 100.0),)))

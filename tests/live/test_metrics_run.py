@@ -86,6 +86,8 @@ def test_metrics_change_while_the_soak_runs_and_its_exit_and_report_stay_the_sam
     assert elapsed(second) > elapsed(first)
     temps = [k for k in second if k.startswith("soak_device_temperature_celsius")]
     assert len(temps) == 2
+    inlet = [v for k, v in second.items() if k.startswith("soak_inlet_temperature_celsius")]
+    assert len(inlet) == 1 and 15 < inlet[0] < 40  # the simulated BMC's reading, °C
     code, out = soak.finish()
     assert code in (0, 1), "".join(soak.err[-5:])
     assert out[-1].endswith("report.html") and Path(out[-1]).is_file()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import io
 
-from soak.live.view import LiveView, PlainView, Tracker, make_view
+from rich.console import Console
+
+from soak.live.view import LiveView, PlainView, Tracker, header_text, make_view
 from soak.model import ClockReason
 from soak.progress import Rate
 
@@ -94,6 +96,22 @@ def test_live_view_draws_every_device_and_a_progress_bar_then_its_last_state() -
     assert "load 2.0 of 60 min" in out  # the final state at close, past the last redraw
 
 
+def test_the_header_shows_the_inlet_where_the_bmc_reads_one_and_nothing_where_not() -> None:
+    header = "soak sim · mix · node1 · load · 1.0 min, load 0.8 of 60 min"
+    assert header_text(snapshot(60.0, inlet_c=24.46)) == f"{header} · inlet 24.5 °C"
+    assert header_text(snapshot(60.0, inlet_c=0.0)).endswith(" · inlet 0.0 °C")  # a read 0
+    assert header_text(snapshot(60.0)) == header  # no BMC inlet: nothing, never 0
+    view, stream = plain()
+    view.update(snapshot(60.0, inlet_c=24.46))
+    assert stream.getvalue().splitlines()[0].endswith(f"{header} · inlet 24.5 °C")
+    live = LiveView(io.StringIO(), width=200)
+    shown = Console(file=io.StringIO(), width=200, record=True)
+    shown.print(live.render(snapshot(60.0, inlet_c=24.46)))
+    shown.print(live.render(snapshot(61.0)))
+    text = shown.export_text()
+    assert text.count("inlet") == 1 and "· inlet 24.5 °C" in text
+
+
 def test_make_view_picks_plain_lines_for_a_pipe() -> None:
     assert isinstance(make_view(io.StringIO()), PlainView)
 
@@ -180,13 +198,14 @@ def test_a_wrapped_message_never_leaves_a_unit_alone_on_a_line() -> None:
     from soak.live.view import wrap_message
 
     message = (
-        "equilibrium withdrawn: the date 656 s was withdrawn at 1210 s: the 10-min level "
-        "moved 1.2 °C from the date's level 64.3 °C"
+        "equilibrium withdrawn: the date at 10.9 min was withdrawn at 20.2 min: the 10-min "
+        "level moved 1.2 °C from the date's level 64.3 °C"
     )
     for width in range(40, 120):
         lines = wrap_message("[  20.2 min] ", message, width)
         assert all(len(line) <= width for line in lines)
-        assert not any(line.strip().startswith(("°C", "s:", "s ")) for line in lines[1:]), lines
+        units = ("°C", "min", "s:", "s ")
+        assert not any(line.strip().startswith(units) for line in lines[1:]), lines
         assert " ".join(line.strip() for line in lines).endswith("64.3 °C")
         assert all(line.startswith(" " * 13) for line in lines[1:])
 
@@ -194,5 +213,20 @@ def test_a_wrapped_message_never_leaves_a_unit_alone_on_a_line() -> None:
 def test_a_cpu_is_not_given_an_sm_clock() -> None:
     from soak.live.view import device_line
 
-    line = device_line(Tracker(), device(0, 30.0), backend="cpu")
+    line = device_line(Tracker(), device(0, 30.0, clock_label="clock"))
     assert ", clock 1980 MHz," in line and "SM" not in line
+
+
+def test_a_cpu_runs_table_heads_its_clock_column_clock() -> None:
+    from rich.console import Console
+
+    view = LiveView(io.StringIO())
+    cpus = (device(0, 200.0, clock_label="clock"), device(1, 200.0, clock_label="clock"))
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(view.render(snapshot(200.0, cpus), width=120))
+    text = console.export_text()
+    assert " clock " in next(line for line in text.splitlines() if line.startswith("dev "))
+    assert "SM clock" not in text
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(view.render(snapshot(200.0), width=120))  # GPUs: the SM clock
+    assert "SM clock" in console.export_text()

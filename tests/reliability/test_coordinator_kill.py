@@ -49,9 +49,13 @@ def test_sigkilled_coordinator_loses_at_most_the_last_tick_and_leaves_no_load(
     reader.close_read()
 
     # Ticks are committed one by one: every tick before the kill is there, bar at most the
-    # one in flight. Ticks come every interval (a late coordinator may skip one, never
-    # store one twice or out of order).
-    assert np.all(np.diff(t) > INTERVAL_S / 2)
+    # one in flight. The runner ticks once per interval slot (it sleeps to the next slot's
+    # start): in order, never two in one slot, however late a tick ran. A tick that ran past
+    # its slot skips the slots it overran rather than catch up in a burst; how many it
+    # skipped is the machine's load, recorded, not judged.
+    slots = t // INTERVAL_S  # the runner's own rule for the next tick
+    assert np.all(np.diff(slots) >= 1)
+    record_property("slots_skipped", int(slots[-1] - slots[0] + 1 - t.size))
     lost_ticks = int((killed_at_s - t[-1]) // INTERVAL_S)  # due before the kill, not stored
     record_property("ticks_lost", lost_ticks)
     record_property("kill_after_last_tick_s", round(killed_at_s - float(t[-1]), 3))

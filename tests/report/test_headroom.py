@@ -1,5 +1,6 @@
 """The headroom section of the report and summary.json, on the shared faulty run (GPU 1
-starved of air) and on a copy of it whose BMC could not be read."""
+starved of air), on a copy of it whose BMC could not be read, and rebuilt at other design
+inlets (``soak report --design-inlet``)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from soak.cli import main
 from soak.report import build_outputs
+from soak.runner import run as run_soak
 from soak.store import STORE_NAME
+from tests.factories import sim_config
 from tests.report.conftest import copy_run, set_meta
 
 NO_BMC = "no BMC given (--bmc HOST) and no in-band IPMI device (/dev/ipmi0)"
@@ -49,3 +53,34 @@ def test_without_an_inlet_nothing_is_checked_and_nothing_reads_as_zero(
     report = (run / "report.html").read_text()
     assert f"not checked: inlet not available: {NO_BMC}" in report
     assert "Inlet temperature (server, from the BMC): <b>not supported</b>" in report
+
+
+def _rebuilt(run: Path, *options: str) -> tuple[dict, str]:
+    assert main(["report", str(run), *options]) in (0, 1)
+    return json.loads((run / "summary.json").read_text()), (run / "report.html").read_text()
+
+
+@pytest.mark.slow  # a 20-minute simulated soak and three rebuilt reports (about 7 s)
+def test_a_rebuilt_report_projects_to_the_design_inlet_it_is_given(tmp_path: Path) -> None:
+    # Two simulated GPUs whose inlet the simulator's BMC reads (about 25 °C).
+    result = run_soak(sim_config(tmp_path, sim_gpus=2, duration_s=1200.0, sim_sensors="ideal"))
+    projected = {}
+    for inlet in (30, 40):
+        summary, report = _rebuilt(result.run_dir, "--design-inlet", str(inlet))
+        headroom = summary["headroom"]
+        assert headroom["checked"] and headroom["design_inlet_c"] == inlet
+        projected[inlet] = {d["device"]: d["projected_temp_c"] for d in headroom["devices"]}
+        assert f"a design inlet of {inlet} °C" in report and f"die at {inlet} °C" in report
+        assert f'per device; design inlet {inlet} °C" src="data:image/svg' in report  # the plot
+    assert set(projected[30]) == set(projected[40]) == {0, 1}
+    # Ten degrees more air in: every die projected hotter, by about as much (θ·P, the power
+    # held at its limit or grown by leakage).
+    for device, cooler in projected[30].items():
+        assert 9.0 < projected[40][device] - cooler < 15.0
+    # Without the option, the profile the run was judged with: the built-in 35 °C.
+    summary, _ = _rebuilt(result.run_dir)
+    assert summary["headroom"]["design_inlet_c"] == 35.0
+    assert all(
+        projected[30][d["device"]] < d["projected_temp_c"] < projected[40][d["device"]]
+        for d in summary["headroom"]["devices"]
+    )

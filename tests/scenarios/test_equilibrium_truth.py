@@ -115,11 +115,14 @@ def test_a_plateau_dated_as_equilibrium_is_withdrawn_live_and_in_the_report(sim_
     [gone] = eq.withdrawn
     assert gone.time_s == 311.0 and eq.reached and eq.time_s > 600
     messages = [e.message for e in events]
-    assert messages[0].startswith("equilibrium at 311 s")
-    assert messages[1].startswith("equilibrium withdrawn: the date 311 s was withdrawn at ")
-    assert messages[-1] == f"equilibrium at {eq.time_s:.0f} s (basis temperature)"
+    # every time in minutes since the device's own load start, as the report's tables
+    start = analysis.devices[4].load_start_s
+    date, after = f"{(311.0 - start) / 60:.1f} min", f"{(eq.time_s - start) / 60:.1f} min"
+    assert messages[0].startswith(f"equilibrium {date} after load start")
+    assert messages[1].startswith(f"equilibrium withdrawn: the date at {date} was withdrawn at ")
+    assert messages[-1] == f"equilibrium {after} after load start (basis temperature)"
     [check] = [c for c in analysis.devices[4].checks if c.check == "equilibrium"]
-    assert "the date 311 s was withdrawn at" in check.message
+    assert f"the date at {date} was withdrawn at" in check.message
 
 
 def test_a_plateau_too_short_to_move_a_10_min_level_is_withdrawn_once_it_steps_down():
@@ -134,8 +137,8 @@ def test_a_plateau_too_short_to_move_a_10_min_level_is_withdrawn_once_it_steps_d
     eq = analysis.devices[5].facts.equilibrium
     [gone] = eq.withdrawn
     assert gone.time_s == 431.0 and eq.reached and eq.time_s > gone.at_s - 600
-    assert "temperature's level stepped: the 10 min to " in gone.reason
-    assert "from the 5 min from the date; tolerance 1 °C" in gone.reason
+    assert "temperature's level stepped: the 10 min to " in gone.reason(0.0)
+    assert "from the 5 min from the date; tolerance 1 °C" in gone.reason(0.0)
     for d in analysis.devices:  # no date while the die is over 1 °C outside its band
         band = sim.distance(d.index, hunt=True)
         assert at_time(sim.truth_t, band, d.facts.equilibrium.time_s) <= 1.0, d.index
@@ -153,7 +156,7 @@ def test_a_date_the_tolerance_from_the_level_after_its_step_is_withdrawn():
     eq = analysis.devices[3].facts.equilibrium
     [gone] = eq.withdrawn
     assert gone.time_s == 431.0 and eq.reached and eq.time_s > gone.time_s
-    assert "temperature's level stepped: the 10 min to " in gone.reason
+    assert "temperature's level stepped: the 10 min to " in gone.reason(0.0)
     for d in analysis.devices:  # no date while the die is over 1 °C outside its band
         band = sim.distance(d.index, hunt=True)
         assert at_time(sim.truth_t, band, d.facts.equilibrium.time_s) <= 1.0, d.index

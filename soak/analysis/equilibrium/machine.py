@@ -19,6 +19,7 @@ from soak.analysis.equilibrium.levels import LONG_SCALE, Level, level_of
 from soak.analysis.equilibrium.refutation import MOVED, STEPPED, Refutation, Withdrawal, compare
 from soak.analysis.equilibrium.signals import Signals
 from soak.config import Windows
+from soak.units import minutes
 
 
 class Phase(enum.StrEnum):
@@ -134,8 +135,10 @@ class Machine:
         """Why equilibrium is not dated after a load of ``load_s`` seconds ("" where it is)."""
         if self.time_s is not None:
             return ""
+        origin = self.load_start_s if self.load_start_s is not None else 0.0  # the run's start
         floor = self._floor_s if self.clauses.floor else None
-        return not_reached_reason(load_s, self.last, self.windows, len(self._passes), floor)
+        counted = len(self._passes)
+        return not_reached_reason(load_s, self.last, self.windows, counted, floor, origin)
 
     def passes_needed(self) -> int:
         """How many more passing checks a date needs (0 once dated)."""
@@ -258,9 +261,11 @@ def not_reached_reason(
     windows: Windows,
     counted: int = 0,
     floor_s: float | None = None,
+    origin_s: float = 0.0,
 ) -> str:
     """Why equilibrium was not reached over a load of ``load_s`` seconds: ``counted`` passes
-    of the last window's time, no date before ``floor_s`` (after a withdrawal)."""
+    of the last window's time, no date before ``floor_s`` (after a withdrawal); times in
+    minutes since ``origin_s`` (the device's load start, in store seconds)."""
     need = 2 * windows.eq_window_s + (windows.eq_checks - 1) * windows.eq_check_interval_s
     if load_s < need:
         return (
@@ -272,8 +277,9 @@ def not_reached_reason(
         return "no check could be made"
     if last.passed and floor_s is not None and last.centre_s < floor_s:
         return (
-            f"the last check passed but dates {last.centre_s:.0f} s, before {floor_s:.0f} s, "
-            f"where the window that withdrew an earlier date starts; no date comes before it"
+            f"the last check passed but dates it at {minutes(last.centre_s - origin_s)}, before "
+            f"{minutes(floor_s - origin_s)}, where the window that withdrew an earlier date "
+            "starts; no date comes before it"
         )
     if last.passed:
         return (

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from soak.analysis.equilibrium.levels import Level, t_quantile
 from soak.config import Windows
+from soak.units import minutes
 
 STEPPED = "stepped"  # a 10-min level the tolerance or more from the 5 min from the date
 MOVED = "moved"  # two adjacent 10-min levels apart by more than the tolerance, with confidence
@@ -36,13 +37,15 @@ class Refutation:
             return abs(self.change) >= self.tolerance
         return self.least > self.tolerance
 
-    def describe(self) -> str:
+    def describe(self, origin_s: float) -> str:
+        """Why it withdraws the date; times in minutes since ``origin_s`` (the device's load
+        start, in store seconds)."""
         moved = f"{self.change:+.2f} {self.unit} (± {self.noise:.2f})"
         tolerance = f"tolerance {self.tolerance:g} {self.unit}"
         if self.kind == STEPPED:
             return (
-                f"{self.signal}'s level stepped: the 10 min to {self.at_s:.0f} s lie {moved} "
-                f"from the 5 min from the date; {tolerance}"
+                f"{self.signal}'s level stepped: the 10 min to {minutes(self.at_s - origin_s)} "
+                f"lie {moved} from the 5 min from the date; {tolerance}"
             )
         return (
             f"{self.signal}'s level moved {moved} from one 10-min window to the next; {tolerance}"
@@ -57,16 +60,18 @@ class Withdrawal:
     at_s: float  # the check that withdrew it
     refutations: tuple[Refutation, ...]
 
-    @property
-    def reason(self) -> str:
-        return "; ".join(r.describe() for r in self.refutations)
+    def reason(self, origin_s: float) -> str:
+        return "; ".join(r.describe(origin_s) for r in self.refutations)
 
     @property
     def floor_s(self) -> float:
         return max(r.floor_s for r in self.refutations)
 
-    def describe(self) -> str:
-        return f"the date {self.time_s:.0f} s was withdrawn at {self.at_s:.0f} s: {self.reason}"
+    def describe(self, origin_s: float) -> str:
+        """ "the date at 7.2 min was withdrawn at 22.5 min: …", in minutes since
+        ``origin_s`` (the device's load start, in store seconds)."""
+        date, at = minutes(self.time_s - origin_s), minutes(self.at_s - origin_s)
+        return f"the date at {date} was withdrawn at {at}: {self.reason(origin_s)}"
 
 
 def compare(
