@@ -71,9 +71,12 @@ Constants, and why:
   room's drift. The step decides on the estimate: the step itself was shown with
   confidence, and what is left is on which side of the tolerance the date's level lies.
 
-Modules: ``levels`` (levels and their noise), ``check`` (the test and dating), ``refutation``
-(how a date is withdrawn), ``machine`` (the state machine), ``offline`` (``detect``),
-``online`` (the detector fed every tick), ``fit`` (the live forecast; not part of the rule).
+Modules: ``levels`` (levels and their noise, kept in rings of fixed size), ``check`` (the
+test and dating), ``refutation`` (how a date is withdrawn), ``machine`` (the state machine,
+and ``Clauses``: the switch of each clause beyond the two-window test, lines 7 and 10–13,
+that benches and tests measure it by; docs/equilibrium.md says what each pays),
+``offline`` (``detect``), ``online`` (the detector fed every tick), ``fit`` (the live
+forecast; not part of the rule).
 """
 
 from soak.analysis.equilibrium.check import (
