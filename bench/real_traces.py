@@ -19,8 +19,15 @@ of the median of the last 30 minutes of load (ignoring the last 2 minutes), and,
 throughput is measured, its centred 5-minute mean stays within 1 % of its last-30-minute
 median.
 
+The V100 derived CSVs are read twice: as they are, and temperature only (``v100-temp``:
+the throughput left out, as an nvidia-smi log has none; the V100 traces hold no clocks), so
+the rule is judged on the temperature alone, against a reference from the temperature alone.
+
 ``--traces DIR`` looks in DIR first (as ``SOAK_REAL_TRACES`` does); ``--only SUBSTRING``
-limits the traces; ``--keep DIR`` keeps the run folders.
+limits the traces; ``--keep DIR`` keeps the run folders. ``--without CLAUSE`` (repeatable;
+``soak.analysis.equilibrium.CLAUSE_NAMES``) analyses every trace again with that clause of
+the rule off, and prints each device's delay with every clause on and with each one off,
+side by side, and a summary per group for each.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 
 from soak.analysis.analyze import RunData, analyze_run  # noqa: E402
 from soak.analysis.decision import replay  # noqa: E402
+from soak.analysis.equilibrium import CLAUSE_NAMES, clauses_off  # noqa: E402
 from soak.config import load_profile  # noqa: E402
 from soak.importers import csv as csv_import  # noqa: E402
 from soak.importers import gpu_burn  # noqa: E402
@@ -78,6 +86,14 @@ def _v100(v100: Path) -> list[Case]:
             throughput_unit="GFLOP/s",
         )
         out.append(Case(f"v100/{f.stem}", f, lambda p, o=options: csv_import.read(p, o), "gemm"))
+        temp_only = csv_import.CsvOptions(
+            time_col="est_elapsed_s_from_gpu0",
+            time_unit="s",
+            devices=4,
+            mapping={"temp_c": "gpu{i}_temp_c"},
+        )
+        read = lambda p, o=temp_only: csv_import.read(p, o)  # noqa: E731
+        out.append(Case(f"v100-temp/{f.stem}", f, read, "gemm"))
     for f in sorted((v100 / "raw").glob("*.zip")):
         out.append(Case(f"v100/{f.stem}", f, gpu_burn.read, "gemm"))
     return out
@@ -175,7 +191,10 @@ class Row:
         return self.eq_min - self.ref_min
 
 
-def run_case(case: Case, out: Path) -> tuple[list[Row], float]:
+def run_case(
+    case: Case, out: Path, configs: tuple[tuple[str, ...], ...] = ((),)
+) -> tuple[dict[tuple[str, ...], list[Row]], float]:
+    """The case imported once and analysed with each configuration's clauses off."""
     began = time.perf_counter()
     trace = case.read(case.path)
     options = ImportOptions(
@@ -191,9 +210,17 @@ def run_case(case: Case, out: Path) -> tuple[list[Row], float]:
         data = RunData.from_store(store)
     finally:
         store.close_read()
+    rows = {}
     profile = load_profile(None)
-    analysis = analyze_run(data, profile)
-    stop = replay(data, profile, analysis)
+    for off in configs:
+        with clauses_off(*off):
+            analysis = analyze_run(data, profile)
+            stop = replay(data, profile, analysis)
+            rows[off] = _rows(case, data, result, analysis, None if stop is None else stop.t_s)
+    return rows, time.perf_counter() - began
+
+
+def _rows(case: Case, data: RunData, result, analysis, stop_s: float | None) -> list[Row]:
     rows = []
     for d in analysis.devices:
         start = d.load_start_s if d.load_start_s is not None else result.segment.start_s
@@ -217,10 +244,10 @@ def run_case(case: Case, out: Path) -> tuple[list[Row], float]:
                 d.verdict,
                 d.diagnosis,
                 note,
-                None if stop is None else (stop.t_s - start) / 60,
+                None if stop_s is None else (stop_s - start) / 60,
             )
         )
-    return rows, time.perf_counter() - began
+    return rows
 
 
 def _fmt(value: float | None, spec: str = "6.1f") -> str:
@@ -237,6 +264,13 @@ def main(argv: list[str] | None = None) -> int:
         "(default: $SOAK_REAL_TRACES)",
     )
     parser.add_argument("--keep", type=Path, help="keep the run folders here (default: none)")
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        choices=CLAUSE_NAMES,
+        help="also analyse with this clause of the rule off (repeatable)",
+    )
     args = parser.parse_args(argv)
     if args.traces is not None:
         os.environ["SOAK_REAL_TRACES"] = str(args.traces)
@@ -245,19 +279,31 @@ def main(argv: list[str] | None = None) -> int:
     found, missing = cases()
     for name, why in missing.items():
         print(f"missing: {name}: {why}")
+    configs = ((), *((name,) for name in dict.fromkeys(args.without)))
     out = args.keep or Path(tempfile.mkdtemp(prefix="soak-real-traces-"))
-    rows: list[Row] = []
+    rows: dict[tuple[str, ...], list[Row]] = {c: [] for c in configs}
     seconds: dict[str, float] = {}
     try:
         for case in found:
             if args.only and args.only not in case.name:
                 continue
-            case_rows, took = run_case(case, out)
-            rows += case_rows
+            case_rows, took = run_case(case, out, configs)
+            for config, more in case_rows.items():
+                rows[config] += more
             seconds[case.name] = took
     finally:
         if args.keep is None:
             shutil.rmtree(out, ignore_errors=True)
+    _table(rows[()])
+    summary = _summary(rows[()], seconds)
+    summary["missing"] = sorted(missing)
+    if len(configs) > 1:
+        summary["without"] = _side_by_side(rows, seconds)
+    print(json.dumps(summary, sort_keys=True))
+    return 0
+
+
+def _table(rows: list[Row]) -> None:
     print(f"{'trace':48} dev  ref min  soak min  delay min  stop min  stop-ref  verdict  diagnosis")
     for r in rows:
         after = None if r.stop_min is None or r.ref_min is None else r.stop_min - r.ref_min
@@ -266,10 +312,37 @@ def main(argv: list[str] | None = None) -> int:
             f"{_fmt(r.delay_min, '9.1f')}  {_fmt(r.stop_min, '8.1f')}  {_fmt(after, '8.1f')}  "
             f"{r.verdict:7}  {r.diagnosis}" + (f"  ({r.note})" if r.note else "")
         )
-    summary = _summary(rows, seconds)
-    summary["missing"] = sorted(missing)
-    print(json.dumps(summary, sort_keys=True))
-    return 0
+
+
+def _side_by_side(
+    rows: dict[tuple[str, ...], list[Row]], seconds: dict[str, float]
+) -> dict[str, object]:
+    """Each device's delay (min; "–" not reached; a verdict other than with every clause
+    on is added) with every clause on and with each clause off, then each group's summary
+    for each."""
+    offs = [c for c in rows if c]
+    names = [c[0] for c in offs]
+    print(f"\ndelay (min) with each clause off\n{'trace':40} dev {'on':>7}", end="")
+    print("".join(f" {n + ' off':>15}" for n in names))
+    for k, on in enumerate(rows[()]):
+        cells = []
+        for off in offs:
+            r = rows[off][k]
+            verdict = "" if r.verdict == on.verdict else f" {r.verdict}"
+            cells.append(f" {_fmt(r.delay_min, '7.1f') + verdict:>15}")
+        print(f"{on.trace:40} {on.device:3} {_fmt(on.delay_min, '7.1f')}" + "".join(cells))
+    out: dict[str, object] = {}
+    keys = ("within_contract", "early", "late", "equilibrium_reached", "median_delay_min")
+    print(f"\n{'group':12} {'clauses':>18} " + " ".join(f"{k:>19}" for k in keys))
+    for config in rows:
+        label = f"{config[0]} off" if config else "all on"
+        summary = _summary(rows[config], seconds)
+        if config:
+            out[config[0]] = summary
+        for group, figures in summary.items():
+            if isinstance(figures, dict):
+                print(f"{group:12} {label:>18} " + " ".join(f"{figures[k]!s:>19}" for k in keys))
+    return out
 
 
 def _summary(rows: list[Row], seconds: dict[str, float]) -> dict[str, object]:

@@ -8,7 +8,9 @@ coordinator); the report (``soak report``'s analysis, summary and HTML) follows,
 the process's peak RSS covers both. Wall and CPU seconds are shown: on a shared machine CPU
 seconds are the steadier figure. Prints a table and one JSON line.
 
-``python bench/sim_speed.py [HOURS ...]`` (default 2 24 168).
+``python bench/sim_speed.py [HOURS ...]`` (default 2 24 168: the week is the soak a
+coordinator must hold flat; each run's RSS at hour 24 and at its last hour are printed
+under the table, with the peak including the report).
 """
 
 from __future__ import annotations
@@ -114,7 +116,23 @@ def main() -> None:
             f"{r['report_wall_s']:>9.1f} {r['report_cpu_s']:>9.1f} {r['us_per_tick']:>8.0f} "
             f"{r['store_mib']:>10.1f} {r['rss_sim_peak_mib']:>12.1f} {r['rss_peak_mib']:>13.1f}"
         )
+    print()
+    for r in rows:
+        print(_memory(r))
     print(json.dumps({"bench": "sim_speed", "runs": rows}))
+
+
+def _memory(r: dict) -> str:
+    """Whether the coordinator's memory grew while the soak went on: its RSS at hour 24
+    (or the run's first hour past 1, where shorter) and at its last hour, and the peak."""
+    by_hour = {int(h): v for h, v in r["rss_mib_by_hour"].items()}
+    last = max(by_hour)
+    early = 24 if last > 24 and 24 in by_hour else min((h for h in by_hour if h >= 1), default=0)
+    return (
+        f"{r['hours']:.0f} h × {r['gpus']}: RSS {by_hour[early]:.0f} MiB at hour {early}, "
+        f"{by_hour[last]:.0f} MiB at hour {last}; peak with the report "
+        f"{r['rss_peak_mib']:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

@@ -71,9 +71,12 @@ Constants, and why:
   room's drift. The step decides on the estimate: the step itself was shown with
   confidence, and what is left is on which side of the tolerance the date's level lies.
 
-Modules: ``levels`` (levels and their noise), ``check`` (the test and dating), ``refutation``
-(how a date is withdrawn), ``machine`` (the state machine), ``offline`` (``detect``),
-``online`` (the detector fed every tick), ``fit`` (the live forecast; not part of the rule).
+Modules: ``levels`` (levels and their noise, kept in rings of fixed size), ``check`` (the
+test and dating), ``refutation`` (how a date is withdrawn), ``machine`` (the state machine,
+and ``Clauses``: the switch of each clause beyond the two-window test, lines 7 and 10–13,
+that benches and tests measure it by; docs/equilibrium.md says what each pays),
+``offline`` (``detect``), ``online`` (the detector fed every tick), ``fit`` (the live
+forecast; not part of the rule).
 """
 
 from soak.analysis.equilibrium.check import (
@@ -86,11 +89,14 @@ from soak.analysis.equilibrium.check import (
 from soak.analysis.equilibrium.fit import Fit, fit_exponential
 from soak.analysis.equilibrium.levels import Level, Series, level_of
 from soak.analysis.equilibrium.machine import (
+    CLAUSE_NAMES,
+    Clauses,
     Dated,
     Event,
     Machine,
     Phase,
     Withdrawn,
+    clauses_off,
     not_reached_reason,
 )
 from soak.analysis.equilibrium.offline import Equilibrium, detect
@@ -99,7 +105,9 @@ from soak.analysis.equilibrium.refutation import Refutation, Withdrawal
 from soak.analysis.equilibrium.signals import Signals, choose_basis
 
 __all__ = [
+    "CLAUSE_NAMES",
     "CheckResult",
+    "Clauses",
     "Dated",
     "Drift",
     "Equilibrium",
@@ -116,6 +124,7 @@ __all__ = [
     "Withdrawn",
     "check_window",
     "choose_basis",
+    "clauses_off",
     "detect",
     "drift",
     "fit_exponential",

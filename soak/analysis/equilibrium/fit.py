@@ -52,15 +52,17 @@ def fit_exponential(t: np.ndarray, y: np.ndarray, t0: float) -> Fit | None:
     best = int(np.argmin(errors))
     lo = math.log(taus[max(best - 1, 0)])
     hi = math.log(taus[min(best + 1, len(taus) - 1)])
+    y_mean = y.sum() / y.size
+    at = (-t, y_mean, y - y_mean)  # what every τ shares, computed once
     for _ in range(30):  # golden-section refinement in log τ
         a = hi - 0.618 * (hi - lo)
         b = lo + 0.618 * (hi - lo)
-        if _sse(t, y, math.exp(a))[0] < _sse(t, y, math.exp(b))[0]:
+        if _sse(*at, math.exp(a))[0] < _sse(*at, math.exp(b))[0]:
             hi = b
         else:
             lo = a
     tau = math.exp((lo + hi) / 2)
-    err, t_inf, delta = _sse(t, y, tau)
+    err, t_inf, delta = _sse(*at, tau)
     return Fit(t0, t_inf, delta, tau, math.sqrt(err / t.size))
 
 
@@ -75,13 +77,15 @@ def _grid_sse(t: np.ndarray, y: np.ndarray, taus: np.ndarray) -> np.ndarray:
     return (resid * resid).sum(axis=1)
 
 
-def _sse(t: np.ndarray, y: np.ndarray, tau: float) -> tuple[float, float, float]:
-    """The least-squares fit of y = T∞ − ΔT·e^(−t/τ) at one τ: its squared residuals, T∞
-    and ΔT. Linear in T∞ and ΔT: a centred regression of y on −e^(−t/τ) (where that is the
-    same at every t, ΔT says nothing and T∞ is the mean)."""
-    f = -np.exp(-t / tau)
-    f_mean, y_mean = f.sum() / f.size, y.sum() / y.size
-    fc, yc = f - f_mean, y - y_mean
+def _sse(
+    minus_t: np.ndarray, y_mean: float, yc: np.ndarray, tau: float
+) -> tuple[float, float, float]:
+    """The least-squares fit of y = T∞ − ΔT·e^(−t/τ) at one τ (given −t, ȳ and y − ȳ): its
+    squared residuals, T∞ and ΔT. Linear in T∞ and ΔT: a centred regression of y on
+    −e^(−t/τ) (where that is the same at every t, ΔT says nothing and T∞ is the mean)."""
+    f = -np.exp(minus_t / tau)
+    f_mean = f.sum() / f.size
+    fc = f - f_mean
     sxx = float(np.dot(fc, fc))
     slope = float(np.dot(fc, yc)) / sxx if sxx else 0.0
     resid = yc - slope * fc

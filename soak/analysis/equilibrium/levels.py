@@ -1,4 +1,9 @@
-"""Levels and their noise: a window's level from its 30-s batch levels (rule, line 2)."""
+"""Levels and their noise: a window's level from its 30-s batch levels (rule, line 2).
+
+A series that keeps ``Rings`` computes each batch level once, when its batch is complete,
+with the pieces (a short window's batches) and levels made of them, and keeps them in
+fixed-size rings indexed by the batch's place on the check grid: a check reads the same
+few entries at hour 1 and hour 168, and memory holds the rings, not the run."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ BATCHES = 10  # batches per window: the usual 10–30 of batch means, the fewest
 MIN_BATCH_SHARE = 0.8  # a window with more gaps than this says nothing about its level
 CONFIDENCE = 0.95  # one-sided: noise can make a date later, never earlier
 LONG_SCALE = 2  # the longer windows, in eq_window_s: long enough to span a fan's cycle
+AHEAD = 64  # batches computed at once past the one asked for, where the data holds them
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +32,7 @@ class Series:
 
     t: np.ndarray
     y: np.ndarray
-    cache: PieceCache | None = field(default=None, compare=False, repr=False)
+    cache: Rings | None = field(default=None, compare=False, repr=False)
 
     def window(self, start: float, end: float) -> Series:
         """The samples in (start, end]."""
@@ -34,87 +40,19 @@ class Series:
         return Series(self.t[lo:hi], self.y[lo:hi])
 
     def cached(self, horizon_s: float) -> Series:
-        """The same samples, with a cache of pieces reaching back ``horizon_s``."""
-        return Series(self.t, self.y, PieceCache(horizon_s))
+        """The same samples, with rings reaching back ``horizon_s``."""
+        return Series(self.t, self.y, Rings(horizon_s))
 
 
 @dataclass(frozen=True, slots=True)
 class Piece:
-    """``BATCHES`` consecutive batches, one short window: each batch's median (NaN where
-    empty) and reading count, the finite medians, and their squared residuals about their
-    own least-squares line (None with fewer than 3)."""
+    """``BATCHES`` consecutive batches, one short window: the batches' finite medians, their
+    squared residuals about their own least-squares line (None with fewer than 3), and the
+    readings in them."""
 
-    levels: np.ndarray
-    counts: np.ndarray
     finite: np.ndarray
     squares: float | None
     readings: int
-
-
-class PieceCache:
-    """Batch levels and pieces by their exact edges, each computed once; those ending more
-    than ``horizon_s`` before the newest are dropped, so that the cache stays bounded over
-    any run length."""
-
-    def __init__(self, horizon_s: float) -> None:
-        self.horizon_s = horizon_s
-        self._pieces: dict[tuple[float, ...], Piece] = {}
-        self._batches: dict[tuple[float, float], tuple[float, int]] = {}
-        self._levels: dict[tuple[float, int], Level | None] = {}  # (end, windows) -> level
-        self._newest_s = -math.inf
-
-    def __len__(self) -> int:
-        return len(self._pieces) + len(self._batches)
-
-    def piece(self, edges: tuple[float, ...]) -> Piece | None:
-        return self._pieces.get(edges)
-
-    def batches(self, keys: list[float]) -> list[tuple[float, int] | None]:
-        """The batches (keys[k], keys[k + 1]] kept, None for each one not."""
-        get = self._batches.get
-        return [get(k) for k in itertools.pairwise(keys)]
-
-    def put_piece(self, edges: tuple[float, ...], piece: Piece) -> None:
-        self._pieces[edges] = piece
-        if edges[-1] > self._newest_s:
-            self._newest_s = edges[-1]
-        if not len(self._pieces) % 64:
-            _evict(self._pieces, self._newest_s - self.horizon_s)
-
-    def level(self, end_s: float, windows_n: int) -> Level | bool | None:
-        """The level kept for (end, windows), False where none is."""
-        return self._levels.get((end_s, windows_n), False)
-
-    def put_level(self, end_s: float, windows_n: int, level: Level | None) -> None:
-        self._levels[end_s, windows_n] = level
-        if not len(self._levels) % 64:
-            _evict(self._levels, self._newest_s - self.horizon_s, 0)
-
-    def put_batch(self, lo: float, hi: float, level: float, count: int) -> None:
-        self._batches[lo, hi] = (level, count)
-        if hi > self._newest_s:
-            self._newest_s = hi
-        if not len(self._batches) % 64:
-            _evict(self._batches, self._newest_s - self.horizon_s)
-
-    def forget_from(self, t_s: float) -> None:
-        """A sample at ``t_s`` came after levels holding its time were computed: drop them."""
-        if t_s <= self._newest_s:
-            self._pieces = {k: p for k, p in self._pieces.items() if k[-1] < t_s}
-            self._batches = {k: b for k, b in self._batches.items() if k[-1] < t_s}
-            self._levels = {k: v for k, v in self._levels.items() if k[0] < t_s}
-            ends = [k[-1] for k in (*self._pieces, *self._batches)]
-            self._newest_s = max(ends, default=-math.inf)
-
-
-def _evict(entries: dict, before_s: float, end: int = -1) -> None:
-    """Drop the oldest-put entries while they end (key[end]) before ``before_s`` (the
-    callers look once every 64 entries put)."""
-    while entries:
-        oldest = next(iter(entries))
-        if oldest[end] >= before_s:
-            return
-        del entries[oldest]
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +65,109 @@ class Level:
     batches: int
     squares: float
     df: int
+
+
+class Rings:
+    """One series' batch levels, pieces and levels, each kept in a ring of fixed size
+    indexed by its end's place on the batch grid (slot = index mod size). Only what ends
+    before the series' latest sample is kept: a sample at the very end may still have
+    company on its way."""
+
+    def __init__(self, horizon_s: float) -> None:
+        self.horizon_s = horizon_s
+        self.origin_s = self.width_s = math.nan  # the grid: the first batch edge asked for
+        self.size = 0
+
+    def grid(self, edge_s: float, width_s: float) -> int | None:
+        """The grid index of a batch edge (None off the grid)."""
+        if not self.size:
+            self._start(edge_s, width_s)
+        k = (edge_s - self.origin_s) / self.width_s
+        j = round(k)
+        return j if abs(k - j) < 1e-6 and width_s == self.width_s and j >= 0 else None
+
+    def _start(self, origin_s: float, width_s: float) -> None:
+        self.origin_s, self.width_s = origin_s, width_s
+        self.size = size = math.ceil(self.horizon_s / width_s) + AHEAD + 2 * BATCHES
+        self._levels = [math.nan] * size  # each batch's median, by slot
+        self._counts = [0] * size  # and its reading count
+        self._tags = [-1] * size  # the grid index each slot holds (-1: none)
+        self._pieces: list[Piece | None] = [None] * size
+        self._piece_tags = [-1] * size
+        self._kept: dict[int, tuple[list[Level | None], list[int]]] = {}  # levels by n
+
+    def piece(self, s: Series, j: int) -> Piece:
+        """The piece whose last batch ends at grid index ``j``."""
+        slot = j % self.size
+        if self._piece_tags[slot] == j:
+            return self._pieces[slot]  # type: ignore[return-value]
+        return self._fill(s, j)
+
+    def _fill(self, s: Series, j: int) -> Piece:
+        """Piece ``j``, and the pieces after it up to ``AHEAD`` batches on where the data
+        holds them complete."""
+        complete = _complete(s, self.origin_s, self.width_s)
+        last = max(j, min(j + AHEAD, complete))
+        first = j - BATCHES + 1
+        levels, counts = self._batches(s, first, last, complete)
+        origin, width = self.origin_s, self.width_s
+        if last == j:  # a check's one new piece
+            made = [_piece(levels, counts, [origin + width * k for k in range(first - 1, j + 1)])]
+        else:
+            edges = origin + width * np.arange(first - 1, last + 1)
+            made = _pieces(np.array(levels), np.array(counts), edges)
+        for k, piece in enumerate(made[: max(complete - j + 1, 0)]):
+            self._pieces[(j + k) % self.size], self._piece_tags[(j + k) % self.size] = piece, j + k
+        return made[0]
+
+    def _batches(
+        self, s: Series, first: int, last: int, complete: int
+    ) -> tuple[list[float], list[int]]:
+        """The levels and counts of batches ``first`` to ``last``: those kept from the ring,
+        the others computed (at once, or one by one where one or two are new) and kept where
+        complete."""
+        size, tags = self.size, self._tags
+        slots = [k % size for k in range(first, last + 1)]
+        levels = [self._levels[i] for i in slots]
+        counts = [self._counts[i] for i in slots]
+        new = next((k for k, i in enumerate(slots) if tags[i] != first + k), len(slots))
+        if new == len(slots):
+            return levels, counts
+        if len(slots) - new <= 2:
+            for k in range(new, len(slots)):
+                lo, hi = (self.origin_s + self.width_s * i for i in (first + k - 1, first + k))
+                levels[k], counts[k] = _batch(s, lo, hi)  # its edges as the chunk's
+        else:  # the first batch not kept and all after it, at once
+            edges = self.origin_s + self.width_s * np.arange(first + new - 1, last + 1)
+            more, n = _batches(s, edges)
+            levels[new:], counts[new:] = more.tolist(), n.tolist()
+        for k in range(new, min(len(slots), complete - first + 1)):
+            i = slots[k]
+            self._levels[i], self._counts[i], tags[i] = levels[k], counts[k], first + k
+        return levels, counts
+
+    def level(self, j: int, windows_n: int) -> Level | bool | None:
+        """The level of ``windows_n`` windows ending at index ``j`` kept, False where none."""
+        kept = self._kept.get(windows_n)
+        if kept is None or kept[1][j % self.size] != j:
+            return False
+        return kept[0][j % self.size]
+
+    def keep_level(self, s: Series, j: int, windows_n: int, level: Level | None) -> None:
+        if self.origin_s + j * self.width_s >= _last_t(s):
+            return
+        levels, tags = self._kept.setdefault(windows_n, ([None] * self.size, [-1] * self.size))
+        levels[j % self.size], tags[j % self.size] = level, j
+
+    def forget_from(self, t_s: float) -> None:
+        """A sample at ``t_s`` came after what holds its time was computed: drop that."""
+        if not self.size:
+            return
+        first = math.floor((t_s - self.origin_s) / self.width_s)  # the batch holding t_s
+        for tags in (self._tags, self._piece_tags, *(kept[1] for kept in self._kept.values())):
+            for slot, tag in enumerate(tags):
+                if tag >= first:
+                    tags[slot] = -1
 
 
 @cache
@@ -164,12 +205,102 @@ def _batches(s: Series, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _batch(s: Series, lo: float, hi: float) -> tuple[float, int]:
     """One batch's median (NaN where empty) and reading count, as ``_batches`` has them."""
-    i, j = s.t.searchsorted((lo, hi), side="right")  # s.window(lo, hi), without the Series
-    y = s.y[i:j]
-    y = y[np.isfinite(y)]
-    y.sort()
+    y = s.y[s.t.searchsorted(lo, side="right") : s.t.searchsorted(hi, side="right")]
+    y = np.sort(y[np.isfinite(y)])
     n = y.size
     return (float((y[(n - 1) // 2] + y[n // 2]) / 2) if n else math.nan), n
+
+
+def _pieces(levels: np.ndarray, counts: np.ndarray, edges: np.ndarray) -> list[Piece]:
+    """Every piece of ``BATCHES`` consecutive batches of (edges[k], edges[k + 1]], in order
+    of their ends; the noise of those without gaps about their lines at once."""
+    rows = levels.size - BATCHES + 1
+    if rows == 1:
+        return [_piece(levels.tolist(), counts.tolist(), edges.tolist())]
+    centres = (edges[:-1] + edges[1:]) / 2
+    y, x = _rows(levels, rows), _rows(centres, rows)
+    n = _rows(counts, rows).sum(axis=1).tolist()
+    whole = np.isfinite(y).all(axis=1)
+    squares = np.full(rows, np.nan)
+    if whole.any():  # the noise about the piece's own line: a trend is not noise
+        squares[whole] = _squares(x[whole], y[whole])
+    out = []
+    for k, full in enumerate(whole.tolist()):
+        if full:
+            out.append(Piece(y[k], float(squares[k]), n[k]))
+        else:
+            out.append(_gapped(x[k], y[k], n[k]))
+    return out
+
+
+def _piece(levels: list[float], counts: list[int], edges: list[float]) -> Piece:
+    """One piece, as ``_pieces`` has it, in Python floats: a check's one new piece costs
+    less so, and the sums are numpy's, in numpy's order (``_sum``)."""
+    y_sum = _sum(levels)
+    if not math.isfinite(y_sum):  # an empty batch (NaN)
+        e = np.array(edges)
+        return _gapped((e[:-1] + e[1:]) / 2, np.array(levels), sum(counts))
+    x = [(a + b) / 2 for a, b in itertools.pairwise(edges)]
+    x_mean, y_mean = _sum(x) / BATCHES, y_sum / BATCHES
+    xc = [v - x_mean for v in x]
+    yc = [v - y_mean for v in levels]
+    slope = _sum([a * b for a, b in zip(xc, yc, strict=True)]) / _sum([a * a for a in xc])
+    resid = [b - slope * a for a, b in zip(xc, yc, strict=True)]
+    return Piece(np.array(levels), _sum([r * r for r in resid]), sum(counts))
+
+
+def _sum(v: list[float]) -> float:
+    """``np.sum`` of a short list, in its order: pairwise by eight partial sums, then the
+    rest one by one (numpy's ``pairwise_sum`` below 128 values)."""
+    n = len(v)
+    if n < 8:
+        total = 0.0
+        for a in v:
+            total += a
+        return total
+    r = v[:8]
+    for i in range(8, n - n % 8, 8):
+        for k in range(8):
+            r[k] += v[i + k]
+    total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    for i in range(n - n % 8, n):
+        total += v[i]
+    return total
+
+
+def _squares(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The squared residuals of each row of y about its least-squares line in x (rows of
+    ``BATCHES``; one row or many, the same sums in the same order)."""
+    xc = x - (x.sum(axis=-1) / BATCHES)[..., None]
+    yc = y - (y.sum(axis=-1) / BATCHES)[..., None]
+    slope = (xc * yc).sum(axis=-1) / (xc * xc).sum(axis=-1)
+    resid = yc - slope[..., None] * xc
+    return (resid * resid).sum(axis=-1)
+
+
+def _rows(a: np.ndarray, rows: int) -> np.ndarray:
+    """Every run of ``BATCHES`` consecutive entries of ``a``, one row each (a copy)."""
+    if rows == 1:
+        return a.reshape(1, BATCHES).copy()
+    step = a.strides[0]
+    return np.lib.stride_tricks.as_strided(a, (rows, BATCHES), (step, step)).copy()
+
+
+def _gapped(x: np.ndarray, y: np.ndarray, readings: int) -> Piece:
+    """A piece with empty batches: its noise about the line of those it has."""
+    ok = np.isfinite(y)
+    kept, squares = y[ok], None
+    if kept.size >= 3:
+        _, _, resid = line(x[ok], kept)
+        squares = float(resid @ resid)
+    return Piece(kept, squares, readings)
+
+
+def _complete(s: Series, origin_s: float, width_s: float) -> int:
+    """The last grid index whose batch ends before the series' latest sample (-1: none)."""
+    if not s.t.size:
+        return -1
+    return math.ceil((float(s.t[-1]) - origin_s) / width_s) - 1
 
 
 def _last_t(s: Series) -> float:
@@ -178,61 +309,21 @@ def _last_t(s: Series) -> float:
     return float(s.t[-1]) if s.t.size else -math.inf
 
 
-def _cached_batches(
-    s: Series, cache: PieceCache, edges: np.ndarray, keys: list[float]
-) -> tuple[np.ndarray, np.ndarray]:
-    """``_batches`` from the cache: the few batches not in it computed one by one, all of
-    them at once where most are new."""
-    count = len(keys) - 1
-    known = cache.batches(keys)
-    last = _last_t(s)
-    if known.count(None) > 2:
-        levels, counts = _batches(s, edges)
-        for j in range(count):
-            if keys[j + 1] < last:
-                cache.put_batch(keys[j], keys[j + 1], float(levels[j]), int(counts[j]))
-        return levels, counts
-    for j, k in enumerate(known):
-        if k is None:
-            known[j] = k = _batch(s, keys[j], keys[j + 1])
-            if keys[j + 1] < last:
-                cache.put_batch(keys[j], keys[j + 1], *k)
-    return np.array([k[0] for k in known]), np.array([k[1] for k in known])  # type: ignore[index]
-
-
-def _piece(s: Series, edges: np.ndarray, keys: list[float]) -> Piece:
-    """The piece whose batches are (edges[k], edges[k + 1]]."""
-    if s.cache is None:
-        levels, counts = _batches(s, edges)
-    else:
-        levels, counts = _cached_batches(s, s.cache, edges, keys)
-    centres = (edges[:-1] + edges[1:]) / 2
-    ok = np.isfinite(levels)
-    x, kept = (centres, levels) if ok.all() else (centres[ok], levels[ok])
-    squares = None
-    if kept.size >= 3:  # the noise about the piece's own line: a trend is not noise
-        _, _, resid = line(x, kept)
-        squares = float(resid @ resid)
-    return Piece(levels, counts, kept, squares, int(counts.sum()))
-
-
 def pieces(s: Series, t_check: float, window_s: float, per_window: int = BATCHES) -> list[Piece]:
     """The pieces of (t_check − 2W, t_check], ``2·per_window / BATCHES`` of them, from the
-    cache where they are in it."""
+    rings where the series keeps them."""
     count = 2 * per_window
-    edges = t_check - 2 * window_s + (2 * window_s / count) * np.arange(count + 1)
-    keys = edges.tolist()
-    cache, last = s.cache, _last_t(s)
-    out = []
-    for k in range(0, count, BATCHES):
-        key = tuple(keys[k : k + BATCHES + 1])
-        piece = cache.piece(key) if cache is not None else None
-        if piece is None:
-            piece = _piece(s, edges[k : k + BATCHES + 1], list(key))
-            if cache is not None and key[-1] < last:
-                cache.put_piece(key, piece)
-        out.append(piece)
-    return out
+    width = 2 * window_s / count
+    start = t_check - 2 * window_s
+    first = s.cache.grid(start, width) if s.cache is not None else None
+    if first is None or s.cache is None:
+        edges = start + width * np.arange(count + 1)
+        levels, counts = _batches(s, edges)
+        return [
+            _pieces(levels[k : k + BATCHES], counts[k : k + BATCHES], edges[k : k + BATCHES + 1])[0]
+            for k in range(0, count, BATCHES)
+        ]
+    return [s.cache.piece(s, first + k) for k in range(BATCHES, count + 1, BATCHES)]
 
 
 def residuals(parts: list[Piece]) -> tuple[float, int]:
@@ -249,22 +340,29 @@ def residuals(parts: list[Piece]) -> tuple[float, int]:
 def level_of(s: Series, end_s: float, windows: Windows, windows_n: int = 2) -> Level | None:
     """The level of (end − n·W, end] (n = ``windows_n`` eq_window_s windows, two by default:
     the 10-min level); None where it holds too few readings to say."""
-    known = s.cache.level(end_s, windows_n) if s.cache is not None else False
+    rings = s.cache
+    j = rings.grid(end_s, windows.eq_window_s / BATCHES) if rings is not None else None
+    if rings is None or j is None or j < BATCHES * windows_n:
+        w = windows.eq_window_s
+        parts = pieces(s, end_s, w * windows_n / 2, BATCHES * windows_n // 2)
+        return _level(parts, windows_n)
+    known = rings.level(j, windows_n)
     if known is not False:
         return known  # type: ignore[return-value]
-    level = _level_of(s, end_s, windows, windows_n)
-    if s.cache is not None and end_s < _last_t(s):
-        s.cache.put_level(end_s, windows_n, level)
+    parts = [rings.piece(s, j - BATCHES * k) for k in range(windows_n - 1, -1, -1)]
+    level = _level(parts, windows_n)
+    rings.keep_level(s, j, windows_n, level)
     return level
 
 
-def _level_of(s: Series, end_s: float, windows: Windows, windows_n: int) -> Level | None:
-    w = windows.eq_window_s
-    per_window = BATCHES * windows_n // 2
-    parts = pieces(s, end_s, w * windows_n / 2, per_window)
-    filled = sum(p.finite.size for p in parts)
+def _level(parts: list[Piece], windows_n: int) -> Level | None:
+    """The level of ``windows_n`` windows' pieces, None where they hold too few readings."""
+    readings = filled = 0
+    for p in parts:
+        readings += p.readings
+        filled += p.finite.size
     enough = math.ceil(MIN_BATCH_SHARE * BATCHES * windows_n)
-    if sum(p.readings for p in parts) < MIN_POINTS * windows_n or filled < enough:
+    if readings < MIN_POINTS * windows_n or filled < enough:
         return None
     squares, df = residuals(parts)
     return Level(mean(np.concatenate([p.finite for p in parts])), filled, squares, df)

@@ -7,8 +7,11 @@ replays it over the stored series, so both find the same times by construction.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import enum
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from soak.analysis.equilibrium.check import CheckResult, check_window, drift
@@ -45,6 +48,39 @@ class Withdrawn:
 Event = Dated | Withdrawn
 
 
+@dataclass(frozen=True, slots=True)
+class Clauses:
+    """The rule's clauses beyond the two-window test, each on unless switched off: what a
+    bench or a test measures a clause by (off against on). Not an operator's option."""
+
+    long_scale: bool = True  # line 7: a failed check made again on 10-min windows
+    withdrawal: bool = True  # lines 10–13: later levels refute a date
+    step: bool = True  # line 12: a step refutes against the level from the date
+    floor: bool = True  # line 13: no pass dated before the refuting window counts
+    replay: bool = True  # line 13: the checks before the withdrawal made again
+
+    def without(self, *names: str) -> Clauses:
+        """These clauses, with ``names`` off."""
+        unknown = sorted(set(names) - set(CLAUSE_NAMES))
+        if unknown:
+            raise ValueError(f"no clause named {', '.join(unknown)} (clauses: {CLAUSE_NAMES})")
+        return dataclasses.replace(self, **dict.fromkeys(names, False))
+
+
+CLAUSE_NAMES = tuple(f.name for f in dataclasses.fields(Clauses))
+_clauses = [Clauses()]  # what machines made now use: all on, but inside ``clauses_off``
+
+
+@contextlib.contextmanager
+def clauses_off(*names: str) -> Iterator[Clauses]:
+    """Machines made inside (online and offline) switch the clauses ``names`` off."""
+    _clauses.append(_clauses[-1].without(*names))
+    try:
+        yield _clauses[-1]
+    finally:
+        _clauses.pop()
+
+
 def look_back_s(windows: Windows) -> float:
     """How far before a check the machine reads: two 10-min windows, and the checks made
     again after a withdrawal."""
@@ -54,8 +90,11 @@ def look_back_s(windows: Windows) -> float:
 class Machine:
     """One device's equilibrium rule, from one scheduled check to the next."""
 
-    def __init__(self, windows: Windows, load_start_s: float | None = None) -> None:
+    def __init__(
+        self, windows: Windows, load_start_s: float | None = None, clauses: Clauses | None = None
+    ) -> None:
         self.windows = windows
+        self.clauses = _clauses[-1] if clauses is None else clauses
         self.load_start_s = load_start_s  # the longer scale needs 4 windows of load
         self.basis: str | None = None
         self.last: CheckResult | None = None
@@ -82,11 +121,12 @@ class Machine:
     def step(self, t_check: float, signals: Signals) -> list[Event]:
         """The check scheduled at ``t_check``, on series holding its windows' data."""
         events: list[Event] = []
-        if self.time_s is not None and not self.idle(t_check):
+        if self.time_s is not None and not self.idle(t_check) and self.clauses.withdrawal:
             gone = self._watch(t_check, signals)
             if gone is not None:
                 events.append(Withdrawn(gone))
-                events += self._replay(t_check, signals)
+                if self.clauses.replay:
+                    events += self._replay(t_check, signals)
         if self.time_s is None:
             events += self._search(t_check, signals)
         return events
@@ -96,8 +136,9 @@ class Machine:
         if self.time_s is not None:
             return ""
         origin = self.load_start_s if self.load_start_s is not None else 0.0  # the run's start
+        floor = self._floor_s if self.clauses.floor else None
         counted = len(self._passes)
-        return not_reached_reason(load_s, self.last, self.windows, counted, self._floor_s, origin)
+        return not_reached_reason(load_s, self.last, self.windows, counted, floor, origin)
 
     def passes_needed(self) -> int:
         """How many more passing checks a date needs (0 once dated)."""
@@ -110,7 +151,7 @@ class Machine:
         result = self._check(t_check, signals)
         w = self.windows
         recent = [r for r in self._passes if r.t_s > t_check - w.eq_window_s]
-        floor = self._floor_s
+        floor = self._floor_s if self.clauses.floor else None
         counts = result.passed and (floor is None or result.centre_s >= floor)
         self._passes = [*recent, result] if counts else recent
         if len(self._passes) < w.eq_checks:
@@ -129,7 +170,8 @@ class Machine:
         result = check_window(t_check, signals, self.windows, basis)
         long_w = LONG_SCALE * w
         start = self.load_start_s
-        if not result.passed and start is not None and t_check - 2 * long_w >= start:
+        old_enough = start is not None and t_check - 2 * long_w >= start
+        if not result.passed and old_enough and self.clauses.long_scale:
             longer = check_window(t_check, signals, self.windows, basis, long_w)
             if longer.passed:
                 result = longer
@@ -179,7 +221,7 @@ class Machine:
         )
         assert date is not None and self._anchor is not None
         anchor_end = date + w  # the end of the 5 min from the date
-        soon = t_check - w - anchor_end <= long_w  # a step soon after the date: noted
+        soon = t_check - w - anchor_end <= long_w and self.clauses.step  # a step soon: noted
         if soon and drift(name, series, t_check, self.windows, absolute_c=absolute).stepped:
             self._stepped.setdefault(name, t_check)
         now = level_of(series, t_check, self.windows)

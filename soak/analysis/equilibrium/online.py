@@ -8,7 +8,7 @@ import numpy as np
 
 from soak.analysis.equilibrium.check import CheckResult, first_check_s
 from soak.analysis.equilibrium.fit import CoarseHistory, Fit, fit_exponential
-from soak.analysis.equilibrium.levels import PieceCache, Series
+from soak.analysis.equilibrium.levels import Rings, Series
 from soak.analysis.equilibrium.machine import Dated, Event, Machine, look_back_s
 from soak.analysis.equilibrium.signals import Signals
 from soak.config import Windows
@@ -32,7 +32,7 @@ class OnlineDetector:
         self._rates: dict[str, _Recent] = {}  # part -> time, rate
         # Batch levels already computed, per signal: each is computed once
         horizon = self._keep_s + windows.eq_window_s
-        self._caches = {name: PieceCache(horizon) for name in ("temp", "power", "clock")}
+        self._caches = {name: Rings(horizon) for name in ("temp", "power", "clock")}
         self._history = CoarseHistory()
         self._next_check: float | None = None
         self._fit_every_s = fit_every_s
@@ -100,7 +100,7 @@ class OnlineDetector:
     def add_rate(self, part: str, t_mid_s: float, rate: float) -> None:
         if part not in self._rates:
             self._rates[part] = _Recent(2)
-            self._caches[part] = PieceCache(self._caches["temp"].horizon_s)
+            self._caches[part] = Rings(self._caches["temp"].horizon_s)
         recent = self._rates[part]
         if t_mid_s <= recent.last_t:  # out of order: levels holding its time may be stale
             self._caches[part].forget_from(t_mid_s)
@@ -143,16 +143,16 @@ class OnlineDetector:
         return eta if math.isfinite(eta) else None  # a model that predicts nothing usable
 
     def _signals(self) -> Signals:
-        tele, caches = self._tele.rows(), self._caches
-        t = tele[:, 0]
+        tele, caches = self._tele.columns(), self._caches
+        t = tele[0]
         temp, power, clock = (
-            Series(t, tele[:, i], caches[name])
+            Series(t, tele[i], caches[name])
             for i, name in ((1, "temp"), (2, "power"), (3, "clock"))
         )
         rates = {}
         for part, recent in self._rates.items():
-            rows = recent.rows()
-            rates[part] = Series(rows[:, 0], rows[:, 1], caches[part])
+            columns = recent.columns()
+            rates[part] = Series(columns[0], columns[1], caches[part])
         return Signals(temp, power, clock, rates)
 
     def _trim(self, now_s: float) -> None:
@@ -167,11 +167,12 @@ _FLUSH_ROWS = 64  # rows gathered in a list before they join the array
 
 class _Recent:
     """The latest rows of a few columns, time first: gathered in a list as they come, moved
-    into one array when read or trimmed; the array grows only while the rows held (those
-    since the trim horizon) do, and is reused after."""
+    into one array (a row per column, so that each column is contiguous) when read or
+    trimmed; the array grows only while the rows held (those since the trim horizon) do,
+    and is reused after."""
 
     def __init__(self, columns: int, capacity: int = 256) -> None:
-        self._data = np.empty((capacity, columns))
+        self._data = np.empty((columns, capacity))
         self._start = self._end = 0
         self._pending: list[tuple[float, ...]] = []
         self.last_t = -math.inf
@@ -191,15 +192,15 @@ class _Recent:
     def trim(self, horizon_s: float) -> None:
         """Drop the rows before ``horizon_s`` (rows come in time order)."""
         self._flush()
-        if self._end == self._start or self._data[self._start, 0] >= horizon_s:
+        if self._end == self._start or self._data[0, self._start] >= horizon_s:
             return
-        times = self._data[self._start : self._end, 0]
+        times = self._data[0, self._start : self._end]
         self._start += int(np.searchsorted(times, horizon_s, side="left"))
 
-    def rows(self) -> np.ndarray:
-        """The rows held: a view, valid until the next trim or read."""
+    def columns(self) -> np.ndarray:
+        """The rows held, a row per column: a view, valid until the next trim or read."""
         self._flush()
-        return self._data[self._start : self._end]
+        return self._data[:, self._start : self._end]
 
     def _flush(self) -> None:
         if not self._pending:
@@ -207,12 +208,13 @@ class _Recent:
         new = np.array(self._pending, dtype=float)
         self._pending = []
         held = self._end - self._start
-        if self._end + len(new) > len(self._data):
-            size = len(self._data)
+        capacity = self._data.shape[1]
+        if self._end + len(new) > capacity:
+            size = capacity
             while held + len(new) > size // 2:  # mostly live: make room
                 size *= 2
-            data = np.empty((size, self._data.shape[1])) if size > len(self._data) else self._data
-            data[:held] = self._data[self._start : self._end].copy()
+            data = np.empty((self._data.shape[0], size)) if size > capacity else self._data
+            data[:, :held] = self._data[:, self._start : self._end].copy()
             self._data, self._start, self._end = data, 0, held
-        self._data[self._end : self._end + len(new)] = new
+        self._data[:, self._end : self._end + len(new)] = new.T
         self._end += len(new)

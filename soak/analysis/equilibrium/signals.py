@@ -23,7 +23,7 @@ class Signals:
     rates: Mapping[str, Series] = field(default_factory=dict)
 
     def cached(self, horizon_s: float) -> Signals:
-        """The same series, each with a cache of its pieces (``Series.cached``)."""
+        """The same series, each keeping its levels in rings (``Series.cached``)."""
         rates = {part: r.cached(horizon_s) for part, r in self.rates.items()}
         return Signals(
             self.temp.cached(horizon_s),

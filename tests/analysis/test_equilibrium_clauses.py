@@ -1,0 +1,114 @@
+"""Each clause of the equilibrium rule beyond the two-window test, switched off: what it
+does shows as what goes missing (the switches a bench measures a clause by)."""
+
+import numpy as np
+import pytest
+
+from soak.analysis.equilibrium import (
+    CLAUSE_NAMES,
+    Clauses,
+    OnlineDetector,
+    Series,
+    Signals,
+    Withdrawn,
+    clauses_off,
+    detect,
+)
+from soak.config import Windows
+
+W = Windows()
+
+
+def _temperature(true: np.ndarray, t: np.ndarray, seed: int, noise_c: float) -> Signals:
+    temp = np.round(true + np.random.default_rng(seed).normal(0, noise_c, t.size))
+    nan = Series(t, np.full_like(t, np.nan))
+    return Signals(Series(t, temp), nan, nan)
+
+
+def _plateau() -> tuple[np.ndarray, Signals]:
+    """Held 2 °C above where it settles until 900 s, then falling to it over 5 min."""
+    t = np.arange(0.0, 3600.0)
+    fall = np.clip((t - 900) / 300, 0, 1)
+    true = 36 + 32.3 * (1 - np.exp(-t / 60)) - 2.0 * (1 - np.cos(np.pi * fall)) / 2
+    return t, _temperature(true, t, 5, 0.2)
+
+
+def _sink() -> tuple[np.ndarray, Signals]:
+    """Settled within minutes, then sinking 2.5 °C over the 20 min from 15 min on."""
+    t = np.arange(0.0, 3600.0)
+    true = 33 + 34 * (1 - np.exp(-t / 90)) - 2.5 * np.clip((t - 900) / 1200, 0, 1)
+    return t, _temperature(true, t, 13, 0.3)
+
+
+def _governed() -> tuple[np.ndarray, Signals]:
+    """Temperature held at its limit; the clock swings ±4 % with a 10-min fan cycle."""
+    rng = np.random.default_rng(2)
+    t = np.arange(0.0, 4800.0)
+    temp = np.minimum(np.round(95 - 55 * np.exp(-t / 120) + rng.normal(0, 0.2, t.size)), 85)
+    level = 880 + 120 * np.exp(-t / 300)
+    clock = 15 * np.round(level * (1 + 0.04 * np.sin(2 * np.pi * t / 600)) / 15)
+    rate = 6e14 * clock / 1410 * (1 + rng.normal(0, 0.003, t.size))
+    power = 250 * clock / 880 + rng.normal(0, 2, t.size)
+    gemm = {"gemm": Series(t + 0.5, rate)}
+    return t, Signals(Series(t, temp), Series(t, power), Series(t, clock), gemm)
+
+
+def _detect(case, *off: str):
+    t, signals = case
+    with clauses_off(*off):
+        return detect(0.0, float(t[-1]), signals, W)
+
+
+def test_without_the_10_min_scale_a_clock_cycled_by_the_fans_never_settles():
+    assert _detect(_governed()).reached
+    off = _detect(_governed(), "long_scale")
+    assert not off.reached and off.reason.startswith("still moving at the end of the load: SM")
+
+
+def test_without_withdrawal_a_plateau_keeps_its_early_date():
+    on, off = _detect(_plateau()), _detect(_plateau(), "withdrawal")
+    assert len(on.withdrawn) == 1 and on.time_s > 900
+    assert off.withdrawn == () and off.time_s < 900
+
+
+def test_without_the_step_the_plateau_goes_later_by_its_10_min_levels():
+    on, off = _detect(_plateau()), _detect(_plateau(), "step")
+    [stepped], [moved] = on.withdrawn, off.withdrawn
+    assert stepped.refutations[0].kind == "stepped" and moved.refutations[0].kind == "moved"
+    assert moved.at_s > stepped.at_s
+
+
+def test_without_the_floor_the_plateau_is_dated_again_and_withdrawn_again():
+    on, off = _detect(_plateau()), _detect(_plateau(), "floor")
+    assert len(on.withdrawn) == 1
+    assert len(off.withdrawn) == 2 and off.withdrawn[1].time_s < on.withdrawn[0].floor_s
+    assert off.time_s > on.time_s
+
+
+def test_without_replay_a_device_settled_before_its_withdrawal_is_dated_again_later():
+    on, off = _detect(_sink()), _detect(_sink(), "replay")
+    [gone] = on.withdrawn
+    assert on.confirmed_s == gone.at_s  # the checks made again complete the count at once
+    assert off.withdrawn == on.withdrawn and off.confirmed_s > on.confirmed_s
+
+
+def test_the_online_detector_switches_the_same_clauses_off():
+    t, signals = _plateau()
+    offline = _detect((t, signals), "floor")
+    with clauses_off("floor"):
+        online = OnlineDetector(W, lag_s=0.0)
+    online.start(0.0)
+    changes = []
+    for i in range(t.size):
+        online.add_telemetry(t[i], signals.temp.y[i], None, None)
+        changes += online.update(t[i] + 1.0)
+    assert online.equilibrium_s == offline.time_s
+    assert tuple(c.withdrawal for c in changes if isinstance(c, Withdrawn)) == offline.withdrawn
+
+
+def test_clauses_are_all_on_unless_switched_off_and_a_wrong_name_is_refused():
+    assert all(getattr(Clauses(), name) for name in CLAUSE_NAMES)
+    with clauses_off("floor", "replay") as clauses:
+        assert not clauses.floor and not clauses.replay and clauses.withdrawal
+    with pytest.raises(ValueError, match="no clause named plateau"):
+        Clauses().without("plateau")
