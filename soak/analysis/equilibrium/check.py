@@ -41,6 +41,9 @@ class Drift:
     settled_from: float | None = None
     note: str = ""
     flat: bool | None = None  # B's halves agree; None where it cannot say
+    # The end of the last half-window whose level lies the tolerance or more from B's, in
+    # half-windows from A's start: 0 where none does (rule, line 9)
+    off_until: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -76,6 +79,15 @@ class CheckResult:
     basis: str
     centre_s: float  # the time the check's evidence is about (rule, line 9)
     window_s: float = 300.0
+    # The end of the last half-window some signal finds the tolerance or more from B's
+    # level: the level was not yet the one B keeps until then; None where none is
+    off_until_s: float | None = None
+
+    def overrules(self, date_s: float) -> bool:
+        """Whether this check finds a half-window lying wholly after ``date_s`` the
+        tolerance or more from B's level: a date there is wrong by its own measure (rule,
+        line 9)."""
+        return self.off_until_s is not None and self.off_until_s - self.window_s / 2 >= date_s
 
     def drift(self, signal: str) -> Drift | None:
         return next((d for d in self.drifts if d.signal == signal), None)
@@ -125,6 +137,7 @@ def _dating(
         if abs(halves[k] - level_b) * scale >= tolerance:
             break
         settled_from = float(k)
+    off_until = settled_from if settled_from > 0 else 0.0
     steps = [b - a for a, b in itertools.pairwise(halves)]
     b_half = yb.size // 2
     b_se = math.sqrt(variance * (1 / b_half + 1 / (yb.size - b_half)))
@@ -134,7 +147,7 @@ def _dating(
         settled_from = max(settled_from, 1.5)
     elif settled_from <= 1 and monotone:
         settled_from = 0.5  # a monotone approach: A's centre
-    return settled_from, bool(b_flat), float(steps[-1]), b_se
+    return settled_from, off_until, bool(b_flat), float(steps[-1]), b_se
 
 
 def drift(
@@ -174,7 +187,7 @@ def drift(
     t_q = t_quantile(df)
     change = (level_b - level_a) * scale
     noise = math.sqrt(variance * (1 / ya.size + 1 / yb.size)) * scale
-    settled_from, b_flat, b_step, b_se = _dating(ya, yb, scale, tolerance, variance, t_q)
+    settled_from, off_until, b_flat, b_step, b_se = _dating(ya, yb, scale, tolerance, variance, t_q)
     most = abs(change) + t_q * noise
     if not b_flat and segments == 1 and most < tolerance:
         # B still moves: A and B agreeing says nothing (a hump: rise in A, fall in B). Only
@@ -185,7 +198,9 @@ def drift(
             f"{unit} (± {b_se * scale:.2f}); tolerance {tolerance:g} {unit}"
         )
         most = max(most, abs(half_change) + t_q * b_se * scale)
-    return Drift(signal, unit, tolerance, change, noise, most, level_b, settled_from, note, b_flat)
+    return Drift(
+        signal, unit, tolerance, change, noise, most, level_b, settled_from, note, b_flat, off_until
+    )
 
 
 def check_window(
@@ -205,7 +220,9 @@ def check_window(
     # tolerance of its last half-window's level (rule, line 9).
     first = max((d.settled_from for d in drifts if d.settled_from is not None), default=3)
     centre = t_check - 2 * w + first * w / 2 + w / 4
-    return CheckResult(t_check, passed, tuple(drifts), basis, centre, w)
+    off = max((d.off_until for d in drifts if d.off_until), default=None)
+    off_until_s = None if off is None else t_check - 2 * w + off * w / 2
+    return CheckResult(t_check, passed, tuple(drifts), basis, centre, w, off_until_s)
 
 
 def first_check_s(load_start_s: float, windows: Windows) -> float:

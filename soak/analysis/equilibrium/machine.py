@@ -54,6 +54,7 @@ class Clauses:
     bench or a test measures a clause by (off against on). Not an operator's option."""
 
     long_scale: bool = True  # line 7: a failed check made again on 10-min windows
+    agree: bool = True  # line 9: a later counted pass can overrule an earlier one's date
     withdrawal: bool = True  # lines 10–13: later levels refute a date
     step: bool = True  # line 12: a step refutes against the level from the date
     floor: bool = True  # line 13: no pass dated before the refuting window counts
@@ -156,10 +157,21 @@ class Machine:
         self._passes = [*recent, result] if counts else recent
         if len(self._passes) < w.eq_checks:
             return []
-        self.time_s, self.confirmed_s = self._passes[0].centre_s, result.t_s
+        self.time_s, self.confirmed_s = self._date(), result.t_s
         self._anchor, self._stepped = None, {}
         assert self.basis is not None
         return [Dated(self.time_s, result.t_s, self.basis, again=bool(self.withdrawn))]
+
+    def _date(self) -> float:
+        """The date of the first counted pass that no later counted pass overrules (rule,
+        line 9); the last one always stands."""
+        passes = self._passes
+        if not self.clauses.agree:
+            return passes[0].centre_s
+        for k, result in enumerate(passes):
+            if not any(later.overrules(result.centre_s) for later in passes[k + 1 :]):
+                return result.centre_s
+        raise AssertionError("the last pass has no later pass to overrule it")
 
     def _check(self, t_check: float, signals: Signals) -> CheckResult:
         """The check on the 5-min scale, and where it fails on the 10-min one."""
