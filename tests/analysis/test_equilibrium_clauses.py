@@ -15,8 +15,11 @@ from soak.analysis.equilibrium import (
     detect,
 )
 from soak.config import Windows
+from testkit.reference import reference_time
+from testkit.traces import missing_reason, trace_dir
 
 W = Windows()
+V100 = "v100x4-gpuburn-18h-lambda"
 
 
 def _temperature(true: np.ndarray, t: np.ndarray, seed: int, noise_c: float) -> Signals:
@@ -79,10 +82,32 @@ def test_without_the_step_the_plateau_goes_later_by_its_10_min_levels():
 
 
 def test_without_the_floor_the_plateau_is_dated_again_and_withdrawn_again():
-    on, off = _detect(_plateau()), _detect(_plateau(), "floor")
+    # Later passes overruling a re-date that straddles the fall does the floor's work too,
+    # so the floor shows only with that clause off as well.
+    on, off = _detect(_plateau()), _detect(_plateau(), "floor", "agree")
     assert len(on.withdrawn) == 1
     assert len(off.withdrawn) == 2 and off.withdrawn[1].time_s < on.withdrawn[0].floor_s
     assert off.time_s > on.time_s
+    assert _detect(_plateau(), "floor").time_s == on.time_s
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(trace_dir(V100) is None, reason=missing_reason(V100))
+def test_without_agreement_a_v100_is_dated_on_the_rise_to_its_overshoot():
+    """The V100 gpu-burn run 42, GPU 3, temperature only: 65 → 67 °C by 3.5 min, 67 °C to
+    8.5 min, then 66 and 65. The pass at 12.5 min dates A₁'s centre (3.75 min: the rise and
+    the peak average to B's level); the pass at 16 min finds (6, 8.5] 1.2 °C above its B."""
+    path = trace_dir(V100) / "derived" / "104-171-200-42_parsed.csv"
+    names = path.open().readline().strip().split(",")
+    cols = (names.index("est_elapsed_s_from_gpu0"), names.index("gpu3_temp_c"))
+    t, temp = np.loadtxt(path, delimiter=",", skiprows=1, usecols=cols, unpack=True)
+    ref = reference_time(0.0, float(t[-1]), t, temp)
+    early = t <= 2400.0
+    case = (t[early], Signals(Series(t[early], temp[early])))
+    on, off = _detect(case), _detect(case, "agree")
+    assert off.time_s - ref < -2 * 60  # before the contract's band: at the overshoot
+    assert -2 * 60 <= on.time_s - ref <= 5 * 60
+    assert on.withdrawn == off.withdrawn == ()
 
 
 def test_without_replay_a_device_settled_before_its_withdrawal_is_dated_again_later():
