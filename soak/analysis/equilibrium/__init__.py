@@ -27,7 +27,9 @@ The rule ("rule, line N" in the modules; docs/equilibrium.md argues each line):
    half-windows A₁ A₂ B₁ B₂ from which on every half-window level lies within the tolerance
    of B's level; at A's centre where those four levels are monotone and the first is A₁ or
    A₂; never before A | B where B is not flat. A check's date is the latest of its
-   signals'; the device's date is the date of the first of its counted passes.
+   signals'; the device's date is the date of the first of its counted passes that no
+   later counted pass overrules: one whose half-window lying wholly after that date is
+   the tolerance or more from its own B's level.
 10. **Watch**: once dated, every check at t ≥ date + 2W tests each judged signal for a
     refutation (lines 11, 12).
 11. **Movement** refutes where t ≥ date + 4W and the two adjacent 2W levels (t − 4W, t − 2W]
@@ -66,6 +68,9 @@ Constants, and why:
   contract's own precision for throughput.
 - ``lag_s`` = 5 s: work finished before a check's time but delivered a little after it is in
   the check online, as it is in the store.
+- A later pass overrules only by a half-window wholly after the date: the half-window
+  that holds a date at A's centre may lie off by the approach's own convention, and a
+  half-window that holds the date cannot tell the level before it from the level after.
 - The step's bound of 2W after the date's 5 min: later movement is the adjacent windows'
   to judge; comparing it with the date's level would withdraw a long soak's date for the
   room's drift. The step decides on the estimate: the step itself was shown with
@@ -73,10 +78,10 @@ Constants, and why:
 
 Modules: ``levels`` (levels and their noise, kept in rings of fixed size), ``check`` (the
 test and dating), ``refutation`` (how a date is withdrawn), ``machine`` (the state machine,
-and ``Clauses``: the switch of each clause beyond the two-window test, lines 7 and 10–13,
-that benches and tests measure it by; docs/equilibrium.md says what each pays),
-``offline`` (``detect``), ``online`` (the detector fed every tick), ``fit`` (the live
-forecast; not part of the rule).
+and ``Clauses``: the switch of each clause beyond the two-window test, lines 7, 9's
+overruling and 10–13, that benches and tests measure it by; docs/equilibrium.md says what
+each pays), ``offline`` (``detect``), ``online`` (the detector fed every tick), ``fit`` (the
+live forecast; not part of the rule).
 """
 
 from soak.analysis.equilibrium.check import (

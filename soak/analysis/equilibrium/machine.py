@@ -99,7 +99,7 @@ class Machine:
         self.load_start_s = load_start_s  # the longer scale needs 4 windows of load
         self.basis: str | None = None
         self.last: CheckResult | None = None
-        self.time_s: float | None = None  # the date: the first counted passing check's centre
+        self.time_s: float | None = None  # the date: the first counted pass not overruled
         self.confirmed_s: float | None = None  # the check that completed the count
         self.withdrawn: list[Withdrawal] = []
         self._passes: list[CheckResult] = []  # the counted passes of the last window's time

@@ -15,7 +15,7 @@ from soak.config import Windows
 @dataclass(frozen=True, slots=True)
 class Equilibrium:
     reached: bool
-    time_s: float | None  # the date: the centre of the first counted passing check
+    time_s: float | None  # the date: the first counted pass that no later one overrules
     basis: str
     fit: Fit | None
     last_check: CheckResult | None
