@@ -137,7 +137,7 @@ def _dating(
         if abs(halves[k] - level_b) * scale >= tolerance:
             break
         settled_from = float(k)
-    off_until = settled_from if settled_from > 0 else 0.0
+    off_until = settled_from  # before the conventions below move it
     steps = [b - a for a, b in itertools.pairwise(halves)]
     b_half = yb.size // 2
     b_se = math.sqrt(variance * (1 / b_half + 1 / (yb.size - b_half)))
