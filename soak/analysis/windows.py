@@ -128,7 +128,10 @@ class LiveWork:
     figures: the analysis's own load start, windows and ``window_throughput``, so that the
     live view, the exporter and the report give one figure. Samples are kept compactly
     (three doubles each) and looked up by time, since each part's arrive in order; those no
-    figure can need any more are dropped (``forget``), so a week-long soak does not grow it."""
+    figure can need any more are dropped (``forget``), so a week-long soak does not grow it.
+    A window's figure is asked for every tick but changes only when the samples under it do:
+    it is computed again only then (the cold window is whole a minute into the load, the
+    steady one ten minutes after equilibrium)."""
 
     def __init__(self, windows: Windows) -> None:
         self.windows = windows
@@ -136,6 +139,8 @@ class LiveWork:
         self._units: dict[str, str] = {}
         self._first_end: dict[str, float] = {}  # each part's first end: the load start's
         self._compact_at = _COMPACT_MIN
+        self._compactions = 0  # samples move only when dropped: a slice's indices name it
+        self._figures: dict[Window, dict[str, _Figure]] = {}  # the last few windows asked
 
     def add(self, part: str, unit: str, t_start_s: float, t_end_s: float, work: float) -> None:
         starts, ends, done = self._parts.setdefault(part, (array("d"), array("d"), array("d")))
@@ -185,24 +190,58 @@ class LiveWork:
                 held |= (t1 >= window.start_s) & (t0 <= window.end_s)
             if not held.all():
                 self._parts[part] = tuple(array("d", a[held].tobytes()) for a in (t0, t1, w))
+                self._compactions += 1
         self._compact_at = max(_COMPACT_MIN, 2 * self.samples_held)
 
     def unit(self, part: str) -> str:
         return self._units[part]
 
     def _over(self, window: Window) -> dict[str, float | None]:
-        out = {}
-        for part, (starts, ends, done) in self._parts.items():
-            t0, t1, w = (np.frombuffer(a, dtype=float) for a in (starts, ends, done))
-            # samples arrive in time order: a slice a little wider than the window holds
-            # every sample whose middle is inside it
-            lo = int(np.searchsorted(t1, window.start_s, side="left"))
-            hi = int(np.searchsorted(t0, window.end_s, side="right"))
-            out[part] = window_throughput(window, t0[lo:hi], t1[lo:hi], w[lo:hi])
-        return out
+        before = self._figures.pop(window, {})
+        figures = {}
+        for part, arrays in self._parts.items():
+            held = before.get(part)
+            if held is None or held.compactions != self._compactions or not held.whole:
+                held = self._figure(window, arrays, held)
+            figures[part] = held
+        self._figures[window] = figures
+        while len(self._figures) > _WINDOWS_HELD:  # the oldest first
+            del self._figures[next(iter(self._figures))]
+        return {part: figure.value for part, figure in figures.items()}
+
+    def _figure(
+        self, window: Window, arrays: tuple[array, array, array], held: _Figure | None
+    ) -> _Figure:
+        """One part's figure over ``window``: ``held`` again while the samples under the
+        window are the same ones (samples are only appended between compactions)."""
+        t0, t1, w = (np.frombuffer(a, dtype=float) for a in arrays)
+        # samples arrive in time order: a slice a little wider than the window holds
+        # every sample whose middle is inside it
+        lo = int(np.searchsorted(t1, window.start_s, side="left"))
+        hi = int(np.searchsorted(t0, window.end_s, side="right"))
+        whole = hi < len(t0)  # a sample starts after the window: none later falls in it
+        same = held is not None and held.compactions == self._compactions
+        if same and (held.lo, held.hi) == (lo, hi):
+            value = held.value
+        else:
+            value = window_throughput(window, t0[lo:hi], t1[lo:hi], w[lo:hi])
+        return _Figure(lo, hi, self._compactions, whole, value)
 
 
 _COMPACT_MIN = 4096  # samples held before the first look for ones to drop
+_WINDOWS_HELD = 4  # windows whose figures are kept: the cold one, the steady one, a margin
+
+
+@dataclass(frozen=True, slots=True)
+class _Figure:
+    """A part's throughput over a window and the samples it was taken over: indices
+    ``lo:hi`` between the same compactions; ``whole`` once no later sample can fall in."""
+
+    lo: int
+    hi: int
+    compactions: int
+    whole: bool
+    value: float | None
 
 
 @dataclass(frozen=True, slots=True)

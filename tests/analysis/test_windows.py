@@ -3,7 +3,14 @@
 import numpy as np
 import pytest
 
-from soak.analysis.windows import LiveWork, Window, cold_window, steady_window, window_stats
+from soak.analysis.windows import (
+    LiveWork,
+    Window,
+    cold_window,
+    steady_window,
+    window_stats,
+    window_throughput,
+)
 from soak.config import Windows
 from soak.fields import WINDOW_METRICS as METRICS
 from soak.fields import Columns
@@ -105,3 +112,43 @@ def test_live_work_forgets_what_no_figure_needs_and_keeps_its_figures():
     assert kept.samples_held == 2 * 35_999
     assert bounded.samples_held < 2 * (60 + windows.steady_length_s + 2 * 1_800) + 8_192
     assert bounded.load_start_s == kept.load_start_s == 1.0
+
+
+def test_live_figures_are_the_analysis_figures_at_every_tick(monkeypatch):
+    # Samples of uneven lengths that straddle the windows' edges, the runner's forget each
+    # tick dropping samples often (so those held move), an equilibrium dated, then re-dated:
+    # at every tick the live figures equal window_throughput over every sample so far.
+    monkeypatch.setattr("soak.analysis.windows._COMPACT_MIN", 64)
+    windows = Windows(cold_start_s=5.0, cold_length_s=30.0, steady_length_s=60.0)
+    live = LiveWork(windows)
+    rng = np.random.default_rng(7)
+    held: dict[str, list[tuple[float, float, float]]] = {"gemm": [], "membw": []}
+    ends = {"gemm": 0.0, "membw": 0.3}
+    equilibrium = None
+    for t in np.arange(0.5, 600.0, 0.5):
+        for part, rate in (("gemm", 100.0), ("membw", 7.0)):
+            while True:  # the samples that ended by this tick
+                start, end = ends[part], ends[part] + rng.uniform(0.1, 1.7)
+                if end > t:
+                    break
+                work = rate * (end - start) * (1 + 0.05 * rng.standard_normal())
+                live.add(part, "X", start, end, work)
+                held[part].append((start, end, work))
+                ends[part] = end
+        equilibrium = {200.0: 150.0, 400.0: 300.0}.get(float(t), equilibrium)
+        live.forget(t - 100.0, equilibrium)
+        start = live.load_start_s
+        expect = {}
+        if start is not None and t >= cold_window(start, windows).end_s:
+            expect["cold"] = cold_window(start, windows)
+        if start is not None and equilibrium is not None and t > equilibrium:
+            expect["steady"] = steady_window(equilibrium, start, float(t), windows)
+        got = {"cold": live.cold(float(t)), "steady": live.steady(equilibrium, float(t))}
+        rows = {p: np.array(r) for p, r in held.items() if r}
+        for name, window in expect.items():
+            figures = {
+                p: window_throughput(window, r[:, 0], r[:, 1], r[:, 2]) for p, r in rows.items()
+            }
+            assert got[name] == figures, (name, t)
+        assert all(got[name] == {} for name in got.keys() - expect.keys())
+    assert "steady" in expect and live.samples_held < sum(map(len, held.values()))
