@@ -37,7 +37,7 @@ class LoadedServer(Protocol):
 
     def random(self, stream: str, rows: int) -> np.ndarray: ...
 
-    def thermal_truth(self) -> tuple[np.ndarray, np.ndarray]: ...
+    def die_truth(self) -> np.ndarray: ...
 
 
 class SimLoad:
@@ -129,7 +129,7 @@ class SimLoad:
         noisy = work * np.maximum(1.0 + self._jitter(t_s - t0), 0.0)
         update = LoadUpdate()
         if self.sync is not None:  # lock-step: every device does the slowest's work
-            die_c = self.server.thermal_truth()[0]
+            die_c = self.server.die_truth()
             tokens, rows, step = self.sync.tick(t0, t_s, noisy[0], work[0], die_c)
             noisy = tokens[None, :]
             update.sync_steps.extend(rows)

@@ -234,15 +234,20 @@ class SimServer:
 
     def thermal_truth(self) -> tuple[np.ndarray, np.ndarray]:
         """Truth for accuracy benchmarks, not telemetry: per GPU, the die temperature now
-        (no sensor noise or rounding, and without the fans' slow hunt, which swings it
-        around its equilibrium) and the one it would settle to at the present operating
-        point (``Physics.asymptote_die_c``)."""
+        (``die_truth``) and the one it would settle to at the present operating point
+        (``Physics.asymptote_die_c``)."""
+        return self.die_truth(), self.physics.asymptote_die_c(self.now_s)
+
+    def die_truth(self) -> np.ndarray:
+        """Per GPU, the die temperature now: no sensor noise or rounding, and without the
+        fans' slow hunt, which swings it around its equilibrium (no fixed point to solve,
+        unlike the settling temperature of ``thermal_truth``)."""
         p = self.physics
-        return p.t_die - p.hunt_die, p.asymptote_die_c(self.now_s)
+        return p.t_die - p.hunt_die
 
     def hunt_truth(self) -> np.ndarray:
         """Truth for accuracy benchmarks: per GPU, the part of the die temperature that the
-        fans' slow hunt adds now (°C; the die is ``thermal_truth()[0]`` plus this)."""
+        fans' slow hunt adds now (°C; the die is ``die_truth()`` plus this)."""
         return self.physics.hunt_die.copy()
 
     # -- time ---------------------------------------------------------------------------
