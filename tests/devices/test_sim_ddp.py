@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from soak.analysis.analyze import RunData, analyze, analyze_run
+from soak.analysis.analyze import RunData, analyze_run
 from soak.config import RunConfig, load_profile
 from soak.runner import Runner, run
 from soak.store import RunStore
@@ -18,42 +18,59 @@ from soak.store import RunStore
 pytestmark = pytest.mark.slow
 
 
-def _run(
-    tmp_path,
-    minutes: float,
-    *faults: str,
-    seed: int = 1,
-    unread_clock_of_setter=False,
-    profile: str | None = None,
-):
-    loads = []
+@pytest.fixture(scope="module")
+def soaks(tmp_path_factory):
+    """Runs each simulated ddp soak once for the module (several tests judge the same run):
+    ``soaks(minutes, *faults)`` gives its store's data and the simulator's ddp model."""
+    done = {}
 
-    def keep(runner: Runner, _progress) -> None:
-        if not loads:
-            loads.append(runner.load)
+    def soak(minutes: float, *faults: str):
+        if (minutes, faults) not in done:
+            loads = []
 
-    config = RunConfig(
-        backend="sim",
-        workload="ddp",
-        duration_s=minutes * 60,
-        baseline_s=0.0,
-        seed=seed,
-        sim_faults=faults,
-        out=tmp_path,
-    )
-    result = run(config, on_tick=keep)
-    store = RunStore.open(result.run_dir)
-    analysis = analyze(store, load_profile(profile))
-    data = RunData.from_store(store)
-    store.close_read()
-    if unread_clock_of_setter:  # the same run, the pace setter's SM clock never read
-        setter = analysis.sync.pace_setter
-        tele = dict(
-            data.telemetry[setter], sm_clock_mhz=np.full_like(data.telemetry[setter]["t_s"], np.nan)
-        )
-        data = dataclasses.replace(data, telemetry={**data.telemetry, setter: tele})
-        analysis = analyze_run(data, load_profile(None))
-    return analysis, loads[0].sync
+            def keep(runner: Runner, _progress) -> None:
+                if not loads:
+                    loads.append(runner.load)
+
+            config = RunConfig(
+                backend="sim",
+                workload="ddp",
+                duration_s=minutes * 60,
+                baseline_s=0.0,
+                seed=1,
+                sim_faults=faults,
+                out=tmp_path_factory.mktemp("ddp"),
+            )
+            result = run(config, on_tick=keep)
+            store = RunStore.open(result.run_dir)
+            done[minutes, faults] = RunData.from_store(store), loads[0].sync
+            store.close_read()
+        return done[minutes, faults]
+
+    return soak
+
+
+@pytest.fixture
+def _run(soaks):
+    """The analysis of a shared soak under ``profile`` and the simulator's ddp model; with
+    ``unread_clock_of_setter``, of the same run with the pace setter's SM clock never read."""
+
+    def analysed(
+        minutes: float, *faults: str, unread_clock_of_setter=False, profile: str | None = None
+    ):
+        data, sim = soaks(minutes, *faults)
+        analysis = analyze_run(data, load_profile(profile))
+        if unread_clock_of_setter:
+            setter = analysis.sync.pace_setter
+            tele = dict(
+                data.telemetry[setter],
+                sm_clock_mhz=np.full_like(data.telemetry[setter]["t_s"], np.nan),
+            )
+            data = dataclasses.replace(data, telemetry={**data.telemetry, setter: tele})
+            analysis = analyze_run(data, load_profile(None))
+        return analysis, sim
+
+    return analysed
 
 
 def _retention(analysis):
@@ -61,10 +78,8 @@ def _retention(analysis):
     return check
 
 
-def test_an_airflow_fault_names_its_device_the_straggler_and_the_loss_matches_the_truth(
-    tmp_path,
-):
-    analysis, sim = _run(tmp_path, 40, "airflow:gpu=3:factor=2.2")
+def test_an_airflow_fault_names_its_device_the_straggler_and_the_loss_matches_the_truth(_run):
+    analysis, sim = _run(40, "airflow:gpu=3:factor=2.2")
     sync = analysis.sync
     assert sync is not None and sync.ranks == 8
     assert sync.pace_setter == 3 and sync.pace_share[3] > 0.8
@@ -85,8 +100,8 @@ def test_an_airflow_fault_names_its_device_the_straggler_and_the_loss_matches_th
     )
 
 
-def test_a_healthy_servers_loss_is_power_capped_drift_and_passes(tmp_path):
-    analysis, _ = _run(tmp_path, 20)
+def test_a_healthy_servers_loss_is_power_capped_drift_and_passes(_run):
+    analysis, _ = _run(20)
     sync, retention = analysis.sync, _retention(analysis)
     assert sync.loss > 0.01  # the server is slower hot: there is a loss to split
     assert sync.split.split.drift == pytest.approx(sync.loss)
@@ -94,28 +109,28 @@ def test_a_healthy_servers_loss_is_power_capped_drift_and_passes(tmp_path):
     assert f"{sync.loss * 100:.1f} % power-capped drift (floor 8 %)" in retention.message
 
 
-def test_without_the_pace_setters_clock_the_loss_is_unexplained(tmp_path):
-    faulted, _ = _run(tmp_path / "a", 40, "airflow:gpu=3:factor=2.2", unread_clock_of_setter=True)
+def test_without_the_pace_setters_clock_the_loss_is_unexplained(_run):
+    faulted, _ = _run(40, "airflow:gpu=3:factor=2.2", unread_clock_of_setter=True)
     retention = _retention(faulted)
     assert retention.status.value == "fail"
     assert "device 3's SM clock not available: all " in retention.message
-    healthy, _ = _run(tmp_path / "h", 20, unread_clock_of_setter=True)
+    healthy, _ = _run(20, unread_clock_of_setter=True)
     split = healthy.sync.split
     # the whole loss is judged by the strict floor: what passes here passes without a cause
     assert split.missing and split.split.unexplained == pytest.approx(healthy.sync.loss)
     assert split.split.drift == 0 and split.split.thermal == 0
 
 
-def test_a_link_fault_slows_the_all_reduce_and_no_fault_blames_no_device(tmp_path):
-    analysis, _ = _run(tmp_path / "link", 3, "link:gpu=2:factor=0.5")
-    healthy, _ = _run(tmp_path / "none", 3)
+def test_a_link_fault_slows_the_all_reduce_and_no_fault_blames_no_device(_run):
+    analysis, _ = _run(3, "link:gpu=2:factor=0.5")
+    healthy, _ = _run(3)
     assert analysis.sync.busbw_cold == pytest.approx(healthy.sync.busbw_cold * 0.5, rel=0.02)
     assert not [c for c in healthy.checks if c.check == "straggler" and c.status.value != "pass"]
 
 
-def test_the_h100_busbw_floor_passes_a_healthy_link_and_warns_on_a_slow_one(tmp_path):
-    healthy, _ = _run(tmp_path / "ok", 3, profile="h100-sxm")
-    slow, _ = _run(tmp_path / "slow", 3, "link:gpu=2:factor=0.4", profile="h100-sxm")
+def test_the_h100_busbw_floor_passes_a_healthy_link_and_warns_on_a_slow_one(_run):
+    healthy, _ = _run(3, profile="h100-sxm")
+    slow, _ = _run(3, "link:gpu=2:factor=0.4", profile="h100-sxm")
     [ok] = [c for c in healthy.checks if c.check == "busbw"]
     [warn] = [c for c in slow.checks if c.check == "busbw"]
     assert ok.status.value == "pass" and "of the h100-sxm floor 180 GB/s ([datasheet]" in ok.message
