@@ -73,7 +73,8 @@ def elapsed(samples: dict[str, float]) -> float | None:
 
 
 def test_metrics_change_while_the_soak_runs_and_its_exit_and_report_stay_the_same(tmp_path):
-    soak = Soak(tmp_path, "--sim-gpus", "2", "--hours", "8", "--seed", "3")
+    # two simulated hours run for seconds: long enough to be scraped twice while running
+    soak = Soak(tmp_path, "--sim-gpus", "2", "--hours", "2", "--seed", "3")
     url = soak.wait_url()
     assert url.startswith("http://127.0.0.1:")
     deadline = time.monotonic() + 60
