@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -739,17 +738,17 @@ def test_a_device_keeps_its_numbers_when_the_server_grows() -> None:
 
 
 @pytest.mark.slow
-def test_a_day_of_eight_gpus_at_one_second_ticks_simulates_in_seconds() -> None:
-    started = time.perf_counter()
+def test_eight_gpus_at_one_second_ticks_give_a_row_and_a_sample_per_device_each_tick() -> None:
+    # Two hours, well past the devices' equilibrium; how fast a day or a week simulates is
+    # bench/sim_speed.py's to measure.
     server = SimServer(seed=1)
     load = server.simulated_load("gemm")
     load.start(0.0)
     samples = 0
-    for t in range(24 * 3600 + 1):
+    for t in range(2 * 3600 + 1):
         rows = server.sample(float(t))
+        assert len(rows) == 8
         samples += len(load.poll(float(t)).samples)
         server.poll_events(float(t))
     load.stop(float(t))
-    elapsed = time.perf_counter() - started
-    print(f"24 h x 8 GPUs at 1-s ticks: {elapsed:.1f} s wall")
-    assert len(rows) == 8 and samples == 8 * 24 * 3600
+    assert samples == 8 * 2 * 3600
