@@ -55,10 +55,12 @@ demo: install
 	  --sim-fault airflow:gpu=3:factor=2.2 --sim-fault ecc:gpu=5:at=1500 $(ARGS); \
 	  $(VERDICT_OK)
 
-# TEST_JOBS=auto runs one pytest worker per CPU (pytest-xdist; a module's tests stay on one
-# worker). Off by default: on 2 cores the soaks' own worker processes already use both, and
-# the suite took 19.7 min here with two pytest workers, the last CI 15 min in one process.
-TEST_JOBS ?= 1
+# Two pytest workers (pytest-xdist), each running whole groups of tests: a module, or one of
+# the groups tests/conftest.py names (the reports' shared runs, the reliability tests with
+# deadlines). Most tests simulate in one Python process, so the second core pays: two
+# subsets of the suite on 2 cores took 396 s and 305 s in one process, 228 s and 256 s in
+# two. TEST_JOBS=1 runs one process, TEST_JOBS=auto one worker per CPU.
+TEST_JOBS ?= 2
 XDIST    := $(if $(filter 1,$(TEST_JOBS)),-p no:xdist,-n $(TEST_JOBS) --dist loadscope)
 
 test: install

@@ -61,3 +61,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         module = item.path.relative_to(root).as_posix()
         if module in SLOW_MODULES or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+# `make test` runs two pytest workers (pytest-xdist, --dist loadscope), each group of tests on
+# one worker, one test after another. A module is a group, so that its fixtures are made
+# once; tests/report/ is one, so that its session runs (faulty_run, fixed_run) are made once;
+# tests/reliability/ is one, so that the contention test's busy loops on every core never
+# run beside another reliability test's deadline.
+SHARED_GROUPS = ("tests/report/", "tests/reliability/")
+
+
+def worker_group(nodeid: str) -> str:
+    """The group a test runs in: its module, or the shared group its module is in."""
+    module = nodeid.split("::", 1)[0]
+    return next((group for group in SHARED_GROUPS if module.startswith(group)), module)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # a pytest-xdist hook: before its own
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """--dist loadscope with the groups of ``worker_group`` as its scopes."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    return ByGroup(config, log)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import worker_group
+
 REPO = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
@@ -69,3 +71,14 @@ def test_make_test_prints_skip_reasons(tmp_path: Path) -> None:
     done = _make("test", _fake_venv(tmp_path, 0))
     flags = done.stdout.splitlines()[-3].split()[1:]
     assert flags[0] == "-q" and "s" in flags[1] and flags[1].startswith("-r")  # s: skips
+
+
+def test_make_test_runs_two_workers_each_on_whole_groups(tmp_path: Path) -> None:
+    done = _make("test", _fake_venv(tmp_path, 0))
+    flags = done.stdout.splitlines()[-3].split()
+    assert flags[flags.index("-n") + 1] == "2" and flags[flags.index("--dist") + 1] == "loadscope"
+    # the groups a worker runs whole: a module, the reports' shared runs, the reliability tests
+    assert worker_group("tests/test_cli.py::test_x[a::b]") == "tests/test_cli.py"
+    assert worker_group("tests/devices/test_sim.py::Class::test_x") == "tests/devices/test_sim.py"
+    assert worker_group("tests/report/test_html.py::test_x") == "tests/report/"
+    assert worker_group("tests/reliability/test_ddp.py::test_x[9]") == "tests/reliability/"
