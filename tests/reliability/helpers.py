@@ -36,6 +36,7 @@ cold_length_s = 0.8
 eq_window_s = 4.0
 eq_check_interval_s = 1.0
 steady_length_s = 1.0
+min_steady_s = 1.0
 [checks]
 min_throughput_retention = 0.0
 max_jitter_cv = 10.0

@@ -23,6 +23,7 @@ cold_length_s = 4.0
 eq_window_s = 300.0
 eq_check_interval_s = 30.0
 steady_length_s = 10.0
+min_steady_s = 10.0
 [checks]
 min_throughput_retention = 0.9
 max_jitter_cv = 10.0
