@@ -1,10 +1,12 @@
-"""What each clause of the equilibrium rule pays on the simulator: the equilibrium
-scenario tests (``tests/scenarios/test_equilibrium_truth.py`` by default) run with every
-clause on, then with each clause off in turn (``soak.analysis.equilibrium.clauses_off``,
-in this process), and the tests that fail without it listed. ``bench/real_traces.py
---without CLAUSE`` is the same on real data.
+"""What each clause of the equilibrium rule pays on the simulator: the pytest files named
+after ``--`` (the equilibrium scenario tests, say) run with every clause on, then with each
+clause off in turn (``soak.analysis.equilibrium.clauses_off``, in this process), and the
+tests that fail without it listed. ``bench/real_traces.py --without CLAUSE`` is the same on
+real data.
 
-``python bench/clause_scenarios.py [CLAUSE ...] [-- PYTEST ARGS]`` (default: every clause).
+``python bench/clause_scenarios.py [CLAUSE ...] -- PYTEST ARGS`` (default: every clause), e.g.
+``-- tests/scenarios/test_equilibrium_truth.py``. The tests are named on the command line, not
+here: the bench does not reach into the test tree itself.
 Prints a table and one JSON line.
 """
 
@@ -20,8 +22,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from soak.analysis.equilibrium import CLAUSE_NAMES, clauses_off  # noqa: E402
-
-DEFAULT = ["tests/scenarios/test_equilibrium_truth.py"]
 
 
 class Outcomes:
@@ -48,7 +48,10 @@ def run(off: tuple[str, ...], args: list[str]) -> Outcomes:
 def main() -> int:
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
-    names, args = argv[:split] or list(CLAUSE_NAMES), argv[split + 1 :] or DEFAULT
+    names, args = argv[:split] or list(CLAUSE_NAMES), argv[split + 1 :]
+    if not args:
+        print("name the pytest files to run after --, e.g. -- tests/scenarios/")
+        return 2
     unknown = sorted(set(names) - set(CLAUSE_NAMES))
     if unknown:
         print(f"no clause named {', '.join(unknown)} (clauses: {', '.join(CLAUSE_NAMES)})")
