@@ -24,7 +24,7 @@ else
 LENGTH := --hours 2
 endif
 
-.PHONY: install soak demo test test-fast lint format bench gpu-check clean
+.PHONY: install soak demo test test-fast lint format bench gpu-check fuzz clean
 
 install: $(VENV)/.installed
 
@@ -73,6 +73,11 @@ FAST_JOBS ?= auto
 test-fast: install
 	$(BIN)/pytest -q -rs -m "not slow" -p no:cacheprovider \
 	  $(if $(filter 1,$(FAST_JOBS)),-p no:xdist,-n $(FAST_JOBS) --dist loadscope)
+
+# The property tests with new random examples each run (make test searches a fixed set).
+fuzz: install
+	SOAK_FUZZ=1 $(BIN)/pytest -q -rfEs -p no:xdist tests/reliability/test_properties.py \
+	  tests/importers/test_fuzz.py
 
 lint: install
 	$(BIN)/ruff check .

@@ -290,6 +290,9 @@ def parse_profile(text: str, source: str) -> Profile:
     # threshold would divide by zero.
     if windows.eq_check_interval_s < 1:
         raise ConfigError(f"{source}: windows.eq_check_interval_s must be >= 1 (seconds)")
+    # The rule cuts each window in batches of readings: a window under a second holds none.
+    if windows.eq_window_s < 1:
+        raise ConfigError(f"{source}: windows.eq_window_s must be >= 1 (seconds)")
     for key in ("eq_temp_tolerance_c", "eq_rel_tolerance_pct"):
         if getattr(windows, key) <= 0:
             raise ConfigError(f"{source}: windows.{key} must be > 0")

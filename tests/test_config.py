@@ -86,6 +86,7 @@ def test_a_profile_file_is_loaded_by_path(tmp_path):
         ("[checks]\nmin_temp_margin_c = -3\n", "checks.min_temp_margin_c: must be a finite"),
         ("[windows]\neq_checks = 2.5\n", "windows.eq_checks: expected a whole number"),
         ("[windows]\neq_check_interval_s = 0\n", "eq_check_interval_s must be >= 1"),
+        ("[windows]\neq_window_s = 0.5\n", "eq_window_s must be >= 1"),
         ("[checks]\nrequire_equilibrium = 1\n", "expected true or false"),
         ("[checks]\nmin_busbw_source = 3\n", "checks.min_busbw_source: expected a string"),
         ("colour = 'red'\n", "unknown key 'colour'"),

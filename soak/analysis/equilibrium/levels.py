@@ -22,6 +22,9 @@ BATCHES = 10  # batches per window: the usual 10–30 of batch means, the fewest
 MIN_BATCH_SHARE = 0.8  # a window with more gaps than this says nothing about its level
 CONFIDENCE = 0.95  # one-sided: noise can make a date later, never earlier
 LONG_SCALE = 2  # the longer windows, in eq_window_s: long enough to span a fan's cycle
+MAX_SLOTS = 1 << 14  # a ring's most slots: the rings are caches checked by tag, so a profile
+# whose windows hold more batches than this (a window of a millisecond) recomputes, never
+# allocates past it
 AHEAD = 64  # batches computed at once past the one asked for, where the data holds them
 
 
@@ -88,7 +91,8 @@ class Rings:
 
     def _start(self, origin_s: float, width_s: float) -> None:
         self.origin_s, self.width_s = origin_s, width_s
-        self.size = size = math.ceil(self.horizon_s / width_s) + AHEAD + 2 * BATCHES
+        slots = min(self.horizon_s / width_s, MAX_SLOTS)  # a float: 1e300 / 1e-10 is inf
+        self.size = size = math.ceil(slots) + AHEAD + 2 * BATCHES
         self._levels = [math.nan] * size  # each batch's median, by slot
         self._counts = [0] * size  # and its reading count
         self._tags = [-1] * size  # the grid index each slot holds (-1: none)
