@@ -3,7 +3,6 @@ import os
 import pytest
 from hypothesis import settings
 
-
 from tests import factories
 from tests.workloads.sizes import TINY_TRAIN
 from workloads import WorkloadOptions
