@@ -378,6 +378,7 @@ TINY = [
 NODE_RUN = [
     *("--backend", "cpu", "--workload", "ddp", "--ranks", "1", "--minutes", "0.34"),
     *("--baseline", "2", "--interval", "1", "--heartbeat-timeout", "10", *TINY),
+    *("--profile", str(Path(__file__).with_name("shared-cpu.toml"))),
 ]
 
 
