@@ -349,9 +349,19 @@ class Runner:
                 implausible,
                 server,
             )
-        progress = self.progress(t, events)
-        self._note_prediction(progress)
-        self.publish(progress)
+        # The snapshot costs a fifth of a simulated tick: built only where something reads
+        # it (a watcher, the test hook, or a verdict prediction due now).
+        if self.watchers or self.on_tick is not None or self._prediction_due(t):
+            progress = self.progress(t, events)
+            self._note_prediction(progress)
+            self.publish(progress)
+
+    def _prediction_due(self, t: float) -> bool:
+        """--until-steady: whether a ``PREDICTED_AT_S`` mark of load has passed unkept."""
+        if not self.config.until_steady or self.running_since_s is None:
+            return False
+        load = t - self.running_since_s
+        return any(load >= mark and mark not in self.predictions for mark in PREDICTED_AT_S)
 
     def _note_prediction(self, progress: Progress) -> None:
         """--until-steady: keep the predicted load time of the verdict as it stood after
