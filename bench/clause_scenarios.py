@@ -50,11 +50,14 @@ def main() -> int:
     split = argv.index("--") if "--" in argv else len(argv)
     names, args = argv[:split] or list(CLAUSE_NAMES), argv[split + 1 :]
     if not args:
-        print("name the pytest files to run after --, e.g. -- tests/scenarios/")
+        print("name the pytest files to run after --, e.g. -- tests/scenarios/", file=sys.stderr)
         return 2
     unknown = sorted(set(names) - set(CLAUSE_NAMES))
     if unknown:
-        print(f"no clause named {', '.join(unknown)} (clauses: {', '.join(CLAUSE_NAMES)})")
+        print(
+            f"no clause named {', '.join(unknown)} (clauses: {', '.join(CLAUSE_NAMES)})",
+            file=sys.stderr,
+        )
         return 2
     results = {"all on": run((), args)}
     for name in names:

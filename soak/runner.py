@@ -358,21 +358,25 @@ class Runner:
 
     def _prediction_due(self, t: float) -> bool:
         """--until-steady: whether a ``PREDICTED_AT_S`` mark of load has passed unkept."""
-        if not self.config.until_steady or self.running_since_s is None:
+        if self.running_since_s is None:
             return False
-        load = t - self.running_since_s
-        return any(load >= mark and mark not in self.predictions for mark in PREDICTED_AT_S)
+        return bool(self._marks_due(max(0.0, t - self.running_since_s)))
+
+    def _marks_due(self, load_s: float) -> list[float]:
+        """The ``PREDICTED_AT_S`` marks of load passed by ``load_s`` and not yet kept."""
+        if not self.config.until_steady:
+            return []
+        return [m for m in PREDICTED_AT_S if load_s >= m and m not in self.predictions]
 
     def _note_prediction(self, progress: Progress) -> None:
         """--until-steady: keep the predicted load time of the verdict as it stood after
         ``PREDICTED_AT_S`` of load, for the report to set against the outcome."""
         load = progress.load_elapsed_s
-        if not self.config.until_steady or load is None:
+        if load is None:
             return
-        for mark in PREDICTED_AT_S:
-            if load >= mark and mark not in self.predictions:
-                eta = progress.verdict_eta_s
-                self.predictions[mark] = None if eta is None else load + eta
+        for mark in self._marks_due(load):
+            eta = progress.verdict_eta_s
+            self.predictions[mark] = None if eta is None else load + eta
 
     def progress(self, t: float, events: Sequence[Event] = ()) -> Progress:
         """The frozen snapshot of the run at ``t``: all a watcher may read."""

@@ -201,7 +201,9 @@ class LiveWork:
         figures = {}
         for part, arrays in self._parts.items():
             held = before.get(part)
-            if held is None or held.compactions != self._compactions or not held.whole:
+            if held is not None and held.compactions != self._compactions:
+                held = None  # the samples moved: its indices name others
+            if held is None or not held.whole:
                 held = self._figure(window, arrays, held)
             figures[part] = held
         self._figures[window] = figures
@@ -212,16 +214,16 @@ class LiveWork:
     def _figure(
         self, window: Window, arrays: tuple[array, array, array], held: _Figure | None
     ) -> _Figure:
-        """One part's figure over ``window``: ``held`` again while the samples under the
-        window are the same ones (samples are only appended between compactions)."""
+        """One part's figure over ``window``: ``held``'s value again while the samples under
+        the window are the same ones (``held`` is from the present compaction, and samples
+        are only appended between compactions)."""
         t0, t1, w = (np.frombuffer(a, dtype=float) for a in arrays)
         # samples arrive in time order: a slice a little wider than the window holds
         # every sample whose middle is inside it
         lo = int(np.searchsorted(t1, window.start_s, side="left"))
         hi = int(np.searchsorted(t0, window.end_s, side="right"))
         whole = hi < len(t0)  # a sample starts after the window: none later falls in it
-        same = held is not None and held.compactions == self._compactions
-        if same and (held.lo, held.hi) == (lo, hi):
+        if held is not None and (held.lo, held.hi) == (lo, hi):
             value = held.value
         else:
             value = window_throughput(window, t0[lo:hi], t1[lo:hi], w[lo:hi])
