@@ -59,9 +59,10 @@ class WorkloadOptions:
     # Faults the tests inject (never an operator's: ``--option`` does not take them).
     # ddp: this rank's parameters drift (the ddp checksum must see it)
     ddp_perturb_rank: int | None = field(default=None, metadata=TEST_ONLY)
-    # ddp: this rank computes half as long again (a straggler)
+    # ddp: this rank is a straggler, slower in its compute by ``ddp_slowdown``
     ddp_slow_rank: int | None = field(default=None, metadata=TEST_ONLY)
-    # ddp: the share of each iteration the slow rank idles more
+    # ddp: the slow rank idles this many calibrated iterations more in each one, before its
+    # gradient all-reduce
     ddp_slowdown: float = field(default=0.5, metadata=TEST_ONLY)
     mix_sync: bool = False  # mix on 2+ devices: its training runs as lock-step ddp (docs/ddp.md)
 

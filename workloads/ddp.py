@@ -208,15 +208,17 @@ class DdpWorkload:
         with torch.autocast(self.device.type, self.amp_dtype, enabled=self.autocast):
             logits = self.model(x)
             loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.reshape(-1))
+        if self.options.ddp_slow_rank == self.rank and self.iteration_s > 0:
+            # test only: a straggler, slow in its own compute before the gradient
+            # all-reduce (as a slow device is), so the others wait in that all-reduce of
+            # every iteration; by the calibrated iteration, not by this one, which holds
+            # whatever the host's load did to it
+            time.sleep(max(0.0, self.options.ddp_slowdown) * self.iteration_s)
         loss.backward()
         synced = self._mark()
         ready = self.clock.ready_event if self.device.type == "cuda" else self.clock.ready_s
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        if self.options.ddp_slow_rank == self.rank:  # test only: a straggler
-            synchronize(self.device)
-            slowdown = max(0.0, self.options.ddp_slowdown)
-            time.sleep(slowdown * max(0.0, self._seconds(start, self._mark())))
         end = self._mark()
         self.iterations_done += 1
         return start, ready, synced, end
