@@ -15,7 +15,14 @@ and for a device that is slow (throughput retention, the within-server rule or a
 - **power-limited**: held at its power limit, and that limit is below the default, or it
   runs at its peers' power with lower clocks, or its clocks fell from cold to steady at the
   limit (leakage grows with temperature);
-- **hardware-fault** for what is left: slower with no thermal, input or power explanation.
+- **hardware-fault** for what is left: slower with no thermal, input or power explanation;
+- **unexplained** where the device could not have shown one: no temperature, no power and
+  no clock it measures (a CPU in a VM: no sensors, and /proc/cpuinfo's clock a fallback
+  that holds the host's nominal figure). Nothing points at the device, so no RMA is asked.
+
+Work per clock counts only a clock the backend measures: a fallback reading (capability
+``fallback``) may stand still while the real clock moves, and then "less work per clock"
+is only "less work".
 
 A device whose figures fell while something else used it, and that failed nothing else,
 is diagnosed **host contention** (the host's other load on a CPU) or **another process on
@@ -50,7 +57,7 @@ from soak.analysis.checks import (
     Status,
 )
 from soak.analysis.windows import WindowStats
-from soak.model import HW_REASONS, ClockReason
+from soak.model import HW_REASONS, Capability, ClockReason
 
 HEALTHY = "healthy"
 THERMAL = "thermal-limited"
@@ -58,9 +65,10 @@ POWER = "power-limited"
 HOST = "host-bound"
 HARDWARE = "hardware-fault"
 NOT_MEASURED = "not measured"  # an incomplete run that stopped before any work was measured
+UNEXPLAINED = "unexplained"  # slower, on a device with no sensor that could say why
 CONTENTION = contention.HOST  # the host's other load took the device (a CPU)
 FOREIGN = contention.PROCESS  # a compute process not soak's shared the device (a GPU)
-CAUSES = (HEALTHY, THERMAL, POWER, HOST, HARDWARE, NOT_MEASURED, CONTENTION, FOREIGN)
+CAUSES = (HEALTHY, THERMAL, POWER, HOST, HARDWARE, NOT_MEASURED, UNEXPLAINED, CONTENTION, FOREIGN)
 # What each cause means, for the report's reader
 MEANINGS = {
     HEALTHY: "no loss from cold to steady state that the checks flag",
@@ -73,6 +81,8 @@ MEANINGS = {
     "slowdown with no thermal, power or host explanation: see the failing checks",
     NOT_MEASURED: "the run stopped before any work was measured: nothing can be said of the "
     "device's health",
+    UNEXPLAINED: "slower at steady state on a device that measures no temperature, power or "
+    "clock: nothing points at the device, and nothing clears it",
     CONTENTION: "its figures fell while the host's other work used the device: it could not "
     "be judged alone",
     FOREIGN: "its figures fell while another compute process shared the device: it could not "
@@ -87,6 +97,9 @@ NEXT_STEPS = {
     "of the device's process",
     HARDWARE: "RMA the device with the listed events and errors",
     NOT_MEASURED: "run the soak again for longer: no work was measured before it stopped",
+    UNEXPLAINED: "rerun on an idle host (where nothing on the device is measured, other load "
+    "on the host or its hypervisor is the likeliest cause); a loss that stays there is the "
+    "device's",
     CONTENTION: contention.NEXT_STEP,
     FOREIGN: contention.NEXT_STEP,
 }
@@ -275,6 +288,22 @@ def _clocks_held(f: DeviceFacts, clock: float | None, peers: Peers) -> bool:
     return fell <= usual + CLOCK_GAP
 
 
+def _measured_clock(f: DeviceFacts, key: str) -> float | None:
+    """The steady median of a clock the backend measures; None for a fallback reading
+    (a VM's /proc/cpuinfo "cpu MHz" is the host's nominal clock, however the real one moves)."""
+    if f.capabilities.get(key) == Capability.FALLBACK:
+        return None
+    return _steady(f, key)
+
+
+def _blind(f: DeviceFacts) -> bool:
+    """Whether the device measured nothing that could explain a loss: no steady
+    temperature, power or clock (a fallback clock does not count), no clock reasons."""
+    measured = [_steady(f, "temp_c"), _steady(f, "power_w"), _measured_clock(f, "sm_clock_mhz")]
+    reasons = [v for s in _late(f) for v in s.reason_share.values() if v is not None]
+    return all(v is None for v in measured) and not reasons
+
+
 def per_clock(f: DeviceFacts, peers: Peers) -> tuple[float, str] | None:
     """The smallest, over workload parts, of the device's steady work per clock relative to
     the server median's (or, with too few peers, to its own cold window's), and that part."""
@@ -282,7 +311,7 @@ def per_clock(f: DeviceFacts, peers: Peers) -> tuple[float, str] | None:
     for part, unit in sorted(f.units.items()):
         key = CLOCK_OF_UNIT.get(unit)
         rate = f.steady.throughput.get(part) if f.steady else None
-        clock = _steady(f, key) if key else None
+        clock = _measured_clock(f, key) if key else None
         if key is None or rate is None or not clock:
             continue
         if peers.usable:
@@ -376,6 +405,8 @@ def diagnose(f: DeviceFacts, checks: Sequence[Finding], peers: Peers) -> Diagnos
         for cause in (_host(f, peers), _weak(f, peers), _power(f, peers)):
             if cause is not None:
                 return cause
+        if _blind(f):
+            return Diagnosis(UNEXPLAINED, (*_messages(checks, SLOW_CHECKS), _UNSEEN))
         message = "slower with no thermal, power or input explanation"
         return Diagnosis(HARDWARE, (message, *_clock_evidence(f, peers)))
     if contended is not None:
@@ -383,6 +414,9 @@ def diagnose(f: DeviceFacts, checks: Sequence[Finding], peers: Peers) -> Diagnos
     # What is left failed a requirement of the run, not of the device (equilibrium where
     # the profile requires it): nothing points to a cause, and the verdict says why.
     return Diagnosis(HEALTHY, tuple(_messages(checks, failing)))
+
+
+_UNSEEN = "no temperature, power or measured clock on this device to explain it"
 
 
 def _contended(f: DeviceFacts, checks: Sequence[Finding]) -> Diagnosis | None:

@@ -6,7 +6,7 @@ from soak.analysis.checks import CounterSpan, HwEpisode, run_checks
 from soak.analysis.diagnosis import diagnose, peers_of, per_clock
 from soak.config import Profile
 from soak.model import WorkerOutcome
-from tests.analysis.facts import cold, server, stats
+from tests.analysis.facts import cold, facts, server, stats
 
 P = Profile()
 
@@ -154,3 +154,45 @@ def test_a_cpu_is_never_said_to_have_an_sm_clock():
     clock = [c for c in run_checks(telemetry_only, P) if c.check == "clock_retention"]
     assert clock and all(c.message.startswith(("steady clock ", "final clock ")) for c in clock)
     assert not any("SM" in c.message for c in clock)
+
+
+def _vm_cpu(**steady_changes):
+    """A lone CPU in a VM: no temperature, power or clock reasons; its clock a fallback
+    (/proc/cpuinfo's nominal 2445 MHz, the same cold and steady); 18 % less work at steady."""
+    blind = dict(temp_c=None, power_w=None, limit_w=None, util_pct=99.0, readable_reasons=False)
+    steady = stats(clock_mhz=2445.0, throughput={"gemm": 8.2e10}, **{**blind, **steady_changes})
+    cold_window = stats(15.0, 75.0, clock_mhz=2445.0, throughput={"gemm": 1.0e11}, **blind)
+    device = facts(
+        0,
+        steady=steady,
+        cold_stats=cold_window,
+        clock_label="clock",
+        power_limit_w=None,
+        default_power_limit_w=None,
+        slowdown_temp_c=None,
+        capabilities={"sm_clock_mhz": "fallback", "temp_c": "not supported"},
+    )
+    return [device]
+
+
+def test_a_loss_on_a_device_with_no_sensor_is_unexplained_never_a_hardware_fault():
+    # Issue 25: a CPU VM lost 18 % from cold to steady and was told to RMA itself, on the
+    # evidence "work per clock 81.6 %" of a clock that never moved. A fallback clock is no
+    # per-clock evidence, and with nothing measured the cause is unknown, not the device.
+    devices = _vm_cpu()
+    assert per_clock(devices[0], peers_of(devices)) is None
+    found = _diagnose(devices, 0)
+    assert found.cause == "unexplained"
+    assert (
+        found.evidence[-1] == "no temperature, power or measured clock on this device to explain it"
+    )
+    assert any("82.0 % of cold" in e for e in found.evidence), found.evidence
+    # the same loss where the clock is measured (cpufreq) and held: less work per clock
+    measured = [dataclasses.replace(devices[0], capabilities={"sm_clock_mhz": "supported"})]
+    found = _diagnose(measured, 0)
+    assert found.cause == "hardware-fault"
+    assert found.evidence[0].startswith("steady gemm work per clock is 82.0 % of its cold")
+    # and with a temperature read, a loss nothing explains stays the device's
+    warm = _vm_cpu(temp_c=61.0)
+    assert per_clock(warm[0], peers_of(warm)) is None
+    assert _diagnose(warm, 0).cause == "hardware-fault"
