@@ -1,6 +1,7 @@
 """The dependency rules of docs/architecture.md, read from the source: no import cycle between
 soak's modules, each layer imports only the layers below it, and bench and tests never import
-each other (both may use testkit)."""
+each other (both may use testkit); and the equilibrium package has no function over 50
+lines."""
 
 from __future__ import annotations
 
@@ -326,3 +327,33 @@ def test_the_bench_and_tests_rule_fails_on_each_way_across() -> None:
         "DATA = Path(__file__).parents[1] / 'bench' / 'data' / 'real-traces'\n"
     )
     assert cross_tree_uses(fine, "bench") == []
+
+
+EQUILIBRIUM_MAX_LINES = 50  # the equilibrium package reads as its spec: no function past this
+
+
+def long_functions(source: str, limit: int) -> list[tuple[str, int]]:
+    """The functions of ``source`` longer than ``limit`` lines, with their lengths."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            length = node.end_lineno - node.lineno + 1
+            if length > limit:
+                found.append((node.name, length))
+    return found
+
+
+def test_no_function_of_the_equilibrium_package_is_over_50_lines() -> None:
+    package = REPO / "soak" / "analysis" / "equilibrium"
+    long = {
+        f"{path.name}:{name}": length
+        for path in sorted(package.glob("*.py"))
+        for name, length in long_functions(path.read_text(), EQUILIBRIUM_MAX_LINES)
+    }
+    assert not long, long
+
+
+def test_the_length_rule_finds_a_long_function() -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(EQUILIBRIUM_MAX_LINES))
+    assert long_functions(f"def f():\n{body}", EQUILIBRIUM_MAX_LINES) == [("f", 51)]
+    assert long_functions("def g():\n    pass\n", EQUILIBRIUM_MAX_LINES) == []

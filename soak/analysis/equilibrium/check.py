@@ -127,9 +127,9 @@ def _halves(y: np.ndarray) -> tuple[float, float]:
 
 def _dating(
     ya: np.ndarray, yb: np.ndarray, scale: float, tolerance: float, variance: float, t_q: float
-) -> tuple[float, bool, float, float]:
-    """Where the signal dates the check (rule, line 9), whether B is flat, B's half-to-half
-    step and its standard error."""
+) -> tuple[float, float, bool, float, float]:
+    """Where the signal dates the check (rule, line 9), where it dated it before the
+    conventions below, whether B is flat, B's half-to-half step and its standard error."""
     level_b = mean(yb)
     halves = [*_halves(ya), *_halves(yb)]
     settled_from = float(len(halves) - 1)
@@ -148,6 +148,18 @@ def _dating(
     elif settled_from <= 1 and monotone:
         settled_from = 0.5  # a monotone approach: A's centre
     return settled_from, off_until, bool(b_flat), float(steps[-1]), b_se
+
+
+def _still_moving(
+    w: float, unit: str, tolerance: float, step: float, se: float, t_q: float, most: float
+) -> tuple[str, float]:
+    """Why a check whose windows agree fails where B's halves still differ (``step`` ±
+    ``se``, in the check's unit), and the most the level may have moved then."""
+    note = (
+        f"the last {w / 60:g} min still move: their halves differ by {step:+.2f} "
+        f"{unit} (± {se:.2f}); tolerance {tolerance:g} {unit}"
+    )
+    return note, max(most, abs(step) + t_q * se)
 
 
 def drift(
@@ -192,12 +204,7 @@ def drift(
     if not b_flat and segments == 1 and most < tolerance:
         # B still moves: A and B agreeing says nothing (a hump: rise in A, fall in B). Only
         # the longer scale, whose windows span a fan cycle, may pass it.
-        half_change = b_step * scale
-        note = (
-            f"the last {w / 60:g} min still move: their halves differ by {half_change:+.2f} "
-            f"{unit} (± {b_se * scale:.2f}); tolerance {tolerance:g} {unit}"
-        )
-        most = max(most, abs(half_change) + t_q * b_se * scale)
+        note, most = _still_moving(w, unit, tolerance, b_step * scale, b_se * scale, t_q, most)
     return Drift(
         signal, unit, tolerance, change, noise, most, level_b, settled_from, note, b_flat, off_until
     )
