@@ -42,9 +42,8 @@ def test_searching_dated_withdrawn_dated_again():
     # withdrawn: the date it had, found at a later check
     assert gone.withdrawal.time_s == first.time_s and gone.withdrawal.at_s == t_gone
     assert gone.withdrawal.refutations[0].kind == "stepped"
-    assert gone.withdrawal.floor_s > first.time_s
-    # dated again: after the floor, and the phase says so between
-    assert again.again and again.time_s >= gone.withdrawal.floor_s and t_again >= t_gone
+    # dated again: later than the date withdrawn, and the phase says so between
+    assert again.again and again.time_s > first.time_s and t_again >= t_gone
     phases = {p for t, p, _ in seen if t_dated <= t < t_gone}
     assert phases == {Phase.DATED}
     between = [p for t, p, e in seen if t_gone <= t < t_again and not e]

@@ -34,15 +34,13 @@ The rule ("rule, line N" in the modules; docs/equilibrium.md argues each line):
     refutation (lines 11, 12).
 11. **Movement** refutes where t ≥ date + 4W and the two adjacent 2W levels (t − 4W, t − 2W]
     and (t − 2W, t] differ by more than the tolerance with confidence: ``|Δ| − t·se >
-    tolerance``. Its floor is t − 2W.
+    tolerance``.
 12. **Step** refutes where the signal has stepped (at a check whose newer W window starts
     within 2W after date + W, A → B moved by more than the tolerance with confidence and B
     is flat) and a 2W level whose window starts 0 to 2W after date + W lies the tolerance or
-    more (the estimate) from the level of (date, date + W]. Its floor is the start of the
-    step's newer window.
+    more (the estimate) from the level of (date, date + W].
 13. **Withdrawal**: a refuted date is withdrawn; the count starts again with the
-    ``eq_checks`` − 1 checks before t made again, then t's; a pass dated before the latest
-    floor does not count.
+    ``eq_checks`` − 1 checks before t made again, then t's.
 14. **Not reached**: a load shorter than 2W + (``eq_checks`` − 1)·interval says it is too
     short; otherwise the reason is the last check's.
 15. **Online = offline**: one state machine (searching → dated → withdrawn → dated …),

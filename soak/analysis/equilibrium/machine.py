@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -19,13 +18,12 @@ from soak.analysis.equilibrium.levels import LONG_SCALE, Level, level_of
 from soak.analysis.equilibrium.refutation import MOVED, STEPPED, Refutation, Withdrawal, compare
 from soak.analysis.equilibrium.signals import Signals
 from soak.config import Windows
-from soak.units import minutes
 
 
 class Phase(enum.StrEnum):
     SEARCHING = "searching"  # no date yet
     DATED = "dated"  # a date stands; later levels are watched
-    WITHDRAWN = "withdrawn"  # a date was withdrawn; searching again, none before the floor
+    WITHDRAWN = "withdrawn"  # a date was withdrawn; searching again
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +55,6 @@ class Clauses:
     agree: bool = True  # line 9: a later counted pass can overrule an earlier one's date
     withdrawal: bool = True  # lines 10–13: later levels refute a date
     step: bool = True  # line 12: a step refutes against the level from the date
-    floor: bool = True  # line 13: no pass dated before the refuting window counts
     replay: bool = True  # line 13: the checks before the withdrawal made again
 
     def without(self, *names: str) -> Clauses:
@@ -105,7 +102,6 @@ class Machine:
         self._passes: list[CheckResult] = []  # the counted passes of the last window's time
         self._anchor: dict[str, Level] | None = None  # the 5 min from the date, per signal
         self._stepped: dict[str, float] = {}  # signal -> the check it first stepped at
-        self._floor_s: float | None = None  # no date before this (after a withdrawal)
 
     @property
     def phase(self) -> Phase:
@@ -136,10 +132,7 @@ class Machine:
         """Why equilibrium is not dated after a load of ``load_s`` seconds ("" where it is)."""
         if self.time_s is not None:
             return ""
-        origin = self.load_start_s if self.load_start_s is not None else 0.0  # the run's start
-        floor = self._floor_s if self.clauses.floor else None
-        counted = len(self._passes)
-        return not_reached_reason(load_s, self.last, self.windows, counted, floor, origin)
+        return not_reached_reason(load_s, self.last, self.windows, len(self._passes))
 
     def passes_needed(self) -> int:
         """How many more passing checks a date needs (0 once dated)."""
@@ -152,9 +145,7 @@ class Machine:
         result = self._check(t_check, signals)
         w = self.windows
         recent = [r for r in self._passes if r.t_s > t_check - w.eq_window_s]
-        floor = self._floor_s if self.clauses.floor else None
-        counts = result.passed and (floor is None or result.centre_s >= floor)
-        self._passes = [*recent, result] if counts else recent
+        self._passes = [*recent, result] if result.passed else recent
         if len(self._passes) < w.eq_checks:
             return []
         self.time_s, self.confirmed_s = self._date(), result.t_s
@@ -218,7 +209,6 @@ class Machine:
         self.withdrawn.append(gone)
         self.time_s = self.confirmed_s = None
         self._passes = []
-        self._floor_s = max(gone.floor_s, -math.inf if self._floor_s is None else self._floor_s)
         return gone
 
     def _refute(
@@ -242,8 +232,7 @@ class Machine:
         since = self._anchor.get(name)
         after = t_check - long_w - anchor_end  # when the 10-min window starts
         if name in self._stepped and since is not None and 0 <= after <= long_w:
-            floor = self._stepped[name] - w  # the step's newer window
-            step = compare(name, since, now, self.windows, absolute, STEPPED, t_check, floor)
+            step = compare(name, since, now, self.windows, absolute, STEPPED, t_check)
             if step is not None and step.refutes:
                 return step
         if t_check < date + 2 * long_w:
@@ -251,7 +240,7 @@ class Machine:
         before = level_of(series, t_check - long_w, self.windows)
         if before is None:
             return None
-        moved = compare(name, before, now, self.windows, absolute, MOVED, t_check, t_check - long_w)
+        moved = compare(name, before, now, self.windows, absolute, MOVED, t_check)
         return moved if moved is not None and moved.refutes else None
 
     def _levels_from_date(self, signals: Signals) -> dict[str, Level]:
@@ -272,12 +261,9 @@ def not_reached_reason(
     last: CheckResult | None,
     windows: Windows,
     counted: int = 0,
-    floor_s: float | None = None,
-    origin_s: float = 0.0,
 ) -> str:
-    """Why equilibrium was not reached over a load of ``load_s`` seconds: ``counted`` passes
-    of the last window's time, no date before ``floor_s`` (after a withdrawal); times in
-    minutes since ``origin_s`` (the device's load start, in store seconds)."""
+    """Why equilibrium was not reached over a load of ``load_s`` seconds, ``counted`` passes
+    of the last window's time made."""
     need = 2 * windows.eq_window_s + (windows.eq_checks - 1) * windows.eq_check_interval_s
     if load_s < need:
         return (
@@ -287,12 +273,6 @@ def not_reached_reason(
         )
     if last is None:
         return "no check could be made"
-    if last.passed and floor_s is not None and last.centre_s < floor_s:
-        return (
-            f"the last check passed but dates it at {minutes(last.centre_s - origin_s)}, before "
-            f"{minutes(floor_s - origin_s)}, where the window that withdrew an earlier date "
-            "starts; no date comes before it"
-        )
     if last.passed:
         return (
             f"{counted} check(s) of the last {windows.eq_window_s / 60:g} min passed, fewer "

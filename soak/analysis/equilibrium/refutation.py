@@ -27,7 +27,6 @@ class Refutation:
     most: float
     kind: str = MOVED  # STEPPED or MOVED
     at_s: float = math.nan  # the check that found it
-    floor_s: float = math.nan  # no new date before this: where the refuting window starts
 
     @property
     def refutes(self) -> bool:
@@ -63,10 +62,6 @@ class Withdrawal:
     def reason(self, origin_s: float) -> str:
         return "; ".join(r.describe(origin_s) for r in self.refutations)
 
-    @property
-    def floor_s(self) -> float:
-        return max(r.floor_s for r in self.refutations)
-
     def describe(self, origin_s: float) -> str:
         """ "the date at 7.2 min was withdrawn at 22.5 min: …", in minutes since
         ``origin_s`` (the device's load start, in store seconds)."""
@@ -82,11 +77,10 @@ def compare(
     absolute_c: float | None,
     kind: str,
     at_s: float,
-    floor_s: float,
 ) -> Refutation | None:
     """How far the level moved from ``before`` to ``now``, against the signal's tolerance,
-    found at ``at_s`` (its ``kind`` and ``floor_s`` as in Refutation); None where the noise
-    cannot be measured."""
+    found at ``at_s`` (its ``kind`` as in Refutation); None where the noise cannot be
+    measured."""
     relative = absolute_c is None
     tolerance = windows.eq_rel_tolerance_pct if relative else absolute_c
     df = before.df + now.df
@@ -99,4 +93,4 @@ def compare(
     margin = t_quantile(df) * noise
     unit = "%" if relative else "°C"
     least, most = abs(change) - margin, abs(change) + margin
-    return Refutation(signal, unit, tolerance, change, noise, least, most, kind, at_s, floor_s)
+    return Refutation(signal, unit, tolerance, change, noise, least, most, kind, at_s)
