@@ -118,12 +118,17 @@ class OnlineDetector:
             self._next_check += self.windows.eq_check_interval_s
         for event in events:
             self._dated = event if isinstance(event, Dated) else None
-        if not self.reached and now_s >= self._next_fit:
-            self._next_fit = now_s + self._fit_every_s
-            if self.load_start_s is not None:
-                t, y = self._history.arrays()
-                self.fit = fit_exponential(t, y, self.load_start_s)
         return events
+
+    def _refit(self, now_s: float) -> Fit | None:
+        """The exponential fit of the temperature so far, made again where ``fit_every_s``
+        has passed since the last: only where a prediction is asked for (a watcher, the
+        sequential stop), so that a run no one watches does not pay for it."""
+        if now_s >= self._next_fit and self.load_start_s is not None:
+            self._next_fit = now_s + self._fit_every_s
+            t, y = self._history.arrays()
+            self.fit = fit_exponential(t, y, self.load_start_s)
+        return self.fit
 
     def eta_s(self, now_s: float) -> float | None:
         """Predicted seconds until the rule confirms equilibrium, from the fit; 0 once it
@@ -131,11 +136,12 @@ class OnlineDetector:
         checks, plus the lag."""
         if self.reached:
             return 0.0
-        if self.fit is None:
+        fit = self._refit(now_s)
+        if fit is None:
             return None
         w = self.windows
         after = (w.eq_checks - 1) * w.eq_check_interval_s + self._lag_s
-        predicted = self.fit.predicted_check_s(w) + after
+        predicted = fit.predicted_check_s(w) + after
         # Never promise sooner than the checks still needed can be made.
         needed = self._machine.passes_needed() - 1
         earliest = (self._next_check or now_s) + needed * w.eq_check_interval_s + self._lag_s
