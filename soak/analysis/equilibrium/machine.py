@@ -101,7 +101,7 @@ class Machine:
         self.withdrawn: list[Withdrawal] = []
         self._passes: list[CheckResult] = []  # the counted passes of the last window's time
         self._anchor: dict[str, Level] | None = None  # the 5 min from the date, per signal
-        self._stepped: dict[str, float] = {}  # signal -> the check it first stepped at
+        self._stepped: set[str] = set()  # the signals that stepped since the date (line 12)
 
     @property
     def phase(self) -> Phase:
@@ -149,7 +149,7 @@ class Machine:
         if len(self._passes) < w.eq_checks:
             return []
         self.time_s, self.confirmed_s = self._date(), result.t_s
-        self._anchor, self._stepped = None, {}
+        self._anchor, self._stepped = None, set()
         assert self.basis is not None
         return [Dated(self.time_s, result.t_s, self.basis, again=bool(self.withdrawn))]
 
@@ -225,7 +225,7 @@ class Machine:
         anchor_end = date + w  # the end of the 5 min from the date
         soon = t_check - w - anchor_end <= long_w and self.clauses.step  # a step soon: noted
         if soon and drift(name, series, t_check, self.windows, absolute_c=absolute).stepped:
-            self._stepped.setdefault(name, t_check)
+            self._stepped.add(name)
         now = level_of(series, t_check, self.windows)
         if now is None:
             return None
