@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
+import threading
 import urllib.request
 
 import pytest
@@ -33,11 +34,24 @@ def value(samples, name: str, **labels: str) -> float | None:
     return None
 
 
+@pytest.fixture(scope="module")
+def closing():
+    """The exporters' closes, joined at the module's end: a close waits up to half a second
+    for the HTTP server's poll (prometheus_client serves with the default 0.5 s), which the
+    next test need not wait for."""
+    closes: list[threading.Thread] = []
+    yield closes
+    for close in closes:
+        close.join()
+
+
 @pytest.fixture
-def exporter():
+def exporter(closing):
     exp = MetricsExporter(0)
     yield exp
-    exp.close()
+    close = threading.Thread(target=exp.close)
+    close.start()
+    closing.append(close)
 
 
 def test_device_gauges_in_base_units_and_unreadable_values_absent(exporter) -> None:
