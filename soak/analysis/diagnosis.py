@@ -20,9 +20,9 @@ and for a device that is slow (throughput retention, the within-server rule or a
   no clock it measures (a CPU in a VM: no sensors, and /proc/cpuinfo's clock a fallback
   that holds the host's nominal figure). Nothing points at the device, so no RMA is asked.
 
-Work per clock counts only a clock the backend measures: a fallback reading (capability
-``fallback``) may stand still while the real clock moves, and then "less work per clock"
-is only "less work".
+No rule reads a clock the backend has only as a fallback (capability ``fallback``): such a
+reading may stand still while the real clock moves, so it shows neither less work per
+clock nor clocks that held, and it is no evidence (``_reading``).
 
 A device whose figures fell while something else used it, and that failed nothing else,
 is diagnosed **host contention** (the host's other load on a CPU) or **another process on
@@ -160,12 +160,25 @@ def _median(values: Sequence[float | None]) -> float | None:
     return float(np.median(finite)) if finite else None
 
 
+_CLOCKS = frozenset({"sm_clock_mhz", "mem_clock_mhz"})
+
+
+def _reading(f: DeviceFacts, stats: WindowStats | None, key: str) -> float | None:
+    """The window's median of ``key``; None where it was not read, and for a clock the
+    backend reads only as a fallback: a VM's /proc/cpuinfo "cpu MHz" is the host's nominal
+    clock however the real one moves, so it is evidence of nothing (not that the clocks
+    held, not less work per clock)."""
+    if stats is None or (key in _CLOCKS and f.capabilities.get(key) == Capability.FALLBACK):
+        return None
+    return stats.median.get(key)
+
+
 def _steady(f: DeviceFacts, key: str) -> float | None:
-    return f.steady.median.get(key) if f.steady else None
+    return _reading(f, f.steady, key)
 
 
 def _clock_retention(f: DeviceFacts) -> float | None:
-    cold = f.cold.median.get("sm_clock_mhz") if f.cold else None
+    cold = _reading(f, f.cold, "sm_clock_mhz")
     steady = _steady(f, "sm_clock_mhz")
     return steady / cold if cold and steady is not None else None
 
@@ -259,8 +272,8 @@ def _host(f: DeviceFacts, peers: Peers) -> Diagnosis | None:
     """Utilisation down in a late window (steady, or the end of the load) while the clocks
     held, against the peers' and against the device's own cold window."""
     for label, late in (("steady", f.steady), ("final", f.final)):
-        util = late.median.get("util_pct") if late else None
-        clock = late.median.get("sm_clock_mhz") if late else None
+        util = _reading(f, late, "util_pct")
+        clock = _reading(f, late, "sm_clock_mhz")
         if late is None or util is None:
             continue
         peer_util = peers.util_pct if peers.usable else None
@@ -280,7 +293,7 @@ def _clocks_held(f: DeviceFacts, clock: float | None, peers: Peers) -> bool:
         return True
     if peers.usable and peers.sm_clock_mhz and clock < peers.sm_clock_mhz * (1 - CLOCK_GAP):
         return False
-    cold = f.cold.median.get("sm_clock_mhz") if f.cold else None
+    cold = _reading(f, f.cold, "sm_clock_mhz")
     if not cold:
         return True
     fell = 1 - clock / cold
@@ -288,18 +301,10 @@ def _clocks_held(f: DeviceFacts, clock: float | None, peers: Peers) -> bool:
     return fell <= usual + CLOCK_GAP
 
 
-def _measured_clock(f: DeviceFacts, key: str) -> float | None:
-    """The steady median of a clock the backend measures; None for a fallback reading
-    (a VM's /proc/cpuinfo "cpu MHz" is the host's nominal clock, however the real one moves)."""
-    if f.capabilities.get(key) == Capability.FALLBACK:
-        return None
-    return _steady(f, key)
-
-
 def _blind(f: DeviceFacts) -> bool:
     """Whether the device measured nothing that could explain a loss: no steady
     temperature, power or clock (a fallback clock does not count), no clock reasons."""
-    measured = [_steady(f, "temp_c"), _steady(f, "power_w"), _measured_clock(f, "sm_clock_mhz")]
+    measured = [_steady(f, "temp_c"), _steady(f, "power_w"), _steady(f, "sm_clock_mhz")]
     reasons = [v for s in _late(f) for v in s.reason_share.values() if v is not None]
     return all(v is None for v in measured) and not reasons
 
@@ -311,7 +316,7 @@ def per_clock(f: DeviceFacts, peers: Peers) -> tuple[float, str] | None:
     for part, unit in sorted(f.units.items()):
         key = CLOCK_OF_UNIT.get(unit)
         rate = f.steady.throughput.get(part) if f.steady else None
-        clock = _measured_clock(f, key) if key else None
+        clock = _steady(f, key) if key else None
         if key is None or rate is None or not clock:
             continue
         if peers.usable:
@@ -319,7 +324,7 @@ def per_clock(f: DeviceFacts, peers: Peers) -> tuple[float, str] | None:
             ref_clock = peers.sm_clock_mhz if key == "sm_clock_mhz" else peers.mem_clock_mhz
         else:
             ref_rate = f.cold.throughput.get(part) if f.cold else None
-            ref_clock = f.cold.median.get(key) if f.cold else None
+            ref_clock = _reading(f, f.cold, key)
         if not ref_rate or not ref_clock:
             continue
         ratio = (rate / ref_rate) / (clock / ref_clock)

@@ -187,6 +187,10 @@ def test_a_loss_on_a_device_with_no_sensor_is_unexplained_never_a_hardware_fault
         found.evidence[-1] == "no temperature, power or measured clock on this device to explain it"
     )
     assert any("82.0 % of cold" in e for e in found.evidence), found.evidence
+    # nor does a clock that never moved say that the clocks held where the load fell
+    idle = _vm_cpu(util_pct=70.0)
+    found = _diagnose(idle, 0)
+    assert found.cause == "host-bound" and found.evidence == ("steady utilisation 70 %",)
     # the same loss where the clock is measured (cpufreq) and held: less work per clock
     measured = [dataclasses.replace(devices[0], capabilities={"sm_clock_mhz": "supported"})]
     found = _diagnose(measured, 0)
