@@ -160,7 +160,7 @@ def _median(values: Sequence[float | None]) -> float | None:
     return float(np.median(finite)) if finite else None
 
 
-_CLOCKS = frozenset({"sm_clock_mhz", "mem_clock_mhz"})
+_CLOCKS = frozenset(CLOCK_OF_UNIT.values())  # the clocks work is counted against
 
 
 def _reading(f: DeviceFacts, stats: WindowStats | None, key: str) -> float | None:
