@@ -114,6 +114,8 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, default=_json_default, sort_keys=True)
 
 
+_CHUNK_ROWS = 4096  # rows read at a time into a store's arrays
+
 # One C-level call per row on the per-tick path, in the column order of _INSERT_TELEMETRY.
 _telemetry_row = operator.attrgetter(*TELEMETRY_FIELDS)
 
@@ -121,6 +123,17 @@ _telemetry_row = operator.attrgetter(*TELEMETRY_FIELDS)
 def _bound(value: float) -> float | None:
     """A range's bound for the store: None where there is none (infinite)."""
     return value if math.isfinite(value) else None
+
+
+def _compact(column: np.ndarray) -> np.ndarray:
+    """A column that holds one value throughout (a limit, a counter that never moved, a
+    field the device does not read: NaN) as a read-only view of that value, which takes no
+    memory per row; any other as its own contiguous array, so that the rows it was read
+    with are freed. Most of a device's columns hold still: a week of 1-s readings holds
+    5 MiB per column per device."""
+    if column.size and (column.view(np.int64) == column[:1].view(np.int64)).all():
+        return np.broadcast_to(column[:1].copy(), column.shape)  # the same bits throughout
+    return np.ascontiguousarray(column)
 
 
 def _reading_row(r: ServerReading) -> tuple[Any, ...]:
@@ -390,21 +403,22 @@ class RunStore:
         with _reading(self.path):
             present = set(_table_columns(self._conn, "telemetry"))
             names = [m for m in TELEMETRY_FIELDS[1:] if m in present]
-            rows = self._conn.execute(
+            array = self._float_rows(
                 f"SELECT {', '.join(names)} FROM telemetry WHERE device=? ORDER BY t_s",
+                "SELECT COUNT(*) FROM telemetry WHERE device=?",
                 (device,),
-            ).fetchall()
-            array = np.array(rows, dtype=float).reshape(len(rows), len(names))
+                len(names),
+            )
         found = {name: array[:, i] for i, name in enumerate(names)}
         # A column a store written before its field existed lacks: not read, NaN throughout.
-        columns = {m: found.get(m, np.full(len(rows), np.nan)) for m in TELEMETRY_FIELDS[1:]}
+        columns = {m: found.get(m, np.full(len(array), np.nan)) for m in TELEMETRY_FIELDS[1:]}
         if not as_read:
             t = columns["t_s"]
             for flag in self.implausible(device):
                 k = int(np.searchsorted(t, flag.t_s))
                 if k < t.size and t[k] == flag.t_s and flag.field in columns:
                     columns[flag.field][k] = math.nan
-        return Columns(columns)
+        return Columns({name: _compact(column) for name, column in columns.items()})
 
     def implausible(self, device: int) -> list[Implausible]:
         """The readings of one device flagged as impossible, in time order."""
@@ -432,19 +446,40 @@ class RunStore:
         columns = ("t_start_s", "t_end_s", "work", "verified", "verify_error")
         out: dict[str, dict[str, np.ndarray]] = {}
         with _reading(self.path):
-            rows = self._conn.execute(
-                "SELECT part, t_start_s, t_end_s, work, verified, verify_error FROM work "
-                "WHERE device=? ORDER BY t_end_s",
+            # SQLite gives the rowid of the row holding the MIN: parts in the order of their
+            # first unit of work, as one read in time order finds them
+            found = self._conn.execute(
+                "SELECT part, MIN(t_end_s), rowid FROM work WHERE device=? GROUP BY part",
                 (device,),
             ).fetchall()
-            parts: dict[str, list[tuple[Any, ...]]] = {}
-            for part, *rest in rows:
+            for part, *_ in sorted(found, key=lambda row: (row[1], row[2])):
                 _text(part)
-                parts.setdefault(part, []).append(rest)
-            for part, part_rows in parts.items():
-                array = np.array(part_rows, dtype=float)
-                out[part] = {name: array[:, i] for i, name in enumerate(columns)}
+                array = self._float_rows(
+                    f"SELECT {', '.join(columns)} FROM work WHERE device=? AND part=? "
+                    "ORDER BY t_end_s",
+                    "SELECT COUNT(*) FROM work WHERE device=? AND part=?",
+                    (device, part),
+                    len(columns),
+                )
+                out[part] = {name: _compact(array[:, i]) for i, name in enumerate(columns)}
         return out
+
+    def _float_rows(self, select: str, count: str, args: tuple[Any, ...], width: int) -> np.ndarray:
+        """The rows of ``select`` as one float array (rows, width), None read as NaN, taken
+        in chunks: a week-long run's rows never exist as Python objects all at once (they
+        take several times the array's memory). ``count`` sizes the array; rows a running
+        writer adds between the two queries are taken too."""
+        (expected,) = self._conn.execute(count, args).fetchone()
+        out = np.empty((int(expected), width))
+        filled = 0
+        cursor = self._conn.execute(select, args)
+        while rows := cursor.fetchmany(_CHUNK_ROWS):
+            chunk = np.array(rows, dtype=float).reshape(len(rows), width)
+            if filled + len(chunk) > len(out):
+                out = np.concatenate([out[:filled], np.empty((len(chunk), width))])
+            out[filled : filled + len(chunk)] = chunk
+            filled += len(chunk)
+        return out if filled == len(out) else out[:filled].copy()
 
     def sync_steps(self, device: int) -> dict[str, np.ndarray]:
         """One device's synchronous (ddp) steps by column, in time order; empty arrays in a

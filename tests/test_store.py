@@ -54,6 +54,36 @@ def test_round_trip_keeps_none_as_nan_and_counters_exact(tmp_path):
     store.close()
 
 
+def test_a_long_run_reads_back_whole_in_chunks_with_still_columns_held_once(tmp_path):
+    """Rows past several read chunks come back in order and exact; a column that holds one
+    value throughout is one read-only value (no memory per row), the others arrays of their
+    own; each device's parts come in the order of their first work."""
+    from soak.store import _CHUNK_ROWS
+
+    n = 3 * _CHUNK_ROWS + 17
+    store = RunStore.create(tmp_path / STORE_NAME, max_commit_delay_s=3600.0)
+    for i in range(n):
+        t = float(i)
+        rows = [Telemetry(d, t, temp_c=40.0 + (i % 7) + d, power_limit_w=700.0) for d in (0, 1)]
+        parts = ("train",) if i == 0 else ("gemm", "train")  # train's first work comes first
+        work = [WorkSample(0, t, t + 1.0, p, 1e12 + i, "FLOP") for p in parts]
+        store.append(rows, work)
+    store.close()
+    reader = RunStore.open(tmp_path)
+    tele = reader.telemetry(1)
+    np.testing.assert_array_equal(tele.t_s, np.arange(n, dtype=float))
+    np.testing.assert_array_equal(tele.temp_c, 41.0 + np.arange(n) % 7)
+    assert tele.temp_c.flags.writeable and tele.temp_c.flags.c_contiguous
+    still = tele.power_limit_w
+    assert not still.flags.writeable and still.strides == (0,) and still.shape == (n,)
+    assert set(still.tolist()) == {700.0} and np.isnan(tele.fan_pct).all()
+    work = reader.work(0)
+    assert list(work) == ["train", "gemm"]
+    np.testing.assert_array_equal(work["train"]["work"], 1e12 + np.arange(n))
+    assert np.isnan(work["gemm"]["verify_error"]).all()
+    reader.close_read()
+
+
 def test_reader_sees_ticks_while_writer_is_open(tmp_path):
     store = _store(tmp_path)
     for i in range(5):
