@@ -170,7 +170,9 @@ class Columns(Mapping[str, np.ndarray]):
     """One device's telemetry as the store reads it back: an array per field of the
     registry, ordered by time ``t_s``, read as attributes (``tele.temp_c``); NaN where a
     value could not be read, and throughout a column a store written before its field
-    existed lacks. A read-only mapping too, for code that goes by the registry's names."""
+    existed lacks. A read-only mapping too, for code that goes by the registry's names.
+    The store reads a column that holds one value throughout as that value broadcast over
+    the run (a read-only array): arrays are never written into, only replaced."""
 
     __slots__ = COLUMNS
 
