@@ -475,8 +475,10 @@ class RunStore:
         cursor = self._conn.execute(select, args)
         while rows := cursor.fetchmany(_CHUNK_ROWS):
             chunk = np.array(rows, dtype=float).reshape(len(rows), width)
-            if filled + len(chunk) > len(out):
-                out = np.concatenate([out[:filled], np.empty((len(chunk), width))])
+            if filled + len(chunk) > len(out):  # grown since counted: room for as much again
+                grown = np.empty((max(filled + len(chunk), 2 * len(out)), width))
+                grown[:filled] = out[:filled]
+                out = grown
             out[filled : filled + len(chunk)] = chunk
             filled += len(chunk)
         return out if filled == len(out) else out[:filled].copy()
