@@ -403,11 +403,14 @@ class RunStore:
         with _reading(self.path):
             present = set(_table_columns(self._conn, "telemetry"))
             names = [m for m in TELEMETRY_FIELDS[1:] if m in present]
+            (count,) = self._conn.execute(
+                "SELECT COUNT(*) FROM telemetry WHERE device=?", (device,)
+            ).fetchone()
             array = self._float_rows(
                 f"SELECT {', '.join(names)} FROM telemetry WHERE device=? ORDER BY t_s",
-                "SELECT COUNT(*) FROM telemetry WHERE device=?",
                 (device,),
                 len(names),
+                count,
             )
         found = {name: array[:, i] for i, name in enumerate(names)}
         # A column a store written before its field existed lacks: not read, NaN throughout.
@@ -444,32 +447,39 @@ class RunStore:
     def work(self, device: int) -> dict[str, dict[str, np.ndarray]]:
         """Per workload part: t_start_s, t_end_s, work, verified (1/0/NaN), verify_error."""
         columns = ("t_start_s", "t_end_s", "work", "verified", "verify_error")
-        out: dict[str, dict[str, np.ndarray]] = {}
         with _reading(self.path):
             # SQLite gives the rowid of the row holding the MIN: parts in the order of their
             # first unit of work, as one read in time order finds them
             found = self._conn.execute(
-                "SELECT part, MIN(t_end_s), rowid FROM work WHERE device=? GROUP BY part",
+                "SELECT part, COUNT(*), MIN(t_end_s), rowid FROM work WHERE device=? GROUP BY part",
                 (device,),
             ).fetchall()
-            for part, *_ in sorted(found, key=lambda row: (row[1], row[2])):
-                _text(part)
-                array = self._float_rows(
-                    f"SELECT {', '.join(columns)} FROM work WHERE device=? AND part=? "
-                    "ORDER BY t_end_s",
-                    "SELECT COUNT(*) FROM work WHERE device=? AND part=?",
-                    (device, part),
-                    len(columns),
-                )
-                out[part] = {name: _compact(array[:, i]) for i, name in enumerate(columns)}
+            found.sort(key=lambda row: (row[2], row[3]))
+            parts = [row[0] for row in found]
+            _text(*parts)
+            if not parts:
+                return {}
+            # every part in one pass, each row's part as its place in ``parts``
+            code = "CASE part " + " ".join(f"WHEN ? THEN {k}" for k in range(len(parts))) + " END"
+            array = self._float_rows(
+                f"SELECT {code}, {', '.join(columns)} FROM work WHERE device=? ORDER BY t_end_s",
+                (*parts, device),
+                len(columns) + 1,
+                sum(row[1] for row in found),
+            )
+        out = {}
+        for k, part in enumerate(parts):
+            rows = array[array[:, 0] == k]  # in time order, as read
+            out[part] = {name: _compact(rows[:, i + 1]) for i, name in enumerate(columns)}
         return out
 
-    def _float_rows(self, select: str, count: str, args: tuple[Any, ...], width: int) -> np.ndarray:
+    def _float_rows(
+        self, select: str, args: tuple[Any, ...], width: int, expected: int
+    ) -> np.ndarray:
         """The rows of ``select`` as one float array (rows, width), None read as NaN, taken
         in chunks: a week-long run's rows never exist as Python objects all at once (they
-        take several times the array's memory). ``count`` sizes the array; rows a running
-        writer adds between the two queries are taken too."""
-        (expected,) = self._conn.execute(count, args).fetchone()
+        take several times the array's memory). ``expected`` rows, as counted before: rows
+        a running writer adds after the count are taken too."""
         out = np.empty((int(expected), width))
         filled = 0
         cursor = self._conn.execute(select, args)
