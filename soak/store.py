@@ -478,8 +478,9 @@ class RunStore:
     ) -> np.ndarray:
         """The rows of ``select`` as one float array (rows, width), None read as NaN, taken
         in chunks: a week-long run's rows never exist as Python objects all at once (they
-        take several times the array's memory). ``expected`` rows, as counted before: rows
-        a running writer adds after the count are taken too."""
+        take several times the array's memory). ``expected`` rows, as counted before (0:
+        not counted): rows beyond it, such as a running writer's after the count, are taken
+        too."""
         out = np.empty((int(expected), width))
         filled = 0
         cursor = self._conn.execute(select, args)
@@ -510,19 +511,16 @@ class RunStore:
         where: str,
         args: tuple[Any, ...],
     ) -> dict[str, np.ndarray]:
-        empty = {name: np.empty(0) for name in columns}
         with _reading(self.path):
             known = self._conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)
             ).fetchone()
             if known is None:
-                return empty
-            rows = self._conn.execute(f"SELECT {', '.join(columns)} FROM {table} {where}", args)
-            rows = rows.fetchall()
-        if not rows:
-            return empty
-        # A missing optional value (no all-reduce that step) reads as NaN.
-        array = np.array([[math.nan if v is None else v for v in r] for r in rows], dtype=float)
+                return {name: np.empty(0) for name in columns}
+            # A missing optional value (no all-reduce that step) reads as NaN; not counted
+            # first (a few rows per step): the array grows as the rows come.
+            select = f"SELECT {', '.join(columns)} FROM {table} {where}"
+            array = self._float_rows(select, args, len(columns), 0)
         return {name: array[:, i] for i, name in enumerate(columns)}
 
     def server_readings(self) -> dict[str, dict[str, np.ndarray]]:
