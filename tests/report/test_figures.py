@@ -4,6 +4,7 @@ import base64
 import xml.etree.ElementTree as ET
 
 import numpy as np
+import pytest
 
 from soak.model import ClockReason
 from soak.report.figures import MAX_POINTS, binned, envelope, reason_bins
@@ -117,3 +118,37 @@ def test_a_reading_no_device_has_gets_no_empty_frame(faulty_run, tmp_path):
         assert "not drawn, nothing readable: temperature, power, clock-event reasons" in svg
         assert "temperature (°C)" not in svg and "power (W)" not in svg
         assert "sw_power_cap" not in svg and "SM clock (MHz)" in svg
+
+
+def test_a_figure_is_cropped_as_matplotlibs_tight_box_crops_it_legend_outside_included():
+    """The crop is measured without the extra drawing of ``bbox_inches="tight"``: the same
+    box, a legend hanging right of the axes and a twin axis's label inside it."""
+    import io
+
+    from matplotlib.figure import Figure
+
+    from soak.report.figures import LEGEND_RIGHT, RASTER_DPI, _style, to_data_uri
+
+    def build() -> Figure:
+        fig = Figure(figsize=(11.0, 3.0))
+        ax, below = fig.subplots(2, 1, sharex=True)
+        ax.plot([0, 1, 2], [40.0, 70.0, 71.0], label="a long legend entry, outside the axes")
+        ax.legend(**LEGEND_RIGHT)
+        twin = below.twinx()
+        twin.plot([0, 1, 2], [1593.0, 1980.0, 1410.0])
+        twin.set_ylabel("memory\nclock (MHz)")
+        below.set_ylabel("power (W)")
+        fig.align_ylabels([ax, below])
+        return fig
+
+    def size(svg: bytes) -> tuple[float, float]:
+        root = ET.fromstring(svg)
+        return tuple(float(root.get(k).removesuffix("pt")) for k in ("width", "height"))
+
+    ours = base64.b64decode(to_data_uri(build()).split(",", 1)[1])
+    buf, reference = io.BytesIO(), build()  # built outside the style, as the report's are
+    with _style():
+        reference.savefig(buf, format="svg", dpi=RASTER_DPI, bbox_inches="tight")
+    width, height = size(ours)
+    assert (width, height) == pytest.approx(size(buf.getvalue()), abs=1e-3)
+    assert width > 11.0 * 72  # the legend right of the axes is inside the crop
