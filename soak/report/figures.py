@@ -85,9 +85,11 @@ def to_data_uri(fig: Figure) -> str:
 def _tight_bbox(fig: Figure) -> Bbox:
     """The box (inches) around everything drawn, measured as the SVG backend measures it (72
     points per inch, its own text metrics), so the crop is the one ``bbox_inches="tight"``
-    gives, byte for byte. ``"tight"`` finds it by drawing the whole figure once before the
-    real drawing; measuring the artists' extents costs about half that pass (a report's
-    figures: 24 % less time to save). Only for a figure with no layout engine."""
+    gives: the same bytes for 227 of the report tests' 231 figures, the other four 1e-6 pt
+    apart. ``"tight"`` finds the box by drawing the whole figure once before the real
+    drawing; measuring the artists' extents costs about half that pass (a device's timeline:
+    550 -> 420 ms). Only for a figure with no layout engine; it leaves the figure at 72
+    dpi, which the saving sets anew."""
     fig.set_dpi(72)
     width, height = fig.get_size_inches() * 72
     renderer = RendererSVG(width, height, io.StringIO(), image_dpi=RASTER_DPI)
