@@ -65,8 +65,11 @@ def test_a_cpu_soak_with_competing_processes_is_host_contention_not_a_fault(tmp_
 
         wait_until(stopped, 300.0, "the end of the load")
     finally:
+        # every busy loop is killed before any is waited on: a wait cut short (the test's
+        # timeout) must not leave the others spinning through the rest of the suite
         for p in competitors:
             p.kill()
+        for p in competitors:
             p.wait()
     try:
         soak.proc.wait(timeout=300)
