@@ -360,17 +360,17 @@ def _verified(work: dict[str, dict[str, np.ndarray]], mine: Sequence[Event]) -> 
     verified = np.concatenate([w["verified"] for w in work.values()]) if work else np.empty(0)
     errors = np.concatenate([w["verify_error"] for w in work.values()]) if work else np.empty(0)
     failed_errors = errors[(verified == 0) & np.isfinite(errors)]
-    # A failed check arrives twice, as a sample with verified False and as an event; only
-    # the cross-device comparison has no sample, so only its events add to the count.
-    mismatches = [
-        e
-        for e in mine
-        if e.kind is EventKind.VERIFICATION_FAILED
-        and e.details.get("check") == "cross_device_checksum"
-    ]
+    # A failed check arrives twice, as a sample with verified False and as an event: the
+    # larger count stands, so a failure a sample did not record (a store written before
+    # mix's GPU rows carried their checks) still counts. The cross-device comparison has
+    # no sample, so its events add to the count.
+    failed_events = [e for e in mine if e.kind is EventKind.VERIFICATION_FAILED]
+    mismatches = [e for e in failed_events if e.details.get("check") == "cross_device_checksum"]
+    failed = max(int(np.sum(verified == 0)), len(failed_events) - len(mismatches))
+    checked = max(int(np.sum(np.isfinite(verified))), failed)
     return _Verified(
-        int(np.sum(np.isfinite(verified))),
-        int(np.sum(verified == 0)) + len(mismatches),
+        checked,
+        failed + len(mismatches),
         float(failed_errors.max()) if failed_errors.size else None,
     )
 

@@ -244,3 +244,23 @@ def test_floors_of_a_run_stored_in_the_old_format_warn_instead_of_vanishing(work
     assert Profile.from_dict(old.as_dict()) == old
     r = _one(c.check_floors(facts(workload=workload), old))
     assert r.status is Status.WARN and "older profile format" in r.message and "gemm" in r.message
+
+
+def test_a_failed_check_counts_when_only_its_event_recorded_it():
+    # A store whose rows never carried the checks (mix on a GPU before its rows did) still
+    # has the failure as an event: it counts, and counts once when the row has it too.
+    import numpy as np
+
+    from soak.analysis.analyze import _verified
+    from soak.model import Event, EventKind
+
+    def work(verified):
+        v = np.array(verified, dtype=float)
+        return {"mix": {"verified": v, "verify_error": np.full(v.size, np.nan)}}
+
+    event = Event(5.0, EventKind.VERIFICATION_FAILED, "gemm failed", 0, {"part": "gemm"})
+    unrecorded = _verified(work([np.nan] * 4), [event])
+    assert (unrecorded.checked, unrecorded.failed) == (1, 1)
+    recorded = _verified(work([1, 0, 1, 1]), [event])
+    assert (recorded.checked, recorded.failed) == (4, 1)
+    assert _verified(work([1, 1]), []).failed == 0

@@ -71,3 +71,34 @@ def test_lock_step_mix_ends_each_step_as_a_ddp_step(tiny: WorkloadOptions, monke
     finally:
         mix.close()
     assert on_cpu(MixWorkload, tiny, mix_sync=False).ddp is None
+
+
+def _row_verdicts(result, checks) -> dict[str, bool | None]:
+    batch = _SampleBatch(_Channel(None, 0.0))  # type: ignore[arg-type]
+    batch.add(result, checks)
+    return {row[2]: row[5] for row in batch._rows}
+
+
+def test_a_mix_reported_as_one_part_stores_every_parts_checks() -> None:
+    # On a GPU the three parts overlap and are stored as one row, part "mix"; the checks
+    # still name gemm, membw and train. Seen on an H200 (2026-12-04): matched by name alone,
+    # no check reached a row and the report said "no results were verified".
+    from workloads.base import PartWork, StepResult, Verification
+
+    step = StepResult(0.0, 1.0, (PartWork("mix", 1e12, "FLOP"),))
+    passed = [Verification(p, True, 10, 0) for p in ("gemm", "membw", "train")]
+    assert _row_verdicts(step, passed) == {"mix": True}
+    failed = [*passed[:2], Verification("train", False, 10, 3)]
+    assert _row_verdicts(step, failed) == {"mix": False}
+    assert _row_verdicts(step, []) == {"mix": None}
+
+
+def test_a_check_of_no_reported_part_lands_in_one_row_only() -> None:
+    # The lock-step mix on a CPU reports train, gemm and membw; its replica check is the
+    # ddp part's, which no row names: it counts once, in the first part's row.
+    from workloads.base import PartWork, StepResult, Verification
+
+    parts = tuple(PartWork(p, 1.0, "u", 0.0, 1.0) for p in ("train", "gemm", "membw"))
+    step = StepResult(0.0, 1.0, parts)
+    checks = [Verification("ddp", False, 2, 1), Verification("gemm", True, 10, 0)]
+    assert _row_verdicts(step, checks) == {"train": False, "gemm": True, "membw": None}
