@@ -256,9 +256,7 @@ class _SampleBatch:
         self._last_send = now
 
 
-def _checks_of(
-    part: str, result: StepResult, checks: Sequence[Verification]
-) -> list[Verification]:
+def _checks_of(part: str, result: StepResult, checks: Sequence[Verification]) -> list[Verification]:
     """The checks a stored part's row answers for: its own, and on the step's first part
     those of a part the step does not report on its own (mix on a GPU reports its three
     parts as one, "mix"; the lock-step mix's replica checks are the training part's), so
