@@ -56,6 +56,7 @@ class Clauses:
     withdrawal: bool = True  # lines 10–13: later levels refute a date
     step: bool = True  # line 12: a step refutes against the level from the date
     replay: bool = True  # line 13: the checks before the withdrawal made again
+    clock: bool = True  # line 1: the SM clock judged beside a measured throughput
 
     def without(self, *names: str) -> Clauses:
         """These clauses, with ``names`` off."""
@@ -118,6 +119,8 @@ class Machine:
     def step(self, t_check: float, signals: Signals) -> list[Event]:
         """The check scheduled at ``t_check``, on series holding its windows' data."""
         events: list[Event] = []
+        if not self.clauses.clock:
+            signals = signals.without_clock_beside_rates()
         if self.time_s is not None and not self.idle(t_check) and self.clauses.withdrawal:
             gone = self._watch(t_check, signals)
             if gone is not None:

@@ -32,6 +32,12 @@ class Signals:
             rates,
         )
 
+    def without_clock_beside_rates(self) -> Signals:
+        """The same signals, the SM clock left out where some part's throughput is read."""
+        if not self.rates:
+            return self
+        return Signals(self.temp, self.power, _EMPTY, self.rates)
+
     def basis(self, start_s: float, end_s: float, previous: str | None = None) -> str:
         """The basis over (start, end] (``choose_basis``)."""
         temp, power = self.temp.window(start_s, end_s), self.power.window(start_s, end_s)
