@@ -7,6 +7,8 @@ In one run, within 8 minutes:
   (b) runs ``soak run --backend nvml`` for a few minutes with ``gemm`` and then ``membw``;
   (c) reports soak's figures as ratios of (a), and the average power under load as a ratio
       of the enforced power limit;
+  (c') during the gemm soak, studies the SM clock for 10 s: reads every 10 ms and the
+      driver's own clock samples (``clock_study``), for the design of the clock's reading;
   (d) saves the telemetry traces (the run stores) and the raw NVML answers of the probe as
       fixtures the tests replay (tests/fixtures/gpu/).
 Results are written after every stage, so a run cut short still leaves what it measured.
@@ -22,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +33,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+CLOCK_STUDY_AT_S = 60.0  # into the gemm soak: its load is on by then (workers start in ~20 s)
 
 
 def timed(torch: Any, device: str, fn: Callable[[], object]) -> float:
@@ -91,6 +95,99 @@ def copy_bandwidth(torch: Any, device: str, gib: float, reps: int = 10) -> dict:
     verified = bool(torch.equal(src[:: 2**16], dst[:: 2**16]))
     median = float(np.median(times))
     return {"bytes": 2 * n, "median_s": median, "bytes_per_s": 2 * n / median, "verified": verified}
+
+
+def _lag_correlation(x: np.ndarray, lag: int) -> float | None:
+    if x.size <= lag + 2 or np.std(x) == 0:
+        return None
+    return float(np.corrcoef(x[:-lag], x[lag:])[0, 1])
+
+
+def _sd(x: np.ndarray) -> float | None:
+    return float(np.std(x, ddof=1)) if x.size > 1 else None
+
+
+def clock_study(pynvml: Any, index: int = 0, seconds: float = 10.0, every_s: float = 0.01) -> dict:
+    """How the SM clock moves under load, for the design of its reading: ``seconds`` of
+    instantaneous reads every ``every_s``, and the driver's own clock samples
+    (``nvmlDeviceGetSamples(NVML_PROCESSOR_CLK_SAMPLES)``) over the same seconds.
+
+    soak reads the clock once per 1-s tick; at a power cap that read scattered 11 % with no
+    correlation from one tick to the next (H200, 2026-12-04), so a 5-min level cannot be
+    known to 1 %. What this measures decides the better reading: ``one_s_mean_sd`` against
+    ``one_read_per_s_sd`` is what averaging fast reads within a tick would gain, and the
+    samples say whether the driver keeps a finer record to average instead."""
+    from soak.devices.nvml import _VALUE_MEMBER
+
+    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    out: dict[str, Any] = {"seconds": seconds, "every_s": every_s}
+    kind = pynvml.NVML_PROCESSOR_CLK_SAMPLES
+    try:
+        _, earlier = pynvml.nvmlDeviceGetSamples(handle, kind, 0)
+        last_seen: int | None = max((int(e.timeStamp) for e in earlier), default=0)
+    except pynvml.NVMLError as exc:
+        last_seen, out["samples"] = None, {"error": str(exc)}
+    t, mhz = [], []
+    start = time.monotonic()
+    while (now := time.monotonic()) - start < seconds:
+        t.append(now - start)
+        mhz.append(float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)))
+        time.sleep(max(0.0, start + len(t) * every_s - time.monotonic()))
+    reads, at = np.array(mhz), np.array(t)
+    whole = np.floor(at).astype(int)
+    seconds_seen = np.unique(whole)
+    per_s = [reads[whole == k] for k in seconds_seen]
+    out["reads"] = {
+        "n": int(reads.size),
+        "mean_mhz": float(reads.mean()),
+        "sd_mhz": _sd(reads),
+        "lag1_corr": _lag_correlation(reads, 1),
+        "lag_100ms_corr": _lag_correlation(reads, max(1, round(0.1 / every_s))),
+        "one_s_mean_sd": _sd(np.array([r.mean() for r in per_s])),
+        "one_read_per_s_sd": _sd(np.array([r[0] for r in per_s])),
+        "mhz": [int(v) for v in reads],
+    }
+    if last_seen is not None:
+        value_type, samples = pynvml.nvmlDeviceGetSamples(handle, kind, last_seen)
+        member = _VALUE_MEMBER.get(int(value_type), "uiVal")
+        stamps = np.array([int(x.timeStamp) for x in samples], dtype=float) / 1e6
+        values = np.array([float(getattr(x.sampleValue, member)) for x in samples])
+        out["samples"] = {
+            "n": int(values.size),
+            "median_spacing_s": float(np.median(np.diff(stamps))) if stamps.size > 1 else None,
+            "mean_mhz": float(values.mean()) if values.size else None,
+            "sd_mhz": _sd(values),
+            "mhz": [int(v) for v in values],
+        }
+    return out
+
+
+def clock_study_later(delay_s: float) -> Callable[[], dict]:
+    """``clock_study`` of device 0 in a thread, ``delay_s`` from now (under the soak's load);
+    returns a function that waits for its result."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        time.sleep(delay_s)
+        import pynvml
+
+        try:
+            pynvml.nvmlInit()
+            try:
+                box.update(clock_study(pynvml))
+            finally:
+                pynvml.nvmlShutdown()
+        except Exception as exc:  # the study is an extra: it must not lose the check's figures
+            box["error"] = f"{type(exc).__name__}: {exc}"
+
+    thread = threading.Thread(target=work, name="clock-study", daemon=True)
+    thread.start()
+
+    def result() -> dict:
+        thread.join(timeout=delay_s + 120)
+        return box or {"error": "the study did not finish"}
+
+    return result
 
 
 def run_soak(backend: str, workload: str, minutes: float, out: Path, log: Path) -> Path | None:
@@ -218,7 +315,13 @@ def main() -> int:
         ("gemm", args.gemm_minutes, result["matmul"]["best_flops"]),
         ("membw", args.membw_minutes, result["copy"]["bytes_per_s"]),
     ):
+        study = None
+        if gpu and workload == "gemm" and minutes * 60 >= CLOCK_STUDY_AT_S + 30:
+            study = clock_study_later(CLOCK_STUDY_AT_S)
         run_dir = run_soak(args.backend, workload, minutes, runs, out / f"soak_{workload}.log")
+        if study is not None:
+            result["clock_study"] = study()
+            save()
         if run_dir is None:
             result[workload] = {"error": "soak run did not finish"}
             save()
