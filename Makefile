@@ -98,9 +98,12 @@ bench: install
 
 # On a machine with an NVIDIA GPU: a real soak of a few minutes, a telemetry trace, GEMM and
 # bandwidth against torch's own best. Writes to $(GPU_CHECK_OUT) (default: gpu-check/).
+# GPU_CHECK_ARGS adds options, e.g. "--cold-minutes 11" for a from-cold soak first
+# (python tools/gpu_check.py --help).
 GPU_CHECK_OUT ?= gpu-check
+GPU_CHECK_ARGS ?=
 gpu-check:
-	PYTHONPATH=. $(PYTHON) tools/gpu_check.py --out $(GPU_CHECK_OUT)
+	PYTHONPATH=. $(PYTHON) tools/gpu_check.py --out $(GPU_CHECK_OUT) $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -11,6 +11,12 @@ In one run, within 8 minutes:
       driver's own clock samples (``clock_study``), for the design of the clock's reading;
   (d) saves the telemetry traces (the run stores) and the raw NVML answers of the probe as
       fixtures the tests replay (tests/fixtures/gpu/).
+With ``--cold-minutes M`` it first runs a from-cold soak of the default workload (``mix``),
+before anything warms the card, and studies the clock under that load instead. A lease whose
+calls are shorter than that soak splits it in two: ``--cold-minutes 11 --detach 520`` starts
+it in its own session, studies the clock, leaves a copy of the store so far in OUT and
+returns after 520 s; ``--collect`` (the next call, on the same machine) waits for it, brings
+its store, summary and log into OUT, and goes on with (a) to (d).
 Results are written after every stage, so a run cut short still leaves what it measured.
 It never changes clocks, power limits or modes: it measures the card as it finds it.
 ``--backend cpu`` is a dry run of the same steps on a machine without a GPU.
@@ -19,9 +25,11 @@ It never changes clocks, power limits or modes: it measures the card as it finds
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -33,7 +41,8 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-CLOCK_STUDY_AT_S = 60.0  # into the gemm soak: its load is on by then (workers start in ~20 s)
+CLOCK_STUDY_AT_S = 60.0  # into a soak: its load is on by then (workers start in 20-40 s)
+COLD_BASELINE_S = 20  # the cold soak's idle baseline, seconds
 
 
 def timed(torch: Any, device: str, fn: Callable[[], object]) -> float:
@@ -190,6 +199,77 @@ def clock_study_later(delay_s: float) -> Callable[[], dict]:
     return result
 
 
+def start_cold_soak(backend: str, minutes: float, work: Path) -> dict[str, Any]:
+    """Start ``soak run`` of the default workload on the card as found, in its own process
+    session so that it outlives this script (``--detach``); its state goes to ``work``."""
+    runs = work / "runs"
+    shutil.rmtree(runs, ignore_errors=True)
+    cmd = [
+        sys.executable, "-m", "soak", "run", "--backend", backend, "--workload", "mix",
+        "--minutes", str(minutes), "--baseline", str(COLD_BASELINE_S), "--out", str(runs),
+        "--seed", "1",
+    ]  # fmt: skip
+    print("gpu-check: cold soak:", " ".join(cmd), flush=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    with (work / "cold.out").open("w") as stdout, (work / "cold.log").open("w") as stderr:
+        proc = subprocess.Popen(
+            cmd, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, env=env, cwd=ROOT,
+            start_new_session=True,
+        )  # fmt: skip
+    state = {"pid": proc.pid, "runs": str(runs), "minutes": minutes, "started": time.time()}
+    (work / "cold.json").write_text(json.dumps(state))
+    return state
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(ChildProcessError):  # ours: reap it if it has ended
+        return os.waitpid(pid, os.WNOHANG)[0] == 0
+    return True
+
+
+def wait_cold_soak(state: dict[str, Any], limit_s: float) -> bool:
+    """Wait up to ``limit_s`` for the cold soak to end; whether it did."""
+    deadline = time.monotonic() + limit_s
+    while _alive(state["pid"]):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1.0)
+    return True
+
+
+def cold_store(state: dict[str, Any]) -> Path | None:
+    stores = sorted(Path(state["runs"]).glob("*/*/soak.sqlite"))
+    return stores[0] if stores else None
+
+
+def snapshot_cold_soak(state: dict[str, Any], work: Path, out: Path) -> None:
+    """A consistent copy of the cold soak's store so far, and its log, into ``out``."""
+    store = cold_store(state)
+    if store is not None:
+        source, copy = sqlite3.connect(store), sqlite3.connect(out / "cold_partial.sqlite")
+        try:
+            source.backup(copy)
+        finally:
+            copy.close()
+            source.close()
+    shutil.copy(work / "cold.log", out / "cold.log")
+
+
+def collect_cold_soak(state: dict[str, Any], work: Path, out: Path) -> dict[str, Any]:
+    """The ended cold soak's figures; its store, summary and log copied into ``out``."""
+    shutil.copy(work / "cold.log", out / "cold.log")
+    store = cold_store(state)
+    if store is None or not (store.parent / "summary.json").is_file():
+        return {"error": "the cold soak left no summary; its log is cold.log"}
+    for name, as_name in (("soak.sqlite", "cold.sqlite"), ("summary.json", "cold_summary.json")):
+        shutil.copy(store.parent / name, out / as_name)
+    return soak_figures(store.parent)
+
+
 def run_soak(backend: str, workload: str, minutes: float, out: Path, log: Path) -> Path | None:
     """Run soak as an operator would; returns the run folder, or None if it did not finish."""
     cmd = [
@@ -243,6 +323,7 @@ def soak_figures(run_dir: Path) -> dict:
 
     device = summary["devices"][0]
     return {
+        "equilibrium": device.get("equilibrium"),
         "run_dir": run_dir.name,
         "part": part,
         "rate": rate,
@@ -259,13 +340,90 @@ def soak_figures(run_dir: Path) -> dict:
     }
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-check")))
-    parser.add_argument("--gemm-minutes", type=float, default=2.5)
-    parser.add_argument("--membw-minutes", type=float, default=1.5)
+    parser.add_argument(
+        "--out", type=Path, default=Path(os.environ.get("OUT", "gpu-check")),
+        help="folder the results go to (default: $OUT, else gpu-check/)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cold-minutes", type=float, default=0.0,
+        help="first, before anything warms the card: a soak of the default workload (mix) "
+        "of this many minutes of load after a 20-s idle baseline (default 0: none)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--detach", type=float, metavar="S",
+        help="with --cold-minutes: return S seconds after starting the cold soak, leaving it "
+        "running in its own session (a copy of its store so far in OUT); finish with "
+        "--collect (default: wait for it)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--collect", action="store_true",
+        help="wait for a detached cold soak, bring its run into OUT, then the rest",
+    )  # fmt: skip
+    parser.add_argument(
+        "--work", type=Path, default=Path("/tmp/soak-gpu-check"),
+        help="where a detached cold soak keeps its run (default /tmp/soak-gpu-check)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--gemm-minutes", type=float, default=2.5,
+        help="gemm soak, minutes of load; 0 skips it (default 2.5)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--membw-minutes", type=float, default=1.5,
+        help="membw soak, minutes of load; 0 skips it (default 1.5)",
+    )  # fmt: skip
     parser.add_argument("--backend", default="nvml", help="cpu: a dry run without a GPU")
     args = parser.parse_args()
+    if args.detach is not None and args.cold_minutes <= 0:
+        parser.error("--detach needs --cold-minutes")
+    if args.collect and args.cold_minutes > 0:
+        parser.error("--collect finishes an earlier --cold-minutes run; give one or the other")
+    return args
+
+
+def cold_stage(args: argparse.Namespace, gpu: bool, result: dict, save: Callable) -> bool:
+    """The from-cold soak: started, or collected. False where the check stops here."""
+    out, work = args.out, args.work
+    if args.collect:
+        state_file = work / "cold.json"
+        if not state_file.is_file():
+            result["cold"] = {"error": f"no detached cold soak in {work}"}
+            return False
+        state = json.loads(state_file.read_text())
+        earlier = work / "gpu_check.json"
+        if earlier.is_file():
+            result["clock_study"] = json.loads(earlier.read_text()).get("clock_study")
+        limit = state["minutes"] * 60 + 300 - (time.time() - state["started"])
+        if not wait_cold_soak(state, max(limit, 60.0)):
+            result["cold"] = {"error": "the cold soak is still running"}
+            return False
+        result["cold"] = collect_cold_soak(state, work, out)
+        save()
+        return True
+    work.mkdir(parents=True, exist_ok=True)
+    state = start_cold_soak(args.backend, args.cold_minutes, work)
+    study = clock_study_later(COLD_BASELINE_S + CLOCK_STUDY_AT_S) if gpu else None
+    if args.detach is not None:
+        time.sleep(max(0.0, state["started"] + args.detach - time.time()))
+        if study is not None:
+            result["clock_study"] = study()
+        snapshot_cold_soak(state, work, out)
+        result["cold"] = {"detached": state}
+        save()
+        shutil.copy(out / "gpu_check.json", work / "gpu_check.json")
+        print(f"gpu-check: cold soak running (pid {state['pid']}); finish with --collect")
+        return False
+    done = wait_cold_soak(state, args.cold_minutes * 60 + 300)
+    if study is not None:
+        result["clock_study"] = study()
+    result["cold"] = collect_cold_soak(state, work, out) if done else {"error": "did not end"}
+    save()
+    return True
+
+
+def main() -> int:
+    args = parse_args()
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -290,33 +448,27 @@ def main() -> int:
         result["wall_s"] = time.monotonic() - started
         (out / "gpu_check.json").write_text(json.dumps(result, indent=1, default=str))
 
-    if gpu:
+    if gpu and not args.collect:
         from soak.devices import nvml
 
         (out / "nvml_probe.json").write_text(json.dumps(nvml.probe_raw(), indent=1, default=str))
         print("gpu-check: NVML probe saved", flush=True)
-    if gpu:
-        sizes, dtype, gib = [4096, 8192, 12288, 16384], "bfloat16", 4.0
-    else:
-        sizes, dtype, gib = [512, 1024], "float32", 0.25
-    result["matmul"] = best_matmul(torch, device, sizes, dtype)
-    result["copy"] = copy_bandwidth(torch, device, gib)
+    if (args.cold_minutes > 0 or args.collect) and not cold_stage(args, gpu, result, save):
+        save()
+        report(result)
+        return 0 if "detached" in result.get("cold", {}) else 1
+    ceilings(torch, device, gpu, result)
     save()
-    print(
-        f"gpu-check: best {dtype} matmul {result['matmul']['best_flops'] / 1e12:.1f} TFLOP/s "
-        f"(n={result['matmul']['best_n']}), copy {result['copy']['bytes_per_s'] / 1e12:.3f} TB/s",
-        flush=True,
-    )
-    if gpu:
-        torch.cuda.empty_cache()
-
     runs = out / "runs"
     for workload, minutes, ceiling in (
         ("gemm", args.gemm_minutes, result["matmul"]["best_flops"]),
         ("membw", args.membw_minutes, result["copy"]["bytes_per_s"]),
     ):
+        if minutes <= 0:
+            continue
         study = None
-        if gpu and workload == "gemm" and minutes * 60 >= CLOCK_STUDY_AT_S + 30:
+        long_enough = minutes * 60 >= CLOCK_STUDY_AT_S + 30
+        if gpu and workload == "gemm" and long_enough and "clock_study" not in result:
             study = clock_study_later(CLOCK_STUDY_AT_S)
         run_dir = run_soak(args.backend, workload, minutes, runs, out / f"soak_{workload}.log")
         if study is not None:
@@ -336,16 +488,44 @@ def main() -> int:
     shutil.rmtree(runs, ignore_errors=True)
     save()
     report(result)
-    return 0 if all("rate" in result.get(w, {}) for w in ("gemm", "membw")) else 1
+    asked = [w for w, m in (("gemm", args.gemm_minutes), ("membw", args.membw_minutes)) if m > 0]
+    cold_ok = "rate" in result.get("cold", {}) or not (args.cold_minutes > 0 or args.collect)
+    return 0 if cold_ok and all("rate" in result.get(w, {}) for w in asked) else 1
+
+
+def ceilings(torch: Any, device: str, gpu: bool, result: dict[str, Any]) -> None:
+    """torch's own best here: the matmul sweep and the device-to-device copy."""
+    if gpu:
+        sizes, dtype, gib = [4096, 8192, 12288, 16384], "bfloat16", 4.0
+    else:
+        sizes, dtype, gib = [512, 1024], "float32", 0.25
+    result["matmul"] = best_matmul(torch, device, sizes, dtype)
+    result["copy"] = copy_bandwidth(torch, device, gib)
+    print(
+        f"gpu-check: best {dtype} matmul {result['matmul']['best_flops'] / 1e12:.1f} TFLOP/s "
+        f"(n={result['matmul']['best_n']}), copy {result['copy']['bytes_per_s'] / 1e12:.3f} TB/s",
+        flush=True,
+    )
+    if gpu:
+        torch.cuda.empty_cache()
 
 
 def report(result: dict[str, Any]) -> None:
     print("\n== gpu-check ==")
     print(f"device {result['device']}, torch {result['torch']}, CUDA {result['cuda']}")
-    print(f"torch best matmul {result['matmul']['best_flops'] / 1e12:10.2f} TFLOP/s")
-    print(f"torch d2d copy    {result['copy']['bytes_per_s'] / 1e12:10.3f} TB/s")
+    cold = result.get("cold")
+    if cold is not None:
+        print(f"cold soak (mix): {_cold_line(cold)}")
+    study = result.get("clock_study")
+    if study is not None:
+        print(f"SM clock study: {_study_line(study)}")
+    if "matmul" in result:
+        print(f"torch best matmul {result['matmul']['best_flops'] / 1e12:10.2f} TFLOP/s")
+        print(f"torch d2d copy    {result['copy']['bytes_per_s'] / 1e12:10.3f} TB/s")
     for workload in ("gemm", "membw"):
-        r = result.get(workload, {})
+        r = result.get(workload)
+        if r is None:
+            continue
         if "rate" not in r:
             print(f"soak {workload:5}: {r.get('error', 'missing')}")
             continue
@@ -357,6 +537,36 @@ def report(result: dict[str, Any]) -> None:
             f"verified {r['verified']} / failed {r['verify_failed']}; verdict {r['verdict']}"
         )
     print(f"wall {result['wall_s']:.0f} s")
+
+
+def _cold_line(cold: dict[str, Any]) -> str:
+    if "detached" in cold:
+        return f"running (pid {cold['detached']['pid']}); finish with --collect"
+    if "rate" not in cold:
+        return str(cold.get("error", "missing"))
+    eq = cold.get("equilibrium") or {}
+    reached = "reached" if eq.get("reached") else "not reached"
+    peak = cold["max_temp_c"]
+    peak_text = "n/a" if peak is None else f"{peak:.0f} °C"
+    return (
+        f"{cold['rate']:.4g} {cold['part']}/s; peak {peak_text}; equilibrium {reached}; "
+        f"verified {cold['verified']} / failed {cold['verify_failed']}; verdict {cold['verdict']}"
+    )
+
+
+def _study_line(study: dict[str, Any]) -> str:
+    reads = study.get("reads")
+    if reads is None:
+        return str(study.get("error", "missing"))
+    text = (
+        f"{reads['n']} reads every {1000 * study['every_s']:.0f} ms, mean {reads['mean_mhz']:.0f} "
+        f"MHz, sd {reads['sd_mhz']:.0f}; 1-s means sd {reads['one_s_mean_sd']:.0f} against one "
+        f"read a second {reads['one_read_per_s_sd']:.0f}"
+    )
+    samples = study.get("samples", {})
+    if "error" in samples:
+        return f"{text}; driver samples: {samples['error']}"
+    return f"{text}; driver samples {samples['n']}, every {samples['median_spacing_s']} s"
 
 
 if __name__ == "__main__":
