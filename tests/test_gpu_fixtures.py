@@ -87,6 +87,12 @@ def test_a_from_cold_mix_soak_on_an_h200_replays_to_its_recorded_figures(tmp_pat
     # its last 5 min, so equilibrium is not dated, and says why with its numbers
     assert not device.facts.equilibrium.reached
     assert "temperature moved -0.7" in device.facts.equilibrium.reason
+    # the die was at 58 °C before the first step: the fit measures no time constant
+    assert device.facts.equilibrium.fit.bound == "lower"
+    summary = json.loads((run_dir / "summary.json").read_text())["devices"][0]
+    assert summary["equilibrium"]["tau_s"] is None
+    assert summary["equilibrium"]["t_inf_c"] == pytest.approx(59.4, abs=0.5)
+    assert "time constant τ</th><td>under 5 s" in report.read_text()
     # recorded before a mix's GPU row carried its parts' checks: none in the store
     assert device.facts.verification_checked == 0
     assert analysis.verdict == "PASS"

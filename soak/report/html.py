@@ -25,6 +25,7 @@ from soak.analysis.analyze import (
 from soak.analysis.checks import CheckName, Finding, Status
 from soak.analysis.decision import stored as stored_decision
 from soak.analysis.diagnosis import MEANINGS, NEXT_STEPS
+from soak.analysis.equilibrium.fit import TAU_MIN_S, Fit
 from soak.analysis.windows import WindowName, WindowStats
 from soak.config import Checks, Windows, meaning
 from soak.fields import REASONS, Columns
@@ -236,6 +237,16 @@ def _checks(checks: list[Finding]) -> list[dict[str, str]]:
     ]
 
 
+def _tau(fit: Fit | None) -> str:
+    if fit is None:
+        return NOT_AVAILABLE
+    if fit.bound == "lower":  # settled before the readings could show the rise
+        return f"under {duration(TAU_MIN_S)}"
+    if fit.bound == "upper":
+        return f"{NOT_AVAILABLE}: no bend in the temperature yet"
+    return duration(fit.tau_s)
+
+
 def _equilibrium(d: DeviceResult) -> dict[str, str]:
     eq = d.facts.equilibrium
     t0 = d.load_start_s or 0.0
@@ -243,8 +254,8 @@ def _equilibrium(d: DeviceResult) -> dict[str, str]:
     reached = eq is not None and eq.reached and eq.time_s is not None
     return {
         "time": duration(eq.time_s - t0) if reached else "not reached",
-        "tau": duration(fit.tau_s) if fit else NOT_AVAILABLE,
-        "t_inf": num(fit.t_inf_c, ".1f", " °C") if fit else NOT_AVAILABLE,
+        "tau": _tau(fit),
+        "t_inf": num(fit.measured_t_inf_c, ".1f", " °C") if fit else NOT_AVAILABLE,
         "basis": eq.basis if eq else NOT_AVAILABLE,
     }
 

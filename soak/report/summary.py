@@ -143,8 +143,8 @@ def _device(d: DeviceResult, units: dict[str, str], noise: Noise | None) -> dict
         "equilibrium": {
             "reached": bool(eq and eq.reached),
             "time_s": eq.time_s if eq else None,
-            "tau_s": eq.fit.tau_s if eq and eq.fit else None,
-            "t_inf_c": eq.fit.t_inf_c if eq and eq.fit else None,
+            "tau_s": eq.fit.measured_tau_s if eq and eq.fit else None,
+            "t_inf_c": eq.fit.measured_t_inf_c if eq and eq.fit else None,
             "basis": eq.basis if eq else None,
             "confirmed_s": eq.confirmed_s if eq else None,
         },

@@ -66,6 +66,23 @@ def test_fit_recovers_time_constant_and_asymptote():
     fit = fit_exponential(t, temp, 0.0)
     assert fit.tau_s == pytest.approx(240, rel=0.05)
     assert fit.t_inf_c == pytest.approx(70, abs=0.3)
+    assert fit.bound == "" and fit.measured_tau_s == fit.tau_s
+
+
+def test_a_fit_at_an_end_of_its_search_measures_no_time_constant():
+    # Settled before the readings show the rise (an H200's die, 2026-12-04): τ is at the
+    # search's floor, not measured; T∞ is the level it settled at.
+    rng = np.random.default_rng(1)
+    t = np.arange(0.0, 600.0)
+    risen = 59 - 20 * np.exp(-t / 2.0)  # 2 s: faster than the search's 5-s floor
+    settled = fit_exponential(t, np.round(risen + rng.normal(0, 1.5, t.size)), 0.0)
+    assert settled is not None and settled.bound == "lower"
+    assert settled.measured_tau_s is None
+    assert settled.measured_t_inf_c == pytest.approx(59, abs=0.3)
+    # A ramp with no bend: neither τ nor T∞ is known.
+    ramp = fit_exponential(t, 40 + 0.02 * t + rng.normal(0, 0.2, t.size), 0.0)
+    assert ramp is not None and ramp.bound == "upper"
+    assert ramp.measured_tau_s is None and ramp.measured_t_inf_c is None
 
 
 def test_online_detector_finds_the_same_time_as_the_offline_pass():

@@ -10,16 +10,34 @@ import numpy as np
 from soak.analysis.equilibrium.levels import MIN_POINTS
 from soak.config import Windows
 
+TAU_MIN_S = (
+    5.0  # the shortest τ searched: a sensor refreshed every few seconds shows no faster rise
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Fit:
-    """T(t) = T∞ − ΔT·e^(−(t − t0)/τ), fitted to temperature since load start."""
+    """T(t) = T∞ − ΔT·e^(−(t − t0)/τ), fitted to temperature since load start.
+
+    ``bound`` says where the best τ lies at an end of the search, so that τ was not
+    measured: "lower" where the temperature had settled before the readings could show
+    its rise (τ under ``TAU_MIN_S``; T∞ is then the level it settled at), "upper" where the
+    readings show no bend yet (a ramp; neither τ nor T∞ is known)."""
 
     t0_s: float
     t_inf_c: float
     delta_c: float
     tau_s: float
     rms_c: float
+    bound: str = ""
+
+    @property
+    def measured_tau_s(self) -> float | None:
+        return None if self.bound else self.tau_s
+
+    @property
+    def measured_t_inf_c(self) -> float | None:
+        return None if self.bound == "upper" else self.t_inf_c
 
     def predicted_check_s(self, windows: Windows) -> float:
         """The first check the model passes: when the difference of two adjacent window
@@ -47,7 +65,7 @@ def fit_exponential(t: np.ndarray, y: np.ndarray, t0: float) -> Fit | None:
         idx = np.linspace(0, t.size - 1, 2000).astype(int)
         t, y = t[idx], y[idx]
     span = float(np.ptp(t))
-    taus = np.geomspace(5.0, max(10 * span, 10.0), 48)
+    taus = np.geomspace(TAU_MIN_S, max(10 * span, 2 * TAU_MIN_S), 48)
     errors = _grid_sse(t, y, taus)
     best = int(np.argmin(errors))
     lo = math.log(taus[max(best - 1, 0)])
@@ -63,7 +81,15 @@ def fit_exponential(t: np.ndarray, y: np.ndarray, t0: float) -> Fit | None:
             lo = a
     tau = math.exp((lo + hi) / 2)
     err, t_inf, delta = _sse(*at, tau)
-    return Fit(t0, t_inf, delta, tau, math.sqrt(err / t.size))
+    bound = ""
+    if best == 0 and tau <= taus[0] * BOUND_SLACK:
+        bound = "lower"
+    elif best == len(taus) - 1 and tau >= taus[-1] / BOUND_SLACK:
+        bound = "upper"
+    return Fit(t0, t_inf, delta, tau, math.sqrt(err / t.size), bound)
+
+
+BOUND_SLACK = 1.01  # a τ within 1 % of an end of the search is at that end
 
 
 def _grid_sse(t: np.ndarray, y: np.ndarray, taus: np.ndarray) -> np.ndarray:
