@@ -10,9 +10,8 @@ import numpy as np
 from soak.analysis.equilibrium.levels import MIN_POINTS
 from soak.config import Windows
 
-TAU_MIN_S = (
-    5.0  # the shortest τ searched: a sensor refreshed every few seconds shows no faster rise
-)
+# The shortest τ searched: a sensor refreshed every few seconds shows no faster rise.
+TAU_MIN_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
