@@ -92,7 +92,9 @@ def test_a_from_cold_mix_soak_on_an_h200_replays_to_its_recorded_figures(tmp_pat
     summary = json.loads((run_dir / "summary.json").read_text())["devices"][0]
     assert summary["equilibrium"]["tau_s"] is None
     assert summary["equilibrium"]["t_inf_c"] == pytest.approx(59.4, abs=0.5)
-    assert "time constant τ</th><td>under 5 s" in report.read_text()
+    html = report.read_text()
+    assert "time constant τ</th><td>under 5 s" in html
+    assert f"<code>soak report {run_dir}</code>." in html  # moved: rebuilt where it lies
     # recorded before a mix's GPU row carried its parts' checks: none in the store
     assert device.facts.verification_checked == 0
     assert analysis.verdict == "PASS"

@@ -513,7 +513,9 @@ def _reproduce(analysis: Analysis, run_dir: Path) -> dict[str, Any]:
         "tags": dict(run.tags),
         "workload_options": dict(run.workload_options),
         "sim": run.sim,
-        "rebuild": rebuild_command(run.command, run_dir),
+        "rebuild": rebuild_command(run.command, run_dir, host=run.host),
+        # a store moved out of OUT/<host>/<stamp>/ is rebuilt where it now lies
+        "rebuild_from_start": bool(run.host) and run_dir.parent.name == run.host,
     }
 
 
@@ -527,10 +529,14 @@ def _seed(run) -> str:
     return "none given (the workloads' inputs are seeded with 0 + the device's index)"
 
 
-def rebuild_command(command: str | None, run_dir: Path) -> str:
+def rebuild_command(command: str | None, run_dir: Path, host: str | None = None) -> str:
     """``soak report DIR`` as it runs from the folder the run was started in: the run's
-    ``--out`` (default ``reports``) joined with its host and stamp folders."""
+    ``--out`` (default ``reports``) joined with its host and stamp folders. A store that
+    no longer lies in a folder named after its ``host`` was moved: DIR is where it lies."""
     import shlex
+
+    if host and run_dir.parent.name != host:
+        return shlex.join(["soak", "report", str(run_dir)])
 
     out = "reports"
     try:

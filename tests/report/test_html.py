@@ -92,7 +92,8 @@ def test_rebuilding_from_the_store_alone_gives_the_same_outputs(faulty_run, tmp_
     # faulty_run's outputs were built once from the run's folder; a copy of its store
     # alone, built and then built again in place over its own outputs, gives the same
     def html(run_dir: Path) -> str:  # the report names its own folder, to rebuild it
-        return re.sub(r"soak report \S+", "soak report X", (run_dir / "report.html").read_text())
+        rebuild = r"soak report [^<\s]+</code>( \(from the folder the run was started in\))?"
+        return re.sub(rebuild, "soak report X", (run_dir / "report.html").read_text())
 
     copy = copy_run(faulty_run, tmp_path / "copy")
     for _ in range(2):
@@ -188,6 +189,17 @@ def test_the_rebuild_command_runs_from_where_the_run_was_started(command, rebuil
     from soak.report.html import rebuild_command
 
     assert rebuild_command(command, Path("/data/h/20261202T050513Z")) == rebuild
+    assert rebuild_command(command, Path("/data/h/20261202T050513Z"), host="h") == rebuild
+
+
+def test_a_moved_store_is_rebuilt_where_it_lies():
+    # A store copied out of OUT/<host>/<stamp>/ (a fixture, a support ticket): its command
+    # line's --out no longer leads to it.
+    from soak.report.html import rebuild_command
+
+    moved = Path("/tmp/h200r")
+    command = "soak run --backend nvml --minutes 11 --out /tmp/lease/runs"
+    assert rebuild_command(command, moved, host="vm") == "soak report /tmp/h200r"
 
 
 def test_a_real_run_without_a_seed_says_what_seeds_it():
