@@ -232,11 +232,12 @@ class _SampleBatch:
 
     def add(self, result: StepResult, checks: Sequence[Verification]) -> None:
         run_time = self._channel.run_time
+        rows = _checks_by_part(result, checks)
         for part in result.parts:
             # a part timed on its own (mix on a CPU) is stored over its own span
             t_start = run_time(result.t_start if part.t_start is None else part.t_start)
             t_end = run_time(result.t_end if part.t_end is None else part.t_end)
-            mine = _checks_of(part.part, result, checks)
+            mine = rows[part.part]
             verified = all(c.ok for c in mine) if mine else None
             errors = [c.max_rel_error for c in mine if c.max_rel_error is not None]
             error = max(errors) if errors else None
@@ -256,14 +257,19 @@ class _SampleBatch:
         self._last_send = now
 
 
-def _checks_of(part: str, result: StepResult, checks: Sequence[Verification]) -> list[Verification]:
-    """The checks a stored part's row answers for: its own, and on the step's first part
-    those of a part the step does not report on its own (mix on a GPU reports its three
-    parts as one, "mix"; the lock-step mix's replica checks are the training part's), so
-    every check lands in exactly one row."""
-    reported = {p.part for p in result.parts}
-    first = result.parts[0].part
-    return [c for c in checks if c.part == part or (part == first and c.part not in reported)]
+def _checks_by_part(
+    result: StepResult, checks: Sequence[Verification]
+) -> dict[str, list[Verification]]:
+    """Each stored part's checks: its own, and in the step's first part's row those of a
+    part the step does not report on its own (mix on a GPU reports its three parts as one,
+    "mix"; the lock-step mix's replica checks are the training part's). Every check lands
+    in exactly one row."""
+    rows: dict[str, list[Verification]] = {p.part: [] for p in result.parts}
+    if rows:
+        first = rows[result.parts[0].part]
+        for check in checks:
+            rows.get(check.part, first).append(check)
+    return rows
 
 
 def _failure(exc: BaseException, phase: str) -> tuple[WorkerOutcome, dict[str, Any], int]:
