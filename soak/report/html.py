@@ -500,6 +500,7 @@ def _setups(analysis: Analysis) -> list[tuple[str, str]]:
 def _reproduce(analysis: Analysis, run_dir: Path) -> dict[str, Any]:
     run = analysis.run
     stop = analysis.stop or StopRecord()
+    rebuild, from_start = rebuild_command(run.command, run_dir, host=run.host)
     return {
         "command": text(run.command),
         "seed": _seed(run),
@@ -513,9 +514,8 @@ def _reproduce(analysis: Analysis, run_dir: Path) -> dict[str, Any]:
         "tags": dict(run.tags),
         "workload_options": dict(run.workload_options),
         "sim": run.sim,
-        "rebuild": rebuild_command(run.command, run_dir, host=run.host),
-        # a store moved out of OUT/<host>/<stamp>/ is rebuilt where it now lies
-        "rebuild_from_start": bool(run.host) and run_dir.parent.name == run.host,
+        "rebuild": rebuild,
+        "rebuild_from_start": from_start,
     }
 
 
@@ -529,14 +529,17 @@ def _seed(run) -> str:
     return "none given (the workloads' inputs are seeded with 0 + the device's index)"
 
 
-def rebuild_command(command: str | None, run_dir: Path, host: str | None = None) -> str:
-    """``soak report DIR`` as it runs from the folder the run was started in: the run's
-    ``--out`` (default ``reports``) joined with its host and stamp folders. A store that
-    no longer lies in a folder named after its ``host`` was moved: DIR is where it lies."""
+def rebuild_command(
+    command: str | None, run_dir: Path, host: str | None = None
+) -> tuple[str, bool]:
+    """``soak report DIR`` as it runs from the folder the run was started in (the run's
+    ``--out``, default ``reports``, joined with its host and stamp folders), and True; a
+    store that no longer lies in a folder named after its ``host`` was moved: DIR is
+    where it lies, and False."""
     import shlex
 
     if host and run_dir.parent.name != host:
-        return shlex.join(["soak", "report", str(run_dir)])
+        return shlex.join(["soak", "report", str(run_dir)]), False
 
     out = "reports"
     try:
@@ -549,8 +552,9 @@ def rebuild_command(command: str | None, run_dir: Path, host: str | None = None)
         elif arg.startswith("--out="):
             out = arg.removeprefix("--out=")
     if not command or argv[1:2] != ["run"]:
-        return shlex.join(["soak", "report", str(run_dir)])
-    return shlex.join(["soak", "report", str(Path(out) / run_dir.parent.name / run_dir.name)])
+        return shlex.join(["soak", "report", str(run_dir)]), True
+    where = Path(out) / run_dir.parent.name / run_dir.name
+    return shlex.join(["soak", "report", str(where)]), True
 
 
 def _header(analysis: Analysis) -> dict[str, Any]:

@@ -188,8 +188,8 @@ def test_equilibrium_is_timed_from_load_start_as_the_tables_are(faulty_run):
 def test_the_rebuild_command_runs_from_where_the_run_was_started(command, rebuild):
     from soak.report.html import rebuild_command
 
-    assert rebuild_command(command, Path("/data/h/20261202T050513Z")) == rebuild
-    assert rebuild_command(command, Path("/data/h/20261202T050513Z"), host="h") == rebuild
+    assert rebuild_command(command, Path("/data/h/20261202T050513Z")) == (rebuild, True)
+    assert rebuild_command(command, Path("/data/h/20261202T050513Z"), host="h") == (rebuild, True)
 
 
 def test_a_moved_store_is_rebuilt_where_it_lies():
@@ -199,7 +199,7 @@ def test_a_moved_store_is_rebuilt_where_it_lies():
 
     moved = Path("/tmp/h200r")
     command = "soak run --backend nvml --minutes 11 --out /tmp/lease/runs"
-    assert rebuild_command(command, moved, host="vm") == "soak report /tmp/h200r"
+    assert rebuild_command(command, moved, host="vm") == ("soak report /tmp/h200r", False)
 
 
 def test_a_real_run_without_a_seed_says_what_seeds_it():
