@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from soak.config import Windows
 
 # The shortest τ searched: a sensor refreshed every few seconds shows no faster rise.
 TAU_MIN_S = 5.0
+BOUND_SLACK = 1.01  # a τ within 1 % of an end of the search is at that end
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +30,7 @@ class Fit:
     delta_c: float
     tau_s: float
     rms_c: float
-    bound: str = ""
+    bound: Literal["", "lower", "upper"] = ""
 
     @property
     def measured_tau_s(self) -> float | None:
@@ -80,15 +82,12 @@ def fit_exponential(t: np.ndarray, y: np.ndarray, t0: float) -> Fit | None:
             lo = a
     tau = math.exp((lo + hi) / 2)
     err, t_inf, delta = _sse(*at, tau)
-    bound = ""
+    bound: Literal["", "lower", "upper"] = ""
     if best == 0 and tau <= taus[0] * BOUND_SLACK:
         bound = "lower"
     elif best == len(taus) - 1 and tau >= taus[-1] / BOUND_SLACK:
         bound = "upper"
     return Fit(t0, t_inf, delta, tau, math.sqrt(err / t.size), bound)
-
-
-BOUND_SLACK = 1.01  # a τ within 1 % of an end of the search is at that end
 
 
 def _grid_sse(t: np.ndarray, y: np.ndarray, taus: np.ndarray) -> np.ndarray:
