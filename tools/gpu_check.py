@@ -199,21 +199,30 @@ def clock_study_later(delay_s: float) -> Callable[[], dict]:
     return result
 
 
+SOAK_ENV = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+
+
+def soak_command(
+    backend: str, workload: str, minutes: float, baseline_s: float, out: Path
+) -> list[str]:
+    """``soak run`` as an operator would type it, seed 1."""
+    return [
+        sys.executable, "-m", "soak", "run", "--backend", backend, "--workload", workload,
+        "--minutes", str(minutes), "--baseline", str(baseline_s), "--out", str(out),
+        "--seed", "1",
+    ]  # fmt: skip
+
+
 def start_cold_soak(backend: str, minutes: float, work: Path) -> dict[str, Any]:
     """Start ``soak run`` of the default workload on the card as found, in its own process
     session so that it outlives this script (``--detach``); its state goes to ``work``."""
     runs = work / "runs"
     shutil.rmtree(runs, ignore_errors=True)
-    cmd = [
-        sys.executable, "-m", "soak", "run", "--backend", backend, "--workload", "mix",
-        "--minutes", str(minutes), "--baseline", str(COLD_BASELINE_S), "--out", str(runs),
-        "--seed", "1",
-    ]  # fmt: skip
+    cmd = soak_command(backend, "mix", minutes, COLD_BASELINE_S, runs)
     print("gpu-check: cold soak:", " ".join(cmd), flush=True)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     with (work / "cold.out").open("w") as stdout, (work / "cold.log").open("w") as stderr:
         proc = subprocess.Popen(
-            cmd, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, env=env, cwd=ROOT,
+            cmd, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, env=SOAK_ENV, cwd=ROOT,
             start_new_session=True,
         )  # fmt: skip
     state = {"pid": proc.pid, "runs": str(runs), "minutes": minutes, "started": time.time()}
@@ -272,15 +281,11 @@ def collect_cold_soak(state: dict[str, Any], work: Path, out: Path) -> dict[str,
 
 def run_soak(backend: str, workload: str, minutes: float, out: Path, log: Path) -> Path | None:
     """Run soak as an operator would; returns the run folder, or None if it did not finish."""
-    cmd = [
-        sys.executable, "-m", "soak", "run", "--backend", backend, "--workload", workload,
-        "--minutes", str(minutes), "--baseline", "3", "--out", str(out), "--seed", "1",
-    ]  # fmt: skip
+    cmd = soak_command(backend, workload, minutes, 3, out)
     print("gpu-check:", " ".join(cmd), flush=True)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     with log.open("w") as f:
         proc = subprocess.run(
-            cmd, stdout=subprocess.PIPE, stderr=f, text=True, env=env, cwd=ROOT,
+            cmd, stdout=subprocess.PIPE, stderr=f, text=True, env=SOAK_ENV, cwd=ROOT,
             timeout=minutes * 60 + 240,
         )  # fmt: skip
     print(proc.stdout, flush=True)
