@@ -63,3 +63,12 @@ def test_a_driver_without_clock_samples_says_so_and_the_reads_still_count():
     study = gpu_check.clock_study(_pynvml(samples=False), seconds=0.5, every_s=0.01)
     assert study["samples"] == {"error": "Not Supported"}
     assert study["reads"]["n"] > 10
+
+
+def test_the_study_line_says_not_available_where_too_few_reads_say():
+    study = {"every_s": 0.01, "samples": {"error": "Not Supported"}}
+    study["reads"] = {"n": 1, "mean_mhz": 1650.0, "sd_mhz": None, "one_s_mean_sd": None,
+                      "one_read_per_s_sd": None}  # fmt: skip
+    line = gpu_check._study_line(study)
+    assert line.startswith("1 reads every 10 ms, mean 1650 MHz, sd n/a; 1-s means sd n/a")
+    assert line.endswith("driver samples: Not Supported")

@@ -563,10 +563,14 @@ def _study_line(study: dict[str, Any]) -> str:
     reads = study.get("reads")
     if reads is None:
         return str(study.get("error", "missing"))
+
+    def mhz(key: str) -> str:  # None where too few reads to say
+        return "n/a" if reads[key] is None else f"{reads[key]:.0f} MHz"
+
     text = (
-        f"{reads['n']} reads every {1000 * study['every_s']:.0f} ms, mean {reads['mean_mhz']:.0f} "
-        f"MHz, sd {reads['sd_mhz']:.0f}; 1-s means sd {reads['one_s_mean_sd']:.0f} against one "
-        f"read a second {reads['one_read_per_s_sd']:.0f}"
+        f"{reads['n']} reads every {1000 * study['every_s']:.0f} ms, mean {mhz('mean_mhz')}, "
+        f"sd {mhz('sd_mhz')}; 1-s means sd {mhz('one_s_mean_sd')} against one read a second "
+        f"{mhz('one_read_per_s_sd')}"
     )
     samples = study.get("samples", {})
     if "error" in samples:
