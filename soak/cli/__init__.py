@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from soak import __version__
 from soak.cli import fleet, importing, reports, run
 from soak.cli.args import EXIT_INCOMPLETE, EXIT_USAGE, Parser
+from soak.cli.streams import guarded
 from soak.errors import BackendUnavailable, ConfigError, SoakError, StoreError
 
 
@@ -42,7 +43,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run one command; its exit code is its outcome's whatever becomes of stdout and
+    stderr (``streams``: a reader that closes early never changes it)."""
+    with guarded():
+        return _main(list(sys.argv[1:] if argv is None else argv))
+
+
+def _main(argv: list[str]) -> int:
     try:
         args = _parser().parse_args(argv)
     except ConfigError as exc:
