@@ -87,6 +87,15 @@ class Checks:
         0.05, "steady throughput coefficient of variation above this warns"
     )
     require_equilibrium: bool = setting(False, "fail (not warn) when equilibrium is not reached")
+    # The least evidence a verdict is given on: a device that reached no thermal equilibrium
+    # in a load shorter than this was never seen hot, so it is not accepted (INCOMPLETE).
+    # 660 s is the shortest load the default windows can confirm equilibrium in
+    # (2 × eq_window_s + (eq_checks − 1) × eq_check_interval_s); 0 judges any length.
+    min_load_s: float = setting(
+        660.0,
+        "a device with no thermal equilibrium in a load shorter than this cannot be judged: "
+        "INCOMPLETE (s; 0: judge any length)",
+    )
     min_power_limit_fraction: float = setting(
         0.99, "an enforced power limit below this share of the default limit warns"
     )

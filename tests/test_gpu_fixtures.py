@@ -36,8 +36,10 @@ def test_gemm_trace_replays_to_the_figures_the_check_reported(tmp_path):
     # The cap is what holds this card: SW power cap set in most load ticks, no HW reason.
     assert device.facts.whole.reason_share["sw_power_cap"] > 0.5
     assert device.facts.whole.reason_share["hw_any"] == 0.0
-    assert analysis.verdict == "PASS"
-    assert {c.check for c in analysis.reasons} == {"equilibrium", "run_length"}  # 45 s of load
+    # 45 s of load: a check of the GPU's figures, not an acceptance (min_load_s)
+    assert analysis.verdict == "INCOMPLETE"
+    assert {c.check for c in analysis.reasons} == {"equilibrium", "run_length"}
+    assert device.diagnosis == "too short to judge"
     assert report.is_file()
 
 

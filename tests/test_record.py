@@ -5,6 +5,7 @@ keys this soak does not know survive a read and a write; a wrong type is a damag
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import shutil
 import sqlite3
@@ -183,8 +184,10 @@ def test_a_store_written_by_the_first_release_is_judged_as_before(tmp_path):
     finally:
         store.close_read()
     summary = build_summary(analysis)
-    assert summary["verdict"] == "PASS"
-    assert [d["verdict"] for d in summary["devices"]] == ["PASS", "PASS"]
+    # A minute of load was a PASS then; no device reached equilibrium in it, and under the
+    # profile's min_load_s nothing is accepted now: it could not be judged
+    assert summary["verdict"] == "INCOMPLETE"
+    assert [d["verdict"] for d in summary["devices"]] == ["INCOMPLETE", "INCOMPLETE"]
     assert summary["run"] == {
         "backend": "sim",
         "workload": "mix",
@@ -217,12 +220,12 @@ def _text(case) -> str:
 @pytest.mark.slow  # draws the report's figures
 def test_soak_report_on_a_store_of_the_first_release(tmp_path, capsys):
     folder = _copy_old_store(tmp_path / "run")
-    assert main(["report", str(folder)]) == 0
+    assert main(["report", str(folder)]) == 3  # a minute of load: could not be judged
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1] == str(folder / "report.html")
-    assert "verdict: PASS (2 devices, stop: duration)" in out
+    assert out[-2].startswith("verdict: INCOMPLETE (2 devices, stop: duration): could not be")
     summary = json.loads((folder / "summary.json").read_text())
-    assert summary["verdict"] == "PASS" and summary["run"]["tags"] == {"rack": "r7"}
+    assert summary["verdict"] == "INCOMPLETE" and summary["run"]["tags"] == {"rack": "r7"}
     text = visible_text((folder / "report.html").read_text())
     assert "simulated server\n2 × h100-sxm; faults:\nairflow:gpu=1:factor=2" in text
     assert "rack=r7" in text
@@ -230,14 +233,24 @@ def test_soak_report_on_a_store_of_the_first_release(tmp_path, capsys):
 
 def test_a_stop_reason_this_soak_does_not_know_never_gives_a_pass(tmp_path):
     """A newer soak may write a reason this one does not know; the run is then not known to
-    have completed, so the store that passes above is INCOMPLETE, not PASS."""
+    have completed, so the store that passes on any length of load (min_load_s 0) is
+    INCOMPLETE, not PASS."""
     folder = _copy_old_store(tmp_path / "run")
+    profile = load_profile(None)
+    any_length = dataclasses.replace(
+        profile, checks=dataclasses.replace(profile.checks, min_load_s=0.0)
+    )
+    store = RunStore.open(folder)
+    try:
+        assert analyze(store, any_length).verdict == "PASS"
+    finally:
+        store.close_read()
     with contextlib.closing(sqlite3.connect(folder / STORE_NAME)) as conn:
         conn.execute("""UPDATE meta SET value='{"reason": "paused"}' WHERE key='stop'""")
         conn.commit()
     store = RunStore.open(folder)
     try:
-        analysis = analyze(store, load_profile(None))
+        analysis = analyze(store, any_length)
     finally:
         store.close_read()
     assert analysis.stop_reason == "paused"

@@ -12,6 +12,7 @@ from soak.live.view import PlainView, Tracker, device_line
 from soak.progress import Progress
 from soak.report import build_outputs
 from soak.runner import run
+from tests.factories import any_length
 
 
 class Last:
@@ -29,8 +30,11 @@ class Last:
 
 def test_another_process_on_a_gpu_is_named_and_leaves_the_device_incomplete(sim_config):
     last, stream = Last(), io.StringIO()
-    config = sim_config(
-        duration_s=240.0, sim_gpus=4, sim_faults=("contention:gpu=2:at=90:fraction=0.4",)
+    config = sim_config(  # four minutes judged as if they were enough: not what is tested
+        duration_s=240.0,
+        sim_gpus=4,
+        sim_faults=("contention:gpu=2:at=90:fraction=0.4",),
+        profile=any_length(),
     )
     result = run(config, watchers=[last, PlainView(stream, Tracker())])
     analysis, report = build_outputs(result.run_dir, config.profile)

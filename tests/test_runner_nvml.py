@@ -16,6 +16,7 @@ from soak.report import build_outputs
 from soak.runner import Runner, Stopper
 from soak.store import RunStore
 from tests.devices.fake_pynvml import FakeNvml, baseline_gpu, err, fv
+from tests.factories import any_length
 
 FI = "nvmlDeviceGetFieldValues"
 LOSE_AT_S, XID_AT_S = 120.0, 200.0
@@ -101,8 +102,10 @@ def _stored_run(tmp_path, monkeypatch):
     backend = NvmlBackend(time_fn=clock.now, event_wait_ms=10)
     load = SteadyLoad(fake)
     monkeypatch.setattr("soak.runner.make_load", lambda config, backend, devices: load)
+    # six minutes judged as if they were enough (min_load_s 0): what the NVML backend
+    # stores is what is tested, not the length
     config = RunConfig(backend="nvml", workload="gemm", duration_s=360.0, baseline_s=5.0,
-                       out=tmp_path)  # fmt: skip
+                       out=tmp_path, profile=any_length())  # fmt: skip
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     try:

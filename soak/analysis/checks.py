@@ -10,6 +10,7 @@ HW power brake) after the warm-up, wherever it falls.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from soak import fields
 from soak.analysis.contention import RERUN, Contention, ForeignProcess, inflated, review
-from soak.analysis.equilibrium import Equilibrium
+from soak.analysis.equilibrium import Equilibrium, shortest_confirmation_s
 from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowName, WindowStats
 from soak.config import Profile
 from soak.model import WorkerOutcome
@@ -666,8 +667,35 @@ def check_equilibrium(f: DeviceFacts, profile: Profile) -> list[Finding]:
     return [Finding("equilibrium", status, message, f.index)]
 
 
+def too_short(f: DeviceFacts, profile: Profile) -> Finding | None:
+    """No PASS without evidence: a device that reached no thermal equilibrium in a load
+    shorter than the profile's ``min_load_s`` was never seen hot, so it cannot be judged
+    (INCOMPLETE, what it would take in the message). None where the load was long enough,
+    equilibrium was reached, or the run stopped early (its stop says why already)."""
+    least = profile.checks.min_load_s
+    eq = f.equilibrium
+    if f.run_incomplete or f.whole is None or (eq is not None and eq.reached):
+        return None
+    had = f.whole.window.length_s
+    if had >= least:
+        return None
+    windows = profile.windows
+    need = max(least, shortest_confirmation_s(windows)) + windows.steady_length_s
+    message = (
+        f"could not be judged: {minutes(had)} of load and no thermal equilibrium in it; "
+        f"profile {profile.name} asks for {least / 60:g} min at least (min_load_s): soak "
+        f"{math.ceil(need / 60)} min or more for equilibrium and its "
+        f"{windows.steady_length_s / 60:g}-min steady window"
+    )
+    return Finding("run_length", Status.INCOMPLETE, message, f.index)
+
+
 def check_run_length(f: DeviceFacts, profile: Profile) -> list[Finding]:
-    """A load too short for separate cold and steady windows cannot show a cold/hot loss."""
+    """A load too short to be judged at all (``too_short``) is incomplete; one too short for
+    separate cold and steady windows cannot show a cold/hot loss."""
+    short = too_short(f, profile)
+    if short is not None:
+        return [short]
     if f.cold is None or f.steady is None:
         return []
     if f.steady.window.start_s >= f.cold.window.end_s:

@@ -31,13 +31,14 @@ incomplete, never a hardware fault (``analysis/contention.py``). A loss that sta
 foreign load is gone fails and is diagnosed as above.
 
 A device that did not fail is **healthy** (**not measured** when an incomplete run stopped
-before any of its work was measured), and so is one that failed only a requirement of
-the run (equilibrium not reached where the profile requires it): its FAIL has no device
-cause, and the failing check says why. A check that could not run for want of a signal
-(``not_checked``: a telemetry-only import has no throughput) never fails, so an absence of
-data is never a hardware fault. Peers are the server's other devices; with fewer than
-three, only the device's own cold-to-steady change can speak. Each cause comes with the
-operator's next step (``NEXT_STEPS``).
+before any of its work was measured; **too short to judge** when it reached no thermal
+equilibrium in a load shorter than the profile's ``min_load_s``), and so is one that
+failed only a requirement of the run (equilibrium not reached where the profile requires
+it): its FAIL has no device cause, and the failing check says why. A check that could not
+run for want of a signal (``not_checked``: a telemetry-only import has no throughput) never
+fails, so an absence of data is never a hardware fault. Peers are the server's other
+devices; with fewer than three, only the device's own cold-to-steady change can speak. Each
+cause comes with the operator's next step (``NEXT_STEPS``).
 """
 
 from __future__ import annotations
@@ -65,10 +66,22 @@ POWER = "power-limited"
 HOST = "host-bound"
 HARDWARE = "hardware-fault"
 NOT_MEASURED = "not measured"  # an incomplete run that stopped before any work was measured
+TOO_SHORT = "too short to judge"  # no equilibrium in a load under the profile's min_load_s
 UNEXPLAINED = "unexplained"  # slower, on a device with no sensor that could say why
 CONTENTION = contention.HOST  # the host's other load took the device (a CPU)
 FOREIGN = contention.PROCESS  # a compute process not soak's shared the device (a GPU)
-CAUSES = (HEALTHY, THERMAL, POWER, HOST, HARDWARE, NOT_MEASURED, UNEXPLAINED, CONTENTION, FOREIGN)
+CAUSES = (
+    HEALTHY,
+    THERMAL,
+    POWER,
+    HOST,
+    HARDWARE,
+    NOT_MEASURED,
+    TOO_SHORT,
+    UNEXPLAINED,
+    CONTENTION,
+    FOREIGN,
+)
 # What each cause means, for the report's reader
 MEANINGS = {
     HEALTHY: "no loss from cold to steady state that the checks flag",
@@ -81,6 +94,8 @@ MEANINGS = {
     "slowdown with no thermal, power or host explanation: see the failing checks",
     NOT_MEASURED: "the run stopped before any work was measured: nothing can be said of the "
     "device's health",
+    TOO_SHORT: "it reached no thermal equilibrium in a load shorter than the profile asks for: "
+    "it was never seen hot, and nothing can be said of its health hot",
     UNEXPLAINED: "slower at steady state on a device that measures no temperature, power or "
     "clock: nothing points at the device, and nothing clears it",
     CONTENTION: "its figures fell while the host's other work used the device: it could not "
@@ -97,6 +112,8 @@ NEXT_STEPS = {
     "of the device's process",
     HARDWARE: "RMA the device with the listed events and errors",
     NOT_MEASURED: "run the soak again for longer: no work was measured before it stopped",
+    TOO_SHORT: "soak again for longer: the profile's min_load_s at least (11 min by default), "
+    "and 21 min or more for a steady window after equilibrium",
     UNEXPLAINED: "rerun on an idle host (where nothing on the device is measured, other load "
     "on the host or its hypervisor is the likeliest cause); a loss that stays there is the "
     "device's",
@@ -396,6 +413,9 @@ def diagnose(f: DeviceFacts, checks: Sequence[Finding], peers: Peers) -> Diagnos
     if not failing:
         if contended is not None:
             return contended
+        short = [c.message for c in checks if _too_short(c) and c.device == f.index]
+        if short:
+            return Diagnosis(TOO_SHORT, tuple(short))
         if f.run_incomplete and not _work_measured(f):
             return Diagnosis(NOT_MEASURED, ("the run stopped before any work was measured",))
         return Diagnosis(HEALTHY)
@@ -424,10 +444,19 @@ def diagnose(f: DeviceFacts, checks: Sequence[Finding], peers: Peers) -> Diagnos
 _UNSEEN = "no temperature, power or measured clock on this device to explain it"
 
 
+def _too_short(c: Finding) -> bool:
+    """The check that leaves a device too short a load to judge (``checks.too_short``)."""
+    return c.check is CheckName.RUN_LENGTH and c.status is Status.INCOMPLETE
+
+
 def _contended(f: DeviceFacts, checks: Sequence[Finding]) -> Diagnosis | None:
     """Checks left incomplete because something else used the device: host contention,
     or another process on it where the backend saw one (its pid, name and memory)."""
-    messages = [c.message for c in checks if c.status is Status.INCOMPLETE and c.device == f.index]
+    messages = [
+        c.message
+        for c in checks
+        if c.status is Status.INCOMPLETE and c.device == f.index and not _too_short(c)
+    ]
     if not messages:
         return None
     by_process = f.foreign_processes or any(c.procs for c in f.contention.values())

@@ -143,12 +143,47 @@ def add_design_inlet(parser: argparse.ArgumentParser) -> None:
 
 
 def print_verdict(analysis) -> None:
-    """The reasons, then the verdict: with the report path after it, the last two lines."""
+    """The reasons, then the verdict: with the report path after it, the last two lines.
+    A reason that says the same of several devices is one line naming them all; a verdict
+    that could not be judged says why in its own line."""
     from soak.analysis.analyze import merge_windows
+    from soak.analysis.checks import CheckName, Status
     from soak.units import plural
 
     devices, stop = len(analysis.devices), analysis.stop_reason
+    line = f"verdict: {analysis.verdict} ({plural(devices, 'device')}, stop: {stop})"
+    # where every device could not be judged for the same reason, the verdict line says it
+    short = [
+        c
+        for c in analysis.reasons
+        if c.check is CheckName.RUN_LENGTH and c.status is Status.INCOMPLETE
+    ]
+    messages = {c.message for c in short}
+    told = messages.pop() if devices and len(short) == devices and len(messages) == 1 else ""
+    if told:
+        line += f": {told}"
+    grouped: dict[tuple[str, str, str], list[int | None]] = {}
     for reason in merge_windows(analysis.reasons):
-        where = "server" if reason.device is None else f"device {reason.device}"
-        print(f"  {reason.status.upper():4}  {where}: {reason.check}: {reason.message}")
-    print(f"verdict: {analysis.verdict} ({plural(devices, 'device')}, stop: {stop})")
+        if reason.message == told:
+            continue
+        key = (str(reason.status), str(reason.check), reason.message)
+        grouped.setdefault(key, []).append(reason.device)
+    for (status, check, message), where in grouped.items():
+        print(f"  {status.upper():4}  {_where(where)}: {check}: {message}")
+    print(line)
+
+
+def _where(devices: Sequence[int | None]) -> str:
+    """ "server", "device 3", "devices 0–7", "devices 1, 4, 6"."""
+    if devices == [None]:
+        return "server"
+    numbers = sorted(d for d in devices if d is not None)
+    if len(numbers) == 1:
+        return f"device {numbers[0]}"
+    run = numbers == list(range(numbers[0], numbers[-1] + 1))
+    listed = (
+        f"{numbers[0]}–{numbers[-1]}"
+        if run and len(numbers) > 2
+        else ", ".join(str(n) for n in numbers)
+    )
+    return f"devices {listed}"

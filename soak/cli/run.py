@@ -72,7 +72,11 @@ def _what_and_how_long(run: argparse.ArgumentParser) -> None:
         help="soak length in hours, after the idle baseline (default 2; --minutes for shorter)",
     )
     length.add_argument(
-        "--minutes", type=positive("--minutes"), metavar="M", help="soak length in minutes"
+        "--minutes",
+        type=positive("--minutes"),
+        metavar="M",
+        help="soak length in minutes, after the idle baseline (default 120, as --hours 2; "
+        "under the profile's min_load_s, 11 min, nothing is accepted: INCOMPLETE)",
     )
     run.add_argument(
         "--until-steady",
@@ -324,21 +328,35 @@ def run_config(
     )
 
 
-def length_note(duration_s: float, windows) -> str | None:
+def length_note(duration_s: float, windows, min_load_s: float = 0.0) -> str | None:
     """One line for a load that can run but cannot confirm thermal equilibrium: the verdict
-    will say equilibrium was not reached, and what length would reach it."""
+    will say equilibrium was not reached, and what length would reach it; under the
+    profile's ``min_load_s``, that nothing will be accepted on it."""
     from soak.analysis.equilibrium import shortest_confirmation_s
 
     need = shortest_confirmation_s(windows)
+    length = f"soak: note: {duration_s / 60:.3g} min of load"
     if duration_s >= need:
-        return None
-    full = need + windows.steady_length_s
-    return (
-        f"soak: note: {duration_s / 60:.3g} min of load is too short to confirm thermal "
-        f"equilibrium, which needs {need / 60:g} min at least (--minutes {math.ceil(need / 60)});"
-        f" with its {windows.steady_length_s / 60:g}-min steady window, "
-        f"--minutes {math.ceil(full / 60)} or more"
+        if duration_s >= min_load_s:
+            return None
+        return (
+            f"{length} is under the profile's min_load_s ({min_load_s / 60:g} min): a device "
+            "that reaches no thermal equilibrium in it cannot be judged (INCOMPLETE)"
+        )
+    full = max(need, min_load_s) + windows.steady_length_s
+    note = (
+        f"{length} is too short to confirm thermal equilibrium, which needs {need / 60:g} min "
+        f"at least (--minutes {math.ceil(need / 60)}); with its "
+        f"{windows.steady_length_s / 60:g}-min steady window, --minutes {math.ceil(full / 60)} "
+        "or more"
     )
+    if duration_s < min_load_s:
+        note += (
+            f". Nothing is accepted on under {min_load_s / 60:g} min (the profile's "
+            "min_load_s): a try of the set-up, whose verdict is INCOMPLETE unless something "
+            "fails"
+        )
+    return note
 
 
 def _workload_options(pairs: Sequence[tuple[str, str]]) -> dict[str, object]:
@@ -377,7 +395,7 @@ def command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     config = run_config(args, argv, os.environ)
     windows = config.profile.windows
     watchers: list = [make_view(sys.stderr)]
-    note = length_note(config.duration_s, windows)
+    note = length_note(config.duration_s, windows, config.profile.checks.min_load_s)
     if note is not None:  # once the run has started: bad input is one line, the error's
         watchers.insert(0, _FirstTick(note, sys.stderr))
     if args.metrics_port is not None:  # bound now: a port in use is bad input, before any soak

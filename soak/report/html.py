@@ -730,10 +730,16 @@ def _counts(analysis: Analysis, reasons: list[dict[str, Any]]) -> dict[str, str]
     n_warn = sum(r["status"] == str(Status.WARN) for r in reasons)
     n_incomplete = sum(r["status"] == str(Status.INCOMPLETE) for r in reasons)
     not_checked = len(_not_checked(analysis))
+    incomplete = [r["check"] for r in reasons if r["status"] == str(Status.INCOMPLETE)]
+    why = [  # a run_length too short to judge; any other, contention (analysis/contention.py)
+        "too short a load to judge" if CheckName.RUN_LENGTH in incomplete else "",
+        "something else used the device" if set(incomplete) - {CheckName.RUN_LENGTH} else "",
+    ]
     return {
         "n_checks": plural(n_checks, "check"),
         "n_fail": plural(n_fail, "failure"),
         "n_incomplete": plural(n_incomplete, "incomplete check") if n_incomplete else "",
+        "incomplete_why": "; ".join(w for w in why if w),
         "n_warn": plural(n_warn, "warning"),
         "n_not_checked": f"{not_checked:,}",
     }

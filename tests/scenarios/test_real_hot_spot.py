@@ -66,5 +66,7 @@ def test_the_hot_gpu_of_the_h100_nanogpt_trace_is_named(tmp_path, load):
     assert {c.device for c in hot} == {1}, hot
     assert {c.status for c in hot} == {Status.WARN}
     assert "above the server median" in hot[0].message and "margin 6 °C" in hot[0].message
-    assert analysis.verdict == "PASS"  # a warning to act on, not a failure
+    # a warning to act on, not a failure; on 7.5 and 6.3 min of load (under min_load_s, no
+    # equilibrium), never a PASS either
+    assert analysis.verdict == "INCOMPLETE"
     assert "hardware-fault" not in {d.diagnosis for d in analysis.devices}
