@@ -56,6 +56,7 @@ SLOW_MODULES = frozenset(
         "tests/reliability/test_memory.py",
         "tests/reliability/test_coordinator_kill.py",
         "tests/reliability/test_log_pipe.py",
+        "tests/reliability/test_pipes.py",
         "tests/report/test_sparse_runs.py",
         "tests/report/test_browser.py",
     }
