@@ -52,6 +52,11 @@ class ClockReason(enum.IntFlag, boundary=enum.KEEP):
 # Reasons that mean the hardware itself pulled the clocks down: any steady time under
 # them is a failed acceptance (docs/verdict.md).
 HW_REASONS = ClockReason.HW_SLOWDOWN | ClockReason.HW_THERMAL | ClockReason.HW_POWER_BRAKE
+# Reasons worth an event the first time a device shows each: it is held back by heat or by
+# its board. Idle, application clocks and the power cap are a loaded GPU's normal state.
+NOTABLE_REASONS: int = ~int(
+    ClockReason.GPU_IDLE | ClockReason.APPLICATIONS_CLOCKS_SETTING | ClockReason.SW_POWER_CAP
+)
 
 
 class Capability(enum.StrEnum):
@@ -79,6 +84,7 @@ class EventKind(enum.StrEnum):
     WARNING = "warning"
     TELEMETRY = "telemetry"  # readings not to be trusted: frozen, a gap, a counter reset
     FOREIGN_PROCESS = "foreign_process"  # a process not soak's appeared on a device
+    CLOCK_EVENT = "clock_event"  # a device showed a notable clock-event reason the first time
     STOP = "stop"
 
 

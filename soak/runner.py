@@ -40,7 +40,9 @@ from soak.devices.base import Backend, Load, LoadUpdate
 from soak.errors import ConfigError, StoreError
 from soak.model import (
     INLET_SERIES,
+    NOTABLE_REASONS,
     Capability,
+    ClockReason,
     DeviceInfo,
     Event,
     EventKind,
@@ -279,6 +281,7 @@ class Runner:
         self.freeze_watch = {d.index: FrozenWatch(d.index) for d in self.devices}
         self.power_limits = {d.index: d.power_limit_w for d in self.devices}
         self.latest: dict[int, Telemetry] = {}
+        self.reasons_seen: dict[int, int] = {}  # notable clock-event reasons shown so far
         self.latest_rate: dict[int, dict[str, Rate]] = {}
         self.load: Load | None = None
         self.phase = Phase.BASELINE
@@ -455,6 +458,7 @@ class Runner:
         events = self._watch_freeze(telemetry)
         for row in telemetry:
             self.latest[row.device] = row
+            events += self._clock_events(row)
             self.detectors[row.device].add_telemetry(
                 row.t_s, row.temp_c, row.power_w, row.sm_clock_mhz
             )
@@ -484,6 +488,19 @@ class Runner:
             for change in detector.update(t):
                 events.append(equilibrium_event(t, index, change, self.origin_s(index)))
         return events
+
+    def _clock_events(self, row: Telemetry) -> list[Event]:
+        """The first reading of each notable clock-event reason on a device, as an event:
+        what the live view announces is in the report's event log too."""
+        if row.clock_reasons is None:
+            return []
+        seen = self.reasons_seen.get(row.device, 0)
+        new = row.clock_reasons & NOTABLE_REASONS & ~seen
+        if not new:
+            return []
+        self.reasons_seen[row.device] = seen | new
+        message = f"clock event: {', '.join(ClockReason(new).names())}"
+        return [Event(row.t_s, EventKind.CLOCK_EVENT, message, row.device, {"bits": new})]
 
     def origin_s(self, device: int) -> float:
         """Where a device's event texts count from: its load start as the analysis finds it

@@ -26,15 +26,13 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from soak.model import ClockReason, EventKind
+from soak.model import NOTABLE_REASONS, ClockReason, EventKind
 from soak.progress import DeviceProgress, Phase, Progress
 from soak.units import NOT_AVAILABLE, rate_unit, si
 
 # Reasons a watcher is told about: the device is held back by heat or by its board. Idle,
 # application clocks and the power cap are the normal state of a loaded GPU.
-NOTABLE: int = ~int(
-    ClockReason.GPU_IDLE | ClockReason.APPLICATIONS_CLOCKS_SETTING | ClockReason.SW_POWER_CAP
-)
+NOTABLE: int = NOTABLE_REASONS
 # Events worth a message line as they happen.
 ANNOUNCED = frozenset(
     {
@@ -47,10 +45,20 @@ ANNOUNCED = frozenset(
         EventKind.VERIFICATION_FAILED,
         EventKind.WARNING,
         EventKind.FOREIGN_PROCESS,
+        EventKind.CLOCK_EVENT,
         EventKind.STOP,
     }
 )
 TREND_S = 60.0  # temperature trend: change over the last minute
+# What a device does before its load starts, in words: the state "warm-up 23 s" alone says
+# nothing of why there is no throughput yet.
+WARMUP_WORDS = (
+    "its worker imports, sets up and does its first unit of work; on a CPU often half a "
+    "minute; its load counts from then"
+)
+STAGES = ("baseline", "warm-up", "warming", "steady", "failed", "lost")  # in run order
+# A warm-up shorter than this is not news: a simulated load has none.
+WARMUP_NEWS_S = 5.0
 
 
 def _num(value: float | None, fmt: str, unit: str) -> str:
@@ -67,7 +75,6 @@ class _Seen:
 
     temps: deque[tuple[float, float]] = field(default_factory=deque)
     cold: dict[str, float] = field(default_factory=dict)  # the snapshot's, once known
-    reasons: int = 0  # notable reasons announced so far
     failed: bool = False
     lost: bool = False
 
@@ -77,9 +84,11 @@ class Tracker:
 
     def __init__(self) -> None:
         self.seen: dict[int, _Seen] = {}
+        self.latest: Progress | None = None
 
     def add(self, progress: Progress) -> list[str]:
         """Take one snapshot; returns the messages it brings, in order."""
+        self.latest = progress
         messages = [
             _event_text(e.device, e.message)
             for e in progress.events
@@ -98,11 +107,6 @@ class Tracker:
                 seen.temps.append((row.t_s, row.temp_c))
             while len(seen.temps) > 2 and seen.temps[1][0] <= row.t_s - TREND_S:
                 seen.temps.popleft()
-        if row is not None and row.clock_reasons is not None:
-            new = row.clock_reasons & NOTABLE & ~seen.reasons
-            if new:
-                seen.reasons |= new
-                messages.append(_event_text(d.index, f"clock event: {reason_names(new)}"))
         seen.cold = {r.part: r.rate for r in d.cold} or seen.cold
         if d.lost and not seen.lost:
             seen.lost = True
@@ -150,19 +154,42 @@ class Tracker:
             out.append((r.part, 100 * r.rate / cold if cold else None))
         return out
 
-    def state(self, d: DeviceProgress) -> str:
+    def stage(self, d: DeviceProgress) -> str:  # one of STAGES
+        """Where the device is in its soak, one word: "baseline", "warm-up" (its worker
+        sets up, no unit of work done yet), "warming", "steady", "failed" or "lost"."""
         if d.lost:
             return "lost"
         if d.failed:
             return "failed"
+        if d.equilibrium_s is not None:
+            return "steady"
+        if d.work_start_s is not None:
+            return "warming"
+        p = self.latest
+        return "baseline" if p is not None and p.phase is Phase.BASELINE else "warm-up"
+
+    def warmup_s(self) -> float | None:
+        """Seconds since the load was started (its workers launched), before any work."""
+        p = self.latest
+        if p is None or p.load_start_s is None:
+            return None
+        return max(0.0, p.t_s - p.load_start_s)
+
+    def state(self, d: DeviceProgress) -> str:
+        stage = self.stage(d)
+        if stage in ("lost", "failed"):
+            return stage
         row = d.telemetry
         if row is not None and row.clock_reasons and row.clock_reasons & NOTABLE:
             return f"throttled: {reason_names(row.clock_reasons & NOTABLE)}"
         if d.equilibrium_s is not None:  # timed from the device's load start, as the report
             since = d.equilibrium_s - (d.work_start_s or 0.0)
             return f"steady at {since / 60:.1f} min"
-        if d.work_start_s is None:
-            return "starting"
+        if stage == "baseline":
+            return "idle baseline"
+        if stage == "warm-up":
+            warm = self.warmup_s()
+            return "warm-up" if warm is None else f"warm-up {warm:.0f} s"
         return "warming" if d.eta_s is None else f"warming, ~{d.eta_s / 60:.0f} min to go"
 
 
@@ -191,22 +218,83 @@ def device_line(tracker: Tracker, d: DeviceProgress) -> str:
     limit = row and row.power_limit_w
     power = _num(row and row.power_w, ".0f", "W") + (f" (limit {limit:.0f} W)" if limit else "")
     clock = _num(row and row.sm_clock_mhz, ".0f", "MHz")
+    state = tracker.state(d)
+    if tracker.stage(d) == "warm-up":
+        state += f" ({WARMUP_WORDS})"
     return (
         f"device {d.index}: temperature {temp}, {d.clock_label} {clock}, power {power}, "
-        f"throughput {tracker.rates(d)}, state {tracker.state(d)}"
+        f"throughput {tracker.rates(d)}, state {state}"
     )
 
 
 def header_text(p: Progress) -> str:
-    load = p.load_elapsed_s
+    """The run in one line: "soak sim · mix · node1 · load 13.8 of 60 min · inlet 25.0 °C";
+    every time in minutes of load (the baseline and the warm-up come before any)."""
+    # minutes of load as every line counts them (``load_s``); the plan counts from when
+    # every device worked, a tick or a warm-up's difference later
+    load = None if p.load_elapsed_s is None else max(0.0, load_s(p) or 0.0)
     planned = "until steady" if p.until_steady else f"{p.planned_s / 60:.0f} min"
-    done = "" if load is None else f", load {load / 60:.1f} of {planned}"
-    eta = p.verdict_eta_s
-    if p.until_steady and eta is not None and p.phase is Phase.LOAD:
-        done += f", verdict in ~{math.ceil(eta / 60):.0f} min"
+    if p.phase is Phase.BASELINE:
+        where = "idle baseline"
+    elif load is None:
+        warm = 0.0 if p.load_start_s is None else max(0.0, p.t_s - p.load_start_s)
+        where = f"warm-up {warm:.0f} s"
+    else:
+        where = f"load {load / 60:.1f} of {planned}"
+        eta = p.verdict_eta_s
+        if p.until_steady and eta is not None and p.phase is Phase.LOAD:
+            where += f", verdict in ~{math.ceil(eta / 60):.0f} min"
+    if p.phase is Phase.STOPPING:
+        where = f"stopping · {where}"
+    text = f"soak {p.backend} · {p.workload} · {p.host} · {where}"
     if p.inlet_c is not None:
-        done += f" · inlet {p.inlet_c:.1f} °C"
-    return f"soak {p.backend} · {p.workload} · {p.host} · {p.phase} · {p.t_s / 60:.1f} min{done}"
+        text += f" · inlet {p.inlet_c:.1f} °C"
+    return text
+
+
+def load_s(p: Progress) -> float | None:
+    """Seconds since the first device's load start (its first finished unit of work), the
+    origin of the report's event log; None before it."""
+    starts = [d.work_start_s for d in p.devices if d.work_start_s is not None]
+    return p.t_s - min(starts) if starts else None
+
+
+def load_stamp(p: Progress) -> str:
+    """When a line is written, in minutes of load (``load_s``), as the report's event log
+    gives it; before any, the phase ("baseline", "warm-up")."""
+    load = load_s(p)
+    if load is not None and load >= 0:
+        return f"load {load / 60:.1f} min"
+    return "baseline" if p.phase is Phase.BASELINE else "warm-up"
+
+
+def server_line(tracker: Tracker, p: Progress) -> str:
+    """The run and its devices in one line: the header, how many devices are in which
+    stage, their temperatures and the lowest part's % of cold."""
+    stages = [tracker.stage(d) for d in p.devices]
+    counts = ", ".join(f"{stages.count(s)} {s}" for s in STAGES if s in stages)
+    parts = [
+        header_text(p),
+        f"{len(p.devices)} device{'s' if len(p.devices) != 1 else ''}: {counts}",
+    ]
+    temps = [
+        d.telemetry.temp_c
+        for d in p.devices
+        if d.telemetry is not None and d.telemetry.temp_c is not None
+    ]
+    if temps:
+        low, high = min(temps), max(temps)
+        parts.append(f"{low:.0f} °C" if round(low) == round(high) else f"{low:.0f}–{high:.0f} °C")
+    lowest = [
+        (pct, part, d.index)
+        for d in p.devices
+        for part, pct in tracker.percents(d)
+        if pct is not None
+    ]
+    if lowest:
+        pct, part, index = min(lowest)
+        parts.append(f"lowest {part} {pct:.1f} % of cold (device {index})")
+    return " · ".join(parts)
 
 
 # A number and the word after it ("87 °C", "640 s") stay on one line when a message wraps.
@@ -349,7 +437,7 @@ class LiveView:
     def update(self, progress: Progress) -> None:
         self._latest = progress
         for message in self.tracker.add(progress):
-            prefix = f"[{progress.t_s / 60:6.1f} min] "
+            prefix = f"[{load_stamp(progress)}] "
             for line in wrap_message(prefix, message, self.console.width):
                 self.console.print(line, markup=False, overflow="ignore", crop=False)
         now = self._wall()
@@ -369,8 +457,10 @@ class LiveView:
 
 
 class PlainView:
-    """Timestamped lines for a log: every message as it happens, and one line per device per
-    ``every_s`` of run time (a 2-hour soak of 8 GPUs leaves about 1,000 lines, not 57,600)."""
+    """Timestamped lines for a log: every message as it happens, one line per device when
+    its stage changes (warm-up, warming, steady, failed, lost), and the server in one line
+    when the phase changes and at most once per ``every_s`` of run time (a 2-hour soak of 8
+    GPUs leaves about 150 lines)."""
 
     def __init__(
         self,
@@ -384,6 +474,8 @@ class PlainView:
         self.every_s = every_s
         self._now = now
         self._next = 0.0
+        self._phase: Phase | None = None
+        self._stages: dict[int, str] = {}
 
     def _write(self, lines: list[str]) -> None:
         """Write and flush; a stream that fails (a closed terminal, a log pipe whose reader
@@ -397,13 +489,29 @@ class PlainView:
             self.stream = None
 
     def update(self, progress: Progress) -> None:
-        stamp = f"{self._now():%Y-%m-%dT%H:%M:%SZ} t={progress.t_s / 60:.1f}min"
+        stamp = f"{self._now():%Y-%m-%dT%H:%M:%SZ} {load_stamp(progress)}"
         lines = [f"{stamp} {m}" for m in self.tracker.add(progress)]
-        if progress.t_s >= self._next:
-            self._next = (progress.t_s // self.every_s + 1) * self.every_s
-            lines.append(f"{stamp} {header_text(progress)}")
-            lines += [f"{stamp} {device_line(self.tracker, d)}" for d in progress.devices]
+        clock = load_s(progress)  # a progress line at each whole minute of load
+        clock = progress.t_s if clock is None else clock
+        if progress.phase is not self._phase or clock >= self._next:
+            self._phase = progress.phase
+            self._next = (clock // self.every_s + 1) * self.every_s
+            lines.append(f"{stamp} {server_line(self.tracker, progress)}")
+        for d in progress.devices:
+            if self._changed(d):
+                lines.append(f"{stamp} {device_line(self.tracker, d)}")
         self._write(lines)
+
+    def _changed(self, d: DeviceProgress) -> bool:
+        """Whether the device entered a stage this tick that is news: not the baseline,
+        and a warm-up only once it has lasted ``WARMUP_NEWS_S``."""
+        stage = self.tracker.stage(d)
+        if stage == self._stages.get(d.index) or stage == "baseline":
+            return False
+        if stage == "warm-up" and (self.tracker.warmup_s() or 0.0) < WARMUP_NEWS_S:
+            return False
+        self._stages[d.index] = stage
+        return True
 
     def close(self) -> None:
         self._write([])

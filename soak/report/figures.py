@@ -150,10 +150,11 @@ def _break_gaps(e: Envelope) -> Envelope:
 
 
 def time_scale(span_s: float) -> tuple[float, str]:
-    """Seconds for runs up to 5 minutes, minutes up to 3 hours, hours beyond."""
+    """Minutes of load, the report's one unit of time, up to 3 hours; hours beyond (a
+    24-hour axis in minutes is unreadable)."""
     if span_s > 3 * 3600:
         return 3600.0, "hours"
-    return (60.0, "minutes") if span_s > 300 else (1.0, "seconds")
+    return 60.0, "minutes"
 
 
 def _plot(ax: Axes, e: Envelope, scale: float, color: str, label: str, factor: float = 1.0):

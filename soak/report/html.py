@@ -35,7 +35,7 @@ from soak.report import figures
 from soak.report.ddp_section import ddp_context
 from soak.report.headroom import headroom_context
 from soak.report.junit import case_names, run_cases
-from soak.units import NOT_AVAILABLE, duration, num, pct, plural, rate_unit, si, small_si
+from soak.units import NOT_AVAILABLE, duration, minutes, num, pct, plural, rate_unit, si, small_si
 
 MAX_EVENTS = 2000  # event rows shown; the store keeps every one
 
@@ -69,6 +69,7 @@ NOTABLE_EVENTS = frozenset(
         EventKind.FAULT_INJECTED,
         EventKind.WARNING,
         EventKind.TELEMETRY,
+        EventKind.CLOCK_EVENT,
     }
 )
 
@@ -80,10 +81,11 @@ def text(value: Any) -> str:
     return str(value)
 
 
-def clock_time(seconds: float) -> str:
-    sign = "−" if seconds < 0 else ""
-    s = abs(seconds)
-    return f"{sign}{int(s // 3600)}:{int(s % 3600 // 60):02d}:{s % 60:04.1f}"
+def load_minutes(seconds: float) -> str:
+    """A time since the load start in minutes of load, the one unit of the report, the
+    terminal log and the verdict's texts: "14.1 min", "−0.6 min" (before it)."""
+    sign = "−" if seconds < 0 and round(seconds / 60, 1) != 0 else ""
+    return f"{sign}{abs(seconds) / 60:.1f} min"
 
 
 def _ratio(cold: float | None, steady: float | None) -> str:
@@ -253,7 +255,7 @@ def _equilibrium(d: DeviceResult) -> dict[str, str]:
     fit = eq.fit if eq else None
     reached = eq is not None and eq.reached and eq.time_s is not None
     return {
-        "time": duration(eq.time_s - t0) if reached else "not reached",
+        "time": minutes(eq.time_s - t0) if reached else "not reached",
         "tau": _tau(fit),
         "t_inf": num(fit.measured_t_inf_c, ".1f", " °C") if fit else NOT_AVAILABLE,
         "basis": eq.basis if eq else NOT_AVAILABLE,
@@ -268,7 +270,7 @@ def _device(d: DeviceResult, analysis: Analysis, tele: Columns) -> dict[str, Any
     t0 = d.load_start_s or 0.0
     for name, stats in (("cold", f.cold), ("steady", f.steady)):
         windows[name] = (
-            f"{duration(stats.window.start_s - t0)} – {duration(stats.window.end_s - t0)}"
+            f"{load_minutes(stats.window.start_s - t0)} – {load_minutes(stats.window.end_s - t0)}"
             if stats is not None
             else NOT_AVAILABLE
         )
@@ -454,7 +456,7 @@ def _bmc(bmc: BmcProbe | None) -> dict[str, str | None]:
 def _events(analysis: Analysis, t0: float) -> dict[str, Any]:
     rows = [
         {
-            "t": clock_time(e.t_s - t0),
+            "t": load_minutes(e.t_s - t0),
             "device": "server" if e.device is None else _label(analysis, e.device),
             "kind": str(e.kind),
             "message": e.message,

@@ -22,22 +22,59 @@ def plain(every_s: float = 60.0) -> tuple[PlainView, io.StringIO]:
     return PlainView(stream, Tracker(), every_s=every_s, now=lambda: NOON), stream
 
 
-def test_plain_lines_one_per_device_per_minute_stamped_and_without_escape_codes() -> None:
+def test_plain_lines_one_per_minute_of_load_and_one_per_state_change_without_escape_codes():
     view, stream = plain()
-    for t in range(0, 600):
-        view.update(snapshot(float(t)))
+    for t in range(10, 610):  # the devices' load starts at 10 s
+        steady = {"equilibrium_s": 400.0} if t >= 460 else {}
+        view.update(snapshot(float(t), (device(0, float(t), **steady), device(1, float(t), None))))
     view.close()
     lines = stream.getvalue().splitlines()
-    assert len(lines) == 10 * 3  # a header and two devices, each minute
-    assert all(line.startswith("2026-12-01T12:00:00Z t=") for line in lines)
+    # the server once a minute of load, each device when it starts warming, and device 0
+    # once more when it becomes steady: not a line per device per minute
+    assert len(lines) == 10 + 2 + 1
     assert "\x1b" not in stream.getvalue()
-    header = "soak sim · mix · node1 · load · 1.0 min, load 0.8 of 60 min"
-    assert lines[3] == f"2026-12-01T12:00:00Z t=1.0min {header}"
+    assert lines[0] == (
+        "2026-12-01T12:00:00Z load 0.0 min soak sim · mix · node1 · load 0.0 of 60 min · "
+        "2 devices: 2 warming · 61 °C"
+    )
     # device 1 reads no temperature: "not available", never a number; every field is named
-    assert lines[5] == (
-        "2026-12-01T12:00:00Z t=1.0min device 1: temperature not available, "
+    assert lines[2] == (
+        "2026-12-01T12:00:00Z load 0.0 min device 1: temperature not available, "
         "SM clock 1980 MHz, power not available (limit 700 W), "
         "throughput gemm 650 TFLOP/s  membw 3.10 TB/s, state warming"
+    )
+    assert lines[3].startswith("2026-12-01T12:00:00Z load 1.0 min soak sim · mix · node1 · load")
+    (became,) = [line for line in lines if "state steady" in line]
+    assert became.startswith("2026-12-01T12:00:00Z load 7.5 min device 0: temperature 61 °C")
+    assert became.endswith("state steady at 6.5 min")  # 400 s, from its load start at 10 s
+    assert lines[-1].endswith("2 devices: 1 warming, 1 steady · 61 °C")  # in run order
+
+
+def test_a_piped_two_hour_soak_of_eight_devices_logs_a_line_a_minute_not_a_flood() -> None:
+    view, stream = plain()
+    for t in range(10, 7210, 10):  # a tick each 10 s: the same lines, fewer snapshots
+        devices = tuple(
+            device(i, float(t), **({"equilibrium_s": 900.0 + 60 * i} if t > 900 + 60 * i else {}))
+            for i in range(8)
+        )
+        view.update(snapshot(float(t), devices))
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 120 + 8 + 8  # the minutes, and each device warming, then steady
+
+
+def test_a_warm_up_says_what_the_worker_is_doing_and_for_how_long() -> None:
+    view, stream = plain()
+    for t in range(10, 60):  # the load started at 5 s; no unit of work done yet
+        warm = snapshot(float(t), (device(0, float(t), work_start_s=None, rates=()),))
+        view.update(dataclasses.replace(warm, running_since_s=None))
+    lines = stream.getvalue().splitlines()
+    assert lines[0].endswith("soak sim · mix · node1 · warm-up 5 s · 1 device: 1 warm-up · 61 °C")
+    (state,) = [line for line in lines if "device 0:" in line]
+    assert state == (
+        "2026-12-01T12:00:00Z warm-up device 0: temperature 61 °C, SM clock 1980 MHz, power not "
+        "available (limit 700 W), throughput -, state warm-up 5 s (its worker imports, sets up "
+        "and does its first unit of work; on a CPU often half a minute; its load counts from "
+        "then)"
     )
 
 
@@ -49,19 +86,25 @@ def test_rates_are_shown_against_the_snapshots_cold_figure_once_it_has_one() -> 
         known = cold if t >= 75 else ()  # the runner gives it once the cold window is over
         view.update(snapshot(float(t), (device(0, float(t), rate=rate, cold=known),)))
     lines = stream.getvalue().splitlines()
-    (early,) = [line for line in lines if "t=1.0min device 0" in line]
-    assert "gemm 650 TFLOP/s  membw" in early  # at 1 min, before the cold figure
-    assert "gemm 600 TFLOP/s (92.3 % of cold)" in lines[-1]
-    assert "membw 3.10 TB/s (100.0 % of cold)" in lines[-1]
+    (early,) = [line for line in lines if "load 0.0 min device 0" in line]
+    assert "gemm 650 TFLOP/s  membw" in early  # at its load start, before the cold figure
+    assert lines[-1].endswith("lowest gemm 92.3 % of cold (device 0)")
+    assert view.tracker.rates(
+        snapshot(199.0, (device(0, 199.0, rate=6.0e14, cold=cold),)).devices[0]
+    ) == ("gemm 600 TFLOP/s (92.3 % of cold)  membw 3.10 TB/s (100.0 % of cold)")
 
 
-def test_a_new_throttle_reason_is_announced_once_and_the_state_says_throttled() -> None:
+def test_a_clock_event_the_runner_records_is_announced_and_the_state_says_throttled() -> None:
+    from soak.model import Event, EventKind
+
     view, stream = plain(every_s=1e9)
     hot = int(ClockReason.SW_POWER_CAP | ClockReason.SW_THERMAL)
+    event = Event(101.0, EventKind.CLOCK_EVENT, "clock event: sw_thermal", 0, {"bits": 0x20})
     for t in range(100, 110):
-        view.update(snapshot(float(t), (device(0, float(t), reasons=hot),)))
+        events = [event] if t == 101 else []
+        view.update(snapshot(float(t), (device(0, float(t), reasons=hot),), events=events))
     messages = [line for line in stream.getvalue().splitlines() if "clock event" in line]
-    assert messages == ["2026-12-01T12:00:00Z t=1.7min device 0: clock event: sw_thermal"]
+    assert messages == ["2026-12-01T12:00:00Z load 1.5 min device 0: clock event: sw_thermal"]
     assert view.tracker.state(device(0, 1.0, reasons=hot)) == "throttled: sw_thermal"
     # the power cap alone is a loaded GPU's normal state, not news
     assert view.tracker.state(device(0, 1.0)) == "warming"
@@ -98,13 +141,13 @@ def test_live_view_draws_every_device_and_a_progress_bar_then_its_last_state() -
 
 
 def test_the_header_shows_the_inlet_where_the_bmc_reads_one_and_nothing_where_not() -> None:
-    header = "soak sim · mix · node1 · load · 1.0 min, load 0.8 of 60 min"
+    header = "soak sim · mix · node1 · load 0.8 of 60 min"
     assert header_text(snapshot(60.0, inlet_c=24.46)) == f"{header} · inlet 24.5 °C"
     assert header_text(snapshot(60.0, inlet_c=0.0)).endswith(" · inlet 0.0 °C")  # a read 0
     assert header_text(snapshot(60.0)) == header  # no BMC inlet: nothing, never 0
     view, stream = plain()
     view.update(snapshot(60.0, inlet_c=24.46))
-    assert stream.getvalue().splitlines()[0].endswith(f"{header} · inlet 24.5 °C")
+    assert f"{header} · inlet 24.5 °C · 2 devices" in stream.getvalue().splitlines()[0]
     live = LiveView(io.StringIO(), width=200)
     shown = Console(file=io.StringIO(), width=200, record=True)
     shown.print(live.render(snapshot(60.0, inlet_c=24.46)))
@@ -124,7 +167,7 @@ def test_a_message_that_names_its_device_is_not_prefixed_twice() -> None:
     named = Event(30.0, EventKind.WARNING, "device 0: mix running gemm dtype=bf16", 0)
     view.update(snapshot(30.0, events=[named]))
     assert "device 0: device 0:" not in stream.getvalue()
-    assert "t=0.5min device 0: mix running gemm dtype=bf16" in stream.getvalue()
+    assert "load 0.3 min device 0: mix running gemm dtype=bf16" in stream.getvalue()
 
 
 def _server(t_s: float) -> tuple:
