@@ -889,7 +889,7 @@ def hot_spot_temps(
         i: idles[i] + (t - idles[i]) * median_power / powers[i]  # type: ignore[operator]
         for i, t in temps.items()
     }
-    return scaled, f"temperature (at the median power {median_power:.0f} W)"
+    return scaled, f"temperature normalised to the median power {median_power:.0f} W"
 
 
 def check_hot_spots(devices: Sequence[DeviceFacts], profile: Profile) -> list[Finding]:
@@ -912,19 +912,29 @@ def check_hot_spots(devices: Sequence[DeviceFacts], profile: Profile) -> list[Fi
                 continue
             above = temp - median
             side = "above" if above >= 0 else "below"
+            window = _window_of(f, label)
+            # a normalised temperature is no reading: it says so, beside the one measured,
+            # and only the measured p90 is set against the slowdown threshold
+            normalised = basis != "temperature"
+            measured = window.median.get("temp_c") if window and normalised else None
+            differs = measured is not None and round(measured, 1) != round(temp, 1)
+            seen = f" (measured {measured:.1f} °C)" if differs else ""
+            likewise = " (normalised likewise)" if normalised else ""
             text = (
-                f"{label} {basis} {temp:.1f} °C is {abs(above):.1f} °C {side} the server "
-                f"median {median:.1f} °C; margin {margin:.0f} °C"
+                f"{label} {basis} {temp:.1f} °C{seen} is {abs(above):.1f} °C {side} the server "
+                f"median {median:.1f} °C{likewise}; margin {margin:.0f} °C"
             )
             if above <= margin:
                 out.append(Finding("hot_spot", Status.PASS, text, index, label))
                 continue
-            window = _window_of(f, label)
             p90 = window.p90.get("temp_c") if window else None
             slowdown = f.slowdown_temp_c
             near = slowdown is not None and p90 is not None and slowdown - p90 < need
             if near:
-                text += f"; p90 {p90:.0f} °C is within {need:.0f} °C of slowdown {slowdown:.0f} °C"
+                text += (
+                    f"; {'measured ' if normalised else ''}p90 {p90:.0f} °C is within "
+                    f"{need:.0f} °C of slowdown {slowdown:.0f} °C"
+                )
             else:
                 text += ": a hot slot (check its heat sink, thermal pads and baffles)"
             status = Status.FAIL if near else Status.WARN

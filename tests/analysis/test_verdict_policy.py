@@ -198,8 +198,22 @@ def test_where_powers_differ_the_hot_spot_rule_compares_at_equal_power():
     r = next(r for r in c.check_hot_spots(server(8, **changes), P) if r.device == 3)
     assert r.status is Status.WARN
     assert r.message.startswith(
-        "steady temperature (at the median power 600 W) 84.0 °C is 18.0 °C above the server "
-        "median 66.0 °C"
+        "steady temperature normalised to the median power 600 W 84.0 °C (measured 66.0 °C) "
+        "is 18.0 °C above the server median 66.0 °C (normalised likewise)"
+    )
+
+
+def test_a_normalised_hot_spot_is_labelled_so_and_only_its_measured_p90_meets_the_threshold():
+    # GPU 3 throttled to 400 W: at the median power it would run at 93.6 °C, past its 89 °C
+    # slowdown; it measures 85 °C (p90 87 °C). Only the measured figure is a temperature.
+    changes = {f"d{i}": {"steady": stats(power_w=700.0), "idle_temp_c": 30.0} for i in range(8)}
+    changes["d3"] = {"steady": stats(power_w=600.0, temp_c=84.5), "idle_temp_c": 30.0}
+    r = next(r for r in c.check_hot_spots(server(8, **changes), P) if r.device == 3)
+    assert r.status is Status.FAIL
+    assert r.message == (
+        "steady temperature normalised to the median power 700 W 93.6 °C (measured 84.5 °C) "
+        "is 27.6 °C above the server median 66.0 °C (normalised likewise); margin 6 °C; "
+        "measured p90 86 °C is within 5 °C of slowdown 89 °C"
     )
 
 
