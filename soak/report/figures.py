@@ -25,6 +25,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_svg import RendererSVG
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import Bbox
 
 from soak.analysis.analyze import DeviceResult
@@ -176,6 +177,24 @@ def _not_available(ax: Axes, what: str) -> None:
     )
 
 
+def timeline_marks(d: DeviceResult) -> str:
+    """What ``_shade`` draws on a device's timeline, for its caption to name only that:
+    "Blue band: cold window; orange band: steady window; dotted line: equilibrium"."""
+    marks = []
+    if d.facts.cold is not None:
+        marks.append("blue band: cold window")
+    if d.facts.steady is not None:
+        marks.append("orange band: steady window")
+    if _equilibrium_drawn(d):
+        marks.append("dotted line: equilibrium")
+    return "; ".join(marks).capitalize()
+
+
+def _equilibrium_drawn(d: DeviceResult) -> bool:
+    eq = d.facts.equilibrium
+    return eq is not None and eq.reached and eq.time_s is not None
+
+
 def _shade(axes: Sequence[Axes], d: DeviceResult, t0: float, scale: float) -> None:
     windows = ((d.facts.cold, COLD_COLOR), (d.facts.steady, STEADY_COLOR))
     eq = d.facts.equilibrium
@@ -189,7 +208,7 @@ def _shade(axes: Sequence[Axes], d: DeviceResult, t0: float, scale: float) -> No
                     alpha=0.18,
                     linewidth=0,
                 )
-        if eq is not None and eq.reached and eq.time_s is not None:
+        if _equilibrium_drawn(d) and eq is not None and eq.time_s is not None:
             ax.axvline((eq.time_s - t0) / scale, color="#57606a", linewidth=0.8, linestyle=":")
 
 
@@ -445,13 +464,50 @@ def binned(
     return out
 
 
+def held(t: np.ndarray, y: np.ndarray, edges: np.ndarray, how: Literal["max", "min"]) -> np.ndarray:
+    """Per time bin the max or min of the readable samples that cover it, each sample
+    covering the time halfway to its neighbours (``t`` ascending): a rate measured once per
+    step, or once per turn of a part that takes turns with others (a CPU's mix), colours
+    every bin it stands for, not only the one its mid time falls in. Across a gap (more
+    than ``GAP_FACTOR`` typical spacings) a sample covers half a typical spacing; a bin no
+    sample covers is NaN."""
+    ok = np.isfinite(y) & np.isfinite(t)
+    t, y = t[ok], y[ok]
+    out = np.full(edges.size - 1, np.nan)
+    if not t.size:
+        return out
+    spacing = np.diff(t)
+    typical = float(np.median(spacing)) if spacing.size else 0.0
+    half = np.where(spacing > GAP_FACTOR * typical, typical / 2, spacing / 2)
+    reach = np.concatenate(([typical / 2], half, [typical / 2]))
+    lo, hi = t - reach[:-1], t + reach[1:]
+    first = np.searchsorted(hi, edges[:-1], side="right")  # first sample ending in the bin
+    last = np.searchsorted(lo, edges[1:], side="left")  # past the last one starting in it
+    reduce = np.max if how == "max" else np.min
+    for k, (a, b) in enumerate(zip(first, last, strict=True)):
+        if b > a:
+            out[k] = reduce(y[a:b])
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class HeatMap:
+    """The device × time heat map and what it shows, for its caption to say no more: which
+    maps are drawn, and whether any cell inside the load is blank (nothing readable)."""
+
+    uri: str
+    temperature: bool
+    throughput: bool
+    blank: bool
+
+
 def heatmap(
     results: Sequence[DeviceResult],
     tele: Mapping[int, Columns],
     part: str | None,
     t0: float,
     hot_spots: dict[int, str] | None = None,
-) -> str | None:
+) -> HeatMap | None:
     """Device × time: the hottest reading and the lowest throughput (percent of the
     server's median cold throughput) in each time bin, so a brief event still colours its
     cell. ``hot_spots`` (device → "warn" or "fail") marks the devices the hot-spot rule
@@ -475,11 +531,11 @@ def heatmap(
     for d in results:
         if part in d.rates and ref:
             r = d.rates[part]
-            rows.append(binned(r.t_s, r.rate, edges, "min") * 100.0 / ref)
+            rows.append(held(r.t_s, r.rate, edges, "min") * 100.0 / ref)
         else:
             rows.append(np.full(bins, np.nan))
     rates = np.vstack(rows)
-    height = 0.9 + 0.2 * len(results)
+    height = max(1.5, 0.9 + 0.2 * len(results))  # room for a colour bar with its labels
     extent = (0.0, (t_end - t0) / scale, len(results) - 0.5, -0.5)
     panels = (
         (temps, "inferno", "hottest temperature in each bin (°C)", None, None),
@@ -511,12 +567,39 @@ def heatmap(
             vmin=vmin,
             vmax=vmax,
         )
-        fig.colorbar(image, ax=ax, pad=0.01)
+        fig.colorbar(image, ax=ax, pad=0.01, ticks=MaxNLocator(nbins=4))
         ax.set_title(label, loc="left")
         _device_ticks(ax, results, hot_spots if number == 0 else {})
         ax.grid(False)
     axes[-1].set_xlabel(f"{unit} since load start")
-    return to_data_uri(fig)
+    drawn = [p[0] for p in panels]
+    return HeatMap(
+        to_data_uri(fig),
+        temperature=any(p is temps for p in drawn),
+        throughput=any(p is rates for p in drawn),
+        blank=any(_blank_inside(data, results, edges, tele) for data in drawn),
+    )
+
+
+def _blank_inside(
+    data: np.ndarray,
+    results: Sequence[DeviceResult],
+    edges: np.ndarray,
+    tele: Mapping[int, Columns],
+) -> bool:
+    """Whether a map has a blank cell between a device's first and last readings: a
+    device that reads nothing at all is named elsewhere, its blank row is no gap."""
+    for row, d in zip(data, results, strict=True):
+        t = tele[d.index].t_s
+        if not np.isfinite(row).any() or not t.size:
+            continue
+        inside = (edges[1:] > t[0]) & (edges[:-1] < t[-1])
+        filled = np.flatnonzero(np.isfinite(row))
+        inside[: filled[0]] = False  # before its first value (a warm-up) and after its last
+        inside[filled[-1] + 1 :] = False
+        if np.isnan(row[inside]).any():
+            return True
+    return False
 
 
 def _device_ticks(ax: Axes, results: Sequence[DeviceResult], hot_spots: dict[int, str]) -> None:

@@ -303,6 +303,7 @@ def _device(d: DeviceResult, analysis: Analysis, tele: Columns) -> dict[str, Any
         "outcome": f.outcome.value if f.outcome else NOT_AVAILABLE,
         "outcome_detail": f.outcome_detail,
         "figure": figures.device_timeline(d, tele),
+        "marks": figures.timeline_marks(d),  # what the timeline draws, for its caption
     }
 
 
@@ -781,7 +782,7 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
     starts = [d.load_start_s for d in analysis.devices if d.load_start_s is not None]
     t0 = min(starts) if starts else (meta.load_start_s or 0.0)
     per_s = rate_unit(analysis.units.get(part or ""))
-    server: dict[str, str | None] = {"view": None, "heatmap": None}
+    server: dict[str, Any] = {"view": None, "heatmap": None}
     if analysis.devices and any(tele[d.index].t_s.size for d in analysis.devices):
         server["view"] = figures.server_view(analysis.devices, tele, part, per_s, t0)
         server["heatmap"] = figures.heatmap(analysis.devices, tele, part, t0, _hot_spots(analysis))
@@ -796,6 +797,10 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
         **_counts(analysis, reasons),
         "not_checked": _not_checked(analysis),
         "profile_hot_spot_margin": f"{analysis.profile.checks.hot_spot_margin_c:g} °C",
+        # the hot-spot rule judged this run (three devices with a temperature, or more)
+        "hot_spot_rule": any(
+            c.check is CheckName.HOT_SPOT for d in analysis.devices for c in d.checks
+        ),
         "overview": [_overview(d, part, analysis.units) for d in analysis.devices],
         "overview_columns": _overview_columns(analysis),
         "part": part,
