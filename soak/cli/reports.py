@@ -72,6 +72,12 @@ def add_compare_parser(sub: argparse._SubParsersAction) -> None:
         help="flag a change only if it is at least this share of run A's figure, in %% "
         "(default 1), as well as beyond the noise",
     )
+    compare.add_argument(
+        "--anyway",
+        action="store_true",
+        help="compare runs of different backends or device models all the same, and say so "
+        "in the headline (default: refused, exit 2: their figures do not compare)",
+    )
     compare.set_defaults(handler=compare_command)
 
 
@@ -119,7 +125,9 @@ def report_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def compare_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from soak.report import compare
 
-    comparison = compare.compare_runs(args.run_a, args.run_b, args.min_change / 100)
+    comparison = compare.compare_runs(
+        args.run_a, args.run_b, args.min_change / 100, anyway=args.anyway
+    )
     out = compare.write_comparison(comparison, args.out or compare.default_output(args.run_b))
     print(f"A: {comparison.a.label}  ({comparison.a.path})")
     print(f"B: {comparison.b.label}  ({comparison.b.path})")

@@ -20,6 +20,7 @@ window measures 0.1 % shifts precisely, and nobody acts on them.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from soak.fields import BY_NAME, NOISE_METRICS
 from soak.report import figures
 from soak.report.html import render, write_html
 from soak.report.summary import load_summary
-from soak.units import NOT_AVAILABLE, num, si
+from soak.units import NOT_AVAILABLE, num, plural, si
 
 K_SIGMA = 3.0
 MIN_CHANGE = 0.01  # default practical threshold: a change smaller than 1 % is not flagged
@@ -130,6 +131,37 @@ class Comparison:
     changes: list[Change]
     notes: list[str] = field(default_factory=list)
     min_change: float = MIN_CHANGE
+    # how the runs differ where they were compared although unlike ("backend cpu in A, sim
+    # in B"); "" for two runs of one kind of server
+    unlike: str = ""
+    kind: str = "GPU"  # what the devices are: "GPU", "CPU", "device" (runs of both)
+
+
+def kind_of(run: Run) -> str:
+    """What a run's devices are, from its backend: "CPU" on the CPU backend, else "GPU"."""
+    backend = (run.summary.get("run") or {}).get("backend")
+    return "CPU" if backend == "cpu" else "GPU"
+
+
+def sku(run: Run) -> str:
+    """The run's device model, the one most of its devices are (a server is one SKU; one
+    device named apart, a renamed or replaced part, does not make it another), as named (a
+    simulated one's "(simulated)" kept: a simulator is not the hardware it imitates)."""
+    names = Counter(str(d.get("name") or NOT_AVAILABLE) for d in run.summary["devices"])
+    return min(names, key=lambda n: (-names[n], n)) if names else NOT_AVAILABLE
+
+
+def unlike(a: Run, b: Run) -> str:
+    """How two runs differ in what they measured: their backends or their SKUs; "" where
+    both are the same."""
+    differ = []
+    backend_a = (a.summary.get("run") or {}).get("backend")
+    backend_b = (b.summary.get("run") or {}).get("backend")
+    if backend_a != backend_b:
+        differ.append(f"backend {backend_a} in A, {backend_b} in B")
+    if sku(a) != sku(b):
+        differ.append(f"devices {sku(a)} in A, {sku(b)} in B")
+    return "; ".join(differ)
 
 
 def load_run(path: str | Path) -> Run:
@@ -174,7 +206,7 @@ def _coarser(x: float | None, y: float | None) -> float | None:
     return max(known) if known else None
 
 
-def _pair(a: Run, b: Run) -> tuple[str, list[tuple[dict, dict]], list[str]]:
+def _pair(a: Run, b: Run, kind: str = "GPU") -> tuple[str, list[tuple[dict, dict]], list[str]]:
     """Match devices by UUID where every device of both runs has one, else by index."""
     da, db = a.summary["devices"], b.summary["devices"]
     notes = []
@@ -186,9 +218,9 @@ def _pair(a: Run, b: Run) -> tuple[str, list[tuple[dict, dict]], list[str]]:
         only_a = [str(d.get("index")) for d in da if d["uuid"] not in by_uuid]
         only_b = [str(d.get("index")) for d in db if d["uuid"] not in set(uuids_a)]
         if only_a:
-            notes.append(f"devices only in run A (by UUID): GPU {', '.join(only_a)}")
+            notes.append(f"devices only in run A (by UUID): {kind} {', '.join(only_a)}")
         if only_b:
-            notes.append(f"devices only in run B (by UUID): GPU {', '.join(only_b)}")
+            notes.append(f"devices only in run B (by UUID): {kind} {', '.join(only_b)}")
         moved = [
             f"{x.get('index')}→{y.get('index')}"
             for x, y in pairs
@@ -204,7 +236,9 @@ def _pair(a: Run, b: Run) -> tuple[str, list[tuple[dict, dict]], list[str]]:
     by_index = {d.get("index"): d for d in db}
     pairs = [(d, by_index[d.get("index")]) for d in da if d.get("index") in by_index]
     if len(pairs) != max(len(da), len(db)):
-        notes.append(f"run A has {len(da)} devices, run B {len(db)}: compared the common indices")
+        notes.append(
+            f"run A has {plural(len(da), 'device')}, run B {len(db)}: compared the common indices"
+        )
     return "index", pairs, notes
 
 
@@ -262,18 +296,27 @@ def _changes(index: int, da: dict[str, Any], db: dict[str, Any], min_change: flo
 
 
 def compare_runs(
-    path_a: str | Path, path_b: str | Path, min_change: float = MIN_CHANGE
+    path_a: str | Path, path_b: str | Path, min_change: float = MIN_CHANGE, anyway: bool = False
 ) -> Comparison:
     """Pair the devices of two runs and compare their steady figures; ``min_change`` is the
-    practical threshold, a fraction of run A's figure."""
+    practical threshold, a fraction of run A's figure. Runs of different backends or device
+    models measured different things: refused (a one-line ConfigError) unless ``anyway``."""
     if not (math.isfinite(min_change) and 0 <= min_change < 10):
         raise ConfigError(f"--min-change: {100 * min_change:g} % is not in [0, 1000)")
     a, b = load_run(path_a), load_run(path_b)
-    matched_by, pairs, notes = _pair(a, b)
+    differ = unlike(a, b)
+    if differ and not anyway:
+        raise ConfigError(
+            f"{path_a} and {path_b} are runs of unlike servers ({differ}): their figures do "
+            "not compare; --anyway compares them all the same"
+        )
+    kind = kind_of(a) if kind_of(a) == kind_of(b) else "device"
+    matched_by, pairs, notes = _pair(a, b, kind)
     if not pairs:
         raise ConfigError(f"{path_a} and {path_b}: no device in common to compare")
     changes = [c for x, y in pairs for c in _changes(int(y.get("index", -1)), x, y, min_change)]
-    return Comparison(a, b, matched_by, pairs, changes, _run_notes(a, b) + notes, min_change)
+    notes = _run_notes(a, b) + notes
+    return Comparison(a, b, matched_by, pairs, changes, notes, min_change, differ, kind)
 
 
 def fmt_value(c: Change, value: float | None) -> str:
@@ -304,7 +347,7 @@ def fmt_threshold(c: Change) -> str:
 
 def table(comparison: Comparison) -> str:
     """The printed comparison: one line per device and figure."""
-    rows = [("GPU", "figure", "run A", "run B", "change", f"noise ({K_SIGMA:g}σ)", "")]
+    rows = [(comparison.kind, "figure", "run A", "run B", "change", f"noise ({K_SIGMA:g}σ)", "")]
     for c in comparison.changes:
         rows.append(
             (
@@ -335,10 +378,11 @@ def headline(comparison: Comparison) -> str:
     threshold = f"{100 * comparison.min_change:g} %"
     small = sum(c.verdict == under_label(comparison.min_change) for c in comparison.changes)
     tail = f" ({small} beyond the noise but under {threshold})" if small else ""
+    head = f"unlike servers compared all the same ({comparison.unlike}): " * bool(comparison.unlike)
     if not any(counts.values()):
-        return f"no change beyond the noise and {threshold}{tail}"
+        return f"{head}no change beyond the noise and {threshold}{tail}"
     flagged = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    return f"{flagged} beyond the noise and {threshold}{tail}"
+    return f"{head}{flagged} beyond the noise and {threshold}{tail}"
 
 
 def _context(comparison: Comparison) -> dict[str, Any]:
@@ -397,7 +441,8 @@ def _context(comparison: Comparison) -> dict[str, Any]:
         "matched_by": comparison.matched_by,
         "headline": headline(comparison),
         "devices": devices,
-        "figure": figures.comparison(comparison.changes),
+        "figure": figures.comparison(comparison.changes, comparison.kind),
+        "kind": comparison.kind,
         "k_sigma": f"{K_SIGMA:g}",
         "min_change": f"{100 * comparison.min_change:g}",
         "soak_version": __version__,

@@ -614,7 +614,7 @@ def _device_ticks(ax: Axes, results: Sequence[DeviceResult], hot_spots: dict[int
             tick.set_fontweight("bold")
 
 
-def comparison(changes: Sequence) -> str:
+def comparison(changes: Sequence, kind: str = "GPU") -> str:
     """Per device, run B's change against run A: throughput and SM clock in percent, and
     temperature in °C, each with its noise threshold as an error bar; changes within the
     noise are drawn pale."""
@@ -660,7 +660,7 @@ def comparison(changes: Sequence) -> str:
             ax.legend(handles=handles, **LEGEND_RIGHT)
         else:
             _not_available(ax, ylabel)
-    ax_temp.set_xticks(range(len(devices)), [f"GPU {d}" for d in devices])
+    ax_temp.set_xticks(range(len(devices)), [f"{kind} {d}" for d in devices])
     return to_data_uri(fig)
 
 

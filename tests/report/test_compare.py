@@ -128,3 +128,50 @@ def test_bad_input_is_one_line_and_exit_2(fixed_run, tmp_path, capsys, make, mes
 def _write(path, text):
     path.write_text(text)
     return path
+
+
+def _as_cpu(path, to, devices=None):
+    """The summary at ``path`` as a run of the CPU backend would write it."""
+    summary = json.loads(path.read_text())
+    summary["run"]["backend"] = "cpu"
+    summary["devices"] = summary["devices"][:devices]
+    for d in summary["devices"]:
+        d["name"], d["uuid"] = "Intel(R) Xeon(R) Platinum 8480+", None
+    return _write(to, json.dumps(summary))
+
+
+def test_runs_of_unlike_servers_are_refused_in_one_line_and_nothing_is_written(tmp_path, capsys):
+    sim = FIXTURES / "v1-2026-11-30-sim-4gpu-faults.json"
+    cpu = _as_cpu(sim, tmp_path / "cpu.json")
+    out = tmp_path / "cmp.html"
+    assert main(["compare", str(cpu), str(sim), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"soak: error: {cpu} and {sim} are runs of unlike servers (backend cpu in A, sim in B; "
+        "devices Intel(R) Xeon(R) Platinum 8480+ in A, NVIDIA H100 80GB HBM3 (simulated) in B): "
+        "their figures do not compare; --anyway compares them all the same\n"
+    )
+    assert not out.exists()
+
+
+def test_unlike_servers_compared_anyway_say_so_in_the_headline(tmp_path, capsys):
+    sim = FIXTURES / "v1-2026-11-30-sim-4gpu-faults.json"
+    cpu = _as_cpu(sim, tmp_path / "cpu.json")
+    out = tmp_path / "cmp.html"
+    assert main(["compare", str(cpu), str(sim), "--out", str(out), "--anyway"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    headline = next(line for line in lines if line.startswith("compare: "))
+    assert headline.startswith("compare: unlike servers compared all the same (backend cpu in A")
+    assert "unlike servers compared all the same" in out.read_text()
+    assert any(line.lstrip().startswith("device  figure") for line in lines)  # not "GPU"
+
+
+def test_a_cpu_is_called_a_cpu_and_a_count_of_one_is_singular(tmp_path, capsys):
+    sim = FIXTURES / "v1-2026-11-30-sim-4gpu-faults.json"
+    one = _as_cpu(sim, tmp_path / "one.json", devices=1)
+    two = _as_cpu(sim, tmp_path / "two.json", devices=2)
+    assert main(["compare", str(one), str(two), "--out", str(tmp_path / "c.html")]) == 0
+    out = capsys.readouterr().out
+    assert "note: run A has 1 device, run B 2: compared the common indices" in out
+    assert any(line.lstrip().startswith("CPU  figure") for line in out.splitlines())
+    assert "GPU" not in out and "GPU 0" not in (tmp_path / "c.html").read_text()
