@@ -28,6 +28,7 @@ from types import FrameType
 
 from soak import __version__
 from soak.analysis.analyze import RunData
+from soak.analysis.contention import FOREIGN_MIN_PCT
 from soak.analysis.decision import DECIDE_EVERY_S, Decision, decide, verdict_eta_s
 from soak.analysis.decision import META_KEY as DECISION_KEY
 from soak.analysis.equilibrium import Dated, OnlineDetector, Withdrawn
@@ -282,6 +283,7 @@ class Runner:
         self.power_limits = {d.index: d.power_limit_w for d in self.devices}
         self.latest: dict[int, Telemetry] = {}
         self.reasons_seen: dict[int, int] = {}  # notable clock-event reasons shown so far
+        self.contended: set[int] = set()  # devices whose foreign load was named already
         self.latest_rate: dict[int, dict[str, Rate]] = {}
         self.load: Load | None = None
         self.phase = Phase.BASELINE
@@ -458,7 +460,7 @@ class Runner:
         events = self._watch_freeze(telemetry)
         for row in telemetry:
             self.latest[row.device] = row
-            events += self._clock_events(row)
+            events += self._clock_events(row) + self._contention_event(row)
             self.detectors[row.device].add_telemetry(
                 row.t_s, row.temp_c, row.power_w, row.sm_clock_mhz
             )
@@ -501,6 +503,22 @@ class Runner:
         self.reasons_seen[row.device] = seen | new
         message = f"clock event: {', '.join(ClockReason(new).names())}"
         return [Event(row.t_s, EventKind.CLOCK_EVENT, message, row.device, {"bits": new})]
+
+    def _contention_event(self, row: Telemetry) -> list[Event]:
+        """The first reading of other work on a device (a CPU: the host's busy time less
+        soak's own), as a warning event: named live from the first second, the baseline
+        included, as the analysis names it in the verdict."""
+        load = row.foreign_load_pct
+        if load is None or load < FOREIGN_MIN_PCT or row.device in self.contended:
+            return []
+        self.contended.add(row.device)
+        when = "before the load started" if self.phase is Phase.BASELINE else "during the load"
+        message = (
+            f"host contention: other work used {load:.0f} % of the host's CPU time {when} "
+            "(soak's own processes left out); figures taken beside it are not the device's alone"
+        )
+        details = {"contention": "host", "foreign_load_pct": load}
+        return [Event(row.t_s, EventKind.WARNING, message, row.device, details)]
 
     def origin_s(self, device: int) -> float:
         """Where a device's event texts count from: its load start as the analysis finds it

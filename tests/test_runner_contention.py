@@ -4,11 +4,14 @@ give one cold figure."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pytest
 
+from soak.devices.sim import SimServer
 from soak.live.view import PlainView, Tracker, device_line
+from soak.model import Telemetry
 from soak.progress import Progress
 from soak.report import build_outputs
 from soak.runner import run
@@ -80,3 +83,30 @@ def test_the_live_cold_figure_is_the_reports(sim_config):
     cold = analysis.devices[0].facts.cold.throughput
     line = device_line(view.tracker, device)
     assert f"({100 * latest['train'] / cold['train']:.1f} % of cold)" in line
+
+
+class BusyHost(SimServer):
+    """The simulated server on a host that other work keeps half busy from before soak
+    starts: each reading's foreign load is 50 %, as the CPU backend reads it."""
+
+    def sample(self, t_s: float) -> list[Telemetry]:
+        return [dataclasses.replace(r, foreign_load_pct=50.0) for r in super().sample(t_s)]
+
+
+def test_a_host_busy_from_the_first_second_is_named_live_and_in_the_verdict(sim_config):
+    stream = io.StringIO()
+    config = sim_config(duration_s=240.0, sim_gpus=1, profile=any_length())
+    result = run(config, backend=BusyHost(gpus=1), watchers=[PlainView(stream, Tracker())])
+    analysis, report = build_outputs(result.run_dir, config.profile)
+    said = [line for line in stream.getvalue().splitlines() if "host contention" in line]
+    assert len(said) == 1 and said[0].split(" ", 1)[1] == (
+        "baseline device 0: host contention: other work used 50 % of the host's CPU time "
+        "before the load started (soak's own processes left out); figures taken beside it are "
+        "not the device's alone"
+    )
+    (named,) = [c for c in analysis.reasons if c.check == "contention"]
+    assert named.message.startswith(
+        "host contention: other work used 50 % of the host's CPU time during 100 % of the "
+        "load, from the load's first seconds"
+    )
+    assert "before the load started" in report.read_text()  # the event log has it too

@@ -17,6 +17,7 @@ from soak.analysis.checks import (
     run_checks,
 )
 from soak.analysis.contention import (
+    WHOLE,
     Contention,
     foreign_mask,
     foreign_processes,
@@ -396,7 +397,7 @@ def device_facts(
     named = ((WindowName.COLD, w.cold), (WindowName.STEADY, w.steady), (WindowName.FINAL, w.final))
     contention: dict[str, Contention] = {
         label: window_contention(stats.window, tele, work, mask)
-        for label, stats in named
+        for label, stats in (*named, (WHOLE, w.whole))
         if stats is not None
     }
     mine = [e for e in events if e.device == info.index]

@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from soak import fields
-from soak.analysis.contention import RERUN, Contention, ForeignProcess, inflated, review
+from soak.analysis.contention import (
+    RERUN,
+    WHOLE,
+    Contention,
+    ForeignProcess,
+    inflated,
+    review,
+)
 from soak.analysis.equilibrium import Equilibrium, shortest_confirmation_s
 from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowName, WindowStats
 from soak.config import Profile
@@ -65,6 +72,7 @@ class CheckName(enum.StrEnum):
     CROSS_DEVICE = "cross_device"  # the server: devices that disagree on the same product
     TELEMETRY = "telemetry"  # readings frozen under load
     THERMAL_HEADROOM = "thermal_headroom"  # soak.analysis.headroom
+    CONTENTION = "contention"  # other work on the device, named wherever it was there
     # ddp (soak.analysis.sync_steps)
     STRAGGLER = "straggler"
     SYNC_RETENTION = "sync_retention"
@@ -711,6 +719,28 @@ def check_run_length(f: DeviceFacts, profile: Profile) -> list[Finding]:
     return [Finding("run_length", Status.WARN, message, f.index)]
 
 
+def check_contention(f: DeviceFacts, profile: Profile) -> list[Finding]:
+    """Other work on the device is named wherever it was there, from the load's first
+    second as well as mid-run (soak.analysis.contention): a warning with its share of the
+    load, and how much of the device (the host's CPU time) it took. A check whose figure
+    fell with it is incomplete besides; one that passed (both windows held down alike)
+    passes on figures that are not the device's alone, which the operator must be told."""
+    whole = f.contention.get(WHOLE)
+    if whole is None or not whole.contended:
+        return []
+    origin = f.load_start_s if f.load_start_s is not None else 0.0
+    first = whole.first_s
+    if first is None or first - origin <= profile.windows.cold_start_s:
+        since = "from the load's first seconds"
+    else:
+        since = f"from {minutes(first - origin)} of load"
+    message = (
+        f"{whole.describe(f.foreign_processes, WHOLE)}, {since}: the figures are not the "
+        f"device's alone; {RERUN}"
+    )
+    return [Finding("contention", Status.WARN, message, f.index)]
+
+
 def check_floors(f: DeviceFacts, profile: Profile) -> list[Finding]:
     """Per-SKU floors: a minimum steady throughput per workload and part, with its source.
     Floors are per workload because a part shares the device in ``mix`` and runs alone
@@ -795,6 +825,7 @@ DEVICE_CHECKS: tuple[Callable[[DeviceFacts, Profile], list[Finding]], ...] = (
     check_power_limit,
     check_profile_applies,
     check_floors,
+    check_contention,
 )
 
 

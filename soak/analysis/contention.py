@@ -17,6 +17,10 @@ it says about the device (docs/verdict.md).
    the profile has a retention floor at all. Where both are contended, a passing one is
    incomplete too where the cold window's pressure (its contended share times the foreign
    load) exceeds the late window's by more than ``ALIKE``: cold was held down more.
+5. Wherever the whole load (``WHOLE``) is contended, from its first second as well as
+   mid-run, the device is warned of it with its share (``checks.check_contention``),
+   whatever the checks above found: figures taken beside other work are not the device's
+   alone, even where a ratio of two windows held down alike passes.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ CONTENDED_SHARE = 0.1
 # other were held down alike: a twentieth of the device's time, at most a 5 % change of
 # the ratio, the size of the losses the checks judge.
 ALIKE = 0.05
+WHOLE = "load"  # the whole load's window: contention named from its first second on
 HOST = "host contention"  # the host's other load (a CPU)
 PROCESS = "another process on the device"  # a foreign compute process (a GPU)
 RERUN = "rerun on an idle host"
@@ -72,6 +77,7 @@ class Contention:
     mem_mib: float | None = None  # most device memory they held at once
     clean_s: float = 0.0  # the time of soak's work over the window with no foreign load
     clean_throughput: dict[str, float | None] = field(default_factory=dict)
+    first_s: float | None = None  # the window's first reading with foreign load
 
     @property
     def contended(self) -> bool:
@@ -99,13 +105,16 @@ class Contention:
         return f"with {n} foreign process{'es' if n != 1 else ''}"
 
     def describe(self, processes: Sequence[ForeignProcess] = (), label: str = "") -> str:
-        """ "host contention: other work used 48 % of the device during 97 % of the window"
+        """ "host contention: other work used 48 % of the host's CPU time during 97 % of the
+        window"
         (or the processes on a GPU); ``label`` names a window other than the check's."""
         return f"{self.cause}: {self.figures(processes, label)}"
 
     def figures(self, processes: Sequence[ForeignProcess] = (), label: str = "") -> str:
-        """What ``describe`` says after the cause."""
+        """What ``describe`` says after the cause: on a CPU the share of the host's CPU time
+        the other work took (the foreign load is read host-wide)."""
         window = f"the {label} window" if label else "the window"
+        window = "the load" if label == WHOLE else window
         over = f"during {100 * (self.share or 0.0):.0f} % of {window}"
         if self.procs:
             named = "; ".join(p.describe() for p in processes) or (
@@ -113,7 +122,9 @@ class Contention:
                 + (f", {self.mem_mib:.0f} MiB" if self.mem_mib else "")
             )
             return f"{named}, {over}"
-        load = f"{self.load_pct:.0f} % of the device" if self.load_pct is not None else "it"
+        load = (
+            f"{self.load_pct:.0f} % of the host's CPU time" if self.load_pct is not None else "it"
+        )
         return f"other work used {load} {over}"
 
 
@@ -176,6 +187,7 @@ def window_contention(
         total = float(durations.sum())
         clean[part] = float(w["work"][keep].sum() / total) if total > 0 else None
         clean_s = max(clean_s, total)
+    first = t[inside][hit]
     return Contention(
         share,
         float(np.median(loads)) if loads.size else None,
@@ -183,6 +195,7 @@ def window_contention(
         mem,
         clean_s,
         clean,
+        float(first[0]) if first.size else None,
     )
 
 

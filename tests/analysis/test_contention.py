@@ -115,7 +115,7 @@ def test_a_loss_while_other_work_used_the_cpu_is_host_contention_not_a_fault() -
     assert steady.status is Status.INCOMPLETE
     assert steady.message == (
         "steady train 580 token/s is 58.0 % of cold 1.00 ktoken/s; floor 95 %; host "
-        "contention: other work used 48 % of the device during 100 % of the window; "
+        "contention: other work used 48 % of the host's CPU time during 100 % of the window; "
         "rerun on an idle host"
     )
     assert steady.message in device.diagnosis_evidence
@@ -128,7 +128,7 @@ def test_jitter_while_other_work_ran_says_so() -> None:
     (jitter,) = [c for c in analyze_run(data, load_profile(None)).checks if c.check == "jitter"]
     assert jitter.status is Status.WARN
     assert jitter.message.endswith(
-        "; host contention: other work used 55 % of the device during 100 % of the window"
+        "; host contention: other work used 55 % of the host's CPU time during 100 % of the window"
     )
 
 
@@ -175,8 +175,8 @@ def test_a_host_busy_throughout_says_both_windows_figures_once() -> None:
     )
     assert steady.status is Status.INCOMPLETE
     assert steady.message.endswith(
-        "floor 95 %; host contention: other work used 91 % of the device during 100 % of the "
-        "window, and 88 % during 100 % of the cold window; rerun on an idle host"
+        "floor 95 %; host contention: other work used 91 % of the host's CPU time during 100 % "
+        "of the window, and 88 % during 100 % of the cold window; rerun on an idle host"
     )
 
 
@@ -191,8 +191,8 @@ def test_a_retention_that_passes_only_against_a_contended_cold_window_is_incompl
     assert steady.status is Status.INCOMPLETE
     assert steady.message == (
         "steady train 880 token/s is 110.0 % of cold 800 token/s; floor 95 %; host contention: "
-        "other work used 50 % of the device during 100 % of the cold window, not of the steady "
-        "window; rerun on an idle host"
+        "other work used 50 % of the host's CPU time during 100 % of the cold window, not of the "
+        "steady window; rerun on an idle host"
     )
     assert analysis.devices[0].diagnosis == "host contention"
     # the same figures, on a host busy during both windows alike, compare like with like
@@ -230,6 +230,32 @@ def test_a_pass_against_windows_held_down_alike_stays_a_pass() -> None:
     data = _run(rate=lambda t: RATE, foreign=_cold_then_late(45.0, 25.0))
     found = _retention(analyze_run(data, load_profile(None)))
     assert found and all(c.status is Status.PASS for c in found), found
+
+
+def test_a_host_busy_from_the_first_second_is_named_though_every_check_passes() -> None:
+    # Two busy loops running before soak began: half speed in every window, steady/cold
+    # about 100 %. Nothing fails, and the verdict says what the figures were taken beside.
+    data = _run(rate=lambda t: 0.5 * RATE, foreign=lambda t: 50.0)
+    analysis = analyze_run(data, load_profile(None))
+    assert all(c.status is Status.PASS for c in _retention(analysis))
+    (named,) = [c for c in analysis.reasons if c.check == "contention"]
+    assert named.status is Status.WARN and named.device == 0
+    assert named.message == (
+        "host contention: other work used 50 % of the host's CPU time during 100 % of the "
+        "load, from the load's first seconds: the figures are not the device's alone; rerun "
+        "on an idle host"
+    )
+
+
+def test_contention_that_begins_mid_run_is_named_from_when_it_began() -> None:
+    data = _run(rate=lambda t: RATE, foreign=_after(600, 30.0, 1.0))
+    (named,) = [c for c in analyze_run(data, load_profile(None)).checks if c.check == "contention"]
+    assert named.message.startswith(
+        "host contention: other work used 30 % of the host's CPU time during 50 % of the load, "
+        "from 10.0 min of load:"
+    )
+    idle = _run(rate=lambda t: RATE, foreign=lambda t: 2.0)
+    assert not [c for c in analyze_run(idle, load_profile(None)).checks if c.check == "contention"]
 
 
 def test_pressure_is_the_contended_share_times_the_foreign_load() -> None:
@@ -294,7 +320,7 @@ def test_a_worker_slow_to_stop_on_a_busy_host_is_contention_not_a_hang() -> None
     assert worker.status is Status.INCOMPLETE
     assert worker.message == (
         "load ended: hung: did not stop within 10 s; killed; host contention: other work used "
-        "70 % of the device during 100 % of the final window; rerun on an idle host"
+        "70 % of the host's CPU time during 100 % of the final window; rerun on an idle host"
     )
     idle = analyze_run(_run(rate=lambda t: RATE, foreign=lambda t: 1.0, ending=STOP_HUNG),
                        load_profile(None))  # fmt: skip
