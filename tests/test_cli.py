@@ -124,6 +124,21 @@ def test_report_on_a_folder_that_is_not_a_run(tmp_path, capsys):
     assert "not a soak run folder" in capsys.readouterr().err
 
 
+def test_report_on_a_folder_of_runs_names_the_runs_in_it(tmp_path, capsys):
+    host = tmp_path / "reports" / "vm"
+    for stamp in ("20261201T100000Z", "20261203T100000Z", "20261202T100000Z"):
+        (host / stamp).mkdir(parents=True)
+        (host / stamp / "soak.sqlite").write_bytes(b"")
+    for folder in (host, tmp_path / "reports"):
+        assert main(["report", str(folder)]) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            f"soak: error: {folder}: a folder of 3 runs, not a run folder; report one of them: "
+            f"{host / '20261201T100000Z'}, {host / '20261202T100000Z'}, "
+            f"{host / '20261203T100000Z'}\n"
+        )
+
+
 def test_report_on_a_missing_path_names_that_path(tmp_path, capsys):
     missing = tmp_path / "nonexistent"
     assert main(["report", str(missing)]) == 2

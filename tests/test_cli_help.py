@@ -35,6 +35,20 @@ def test_every_option_of_every_subcommand_has_a_help_text() -> None:
     assert not missing, "options without help: " + ", ".join(missing)
 
 
+def test_every_option_says_its_default_or_that_it_is_required() -> None:
+    silent = []
+    parsers = {"soak": _parser(), **subcommands(_parser())}
+    for name, parser in parsers.items():
+        for action in parser._actions:
+            skip = (argparse._SubParsersAction, argparse._HelpAction, argparse._VersionAction)
+            if isinstance(action, skip) or not action.option_strings:
+                continue
+            text = action.help or ""
+            if "default" not in text and not (action.required or "(required)" in text):
+                silent.append(f"{name}: {'/'.join(action.option_strings)}")
+    assert not silent, "options that do not say their default: " + ", ".join(silent)
+
+
 def test_every_subcommand_has_a_description_and_two_examples() -> None:
     for name, parser in subcommands(_parser()).items():
         if any(isinstance(a, argparse._SubParsersAction) for a in parser._actions):

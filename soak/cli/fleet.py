@@ -44,7 +44,11 @@ def _sbatch_parser(verbs: argparse._SubParsersAction) -> None:
             "soak fleet sbatch --nodes 4 --gpus-per-node 8 --across-nodes -- --workload ddp",
         ],
     )
-    sbatch.add_argument("--nodes", type=positive("--nodes", int), help="nodes to soak (count)")
+    sbatch.add_argument(
+        "--nodes",
+        type=positive("--nodes", int),
+        help="nodes to soak (count; default: those --nodelist names; one of the two is needed)",
+    )
     sbatch.add_argument("--nodelist", help="Slurm node list, e.g. gpu[001-032] (default: any)")
     sbatch.add_argument("--partition", help="Slurm partition (default: the cluster's)")
     sbatch.add_argument("--account", help="Slurm account (default: yours)")
@@ -91,7 +95,11 @@ def _report_parser(verbs: argparse._SubParsersAction) -> None:
         ],
     )
     report.add_argument("dir", type=Path, help="folder of OUT/<host>/<run>/ (output folder too)")
-    report.add_argument("--table", type=Path, help="CSV of per-device results from another tool")
+    report.add_argument(
+        "--table",
+        type=Path,
+        help="CSV of per-device results from another tool (default: the runs' summary.json)",
+    )
     report.add_argument("--id-col", default="uuid", help="--table: device id column (default uuid)")
     report.add_argument(
         "--map",
@@ -128,7 +136,11 @@ def _report_parser(verbs: argparse._SubParsersAction) -> None:
         type=Path,
         help="GPU history to add the runs to (default DIR/fleet-history.sqlite; not with --table)",
     )
-    report.add_argument("--no-history", action="store_true", help="add nothing to a history")
+    report.add_argument(
+        "--no-history",
+        action="store_true",
+        help="add nothing to a history (default: the runs are added to --history's file)",
+    )
     report.set_defaults(handler=_fleet_report)
 
 

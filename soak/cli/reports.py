@@ -18,6 +18,7 @@ from soak.cli.args import (
 )
 from soak.config import load_profile
 from soak.devices.base import BACKEND_NAMES
+from soak.errors import ConfigError
 
 
 def add_report_parser(sub: argparse._SubParsersAction) -> None:
@@ -112,9 +113,38 @@ def add_devices_parser(sub: argparse._SubParsersAction) -> None:
     devices.set_defaults(handler=devices_command)
 
 
+RUNS_LISTED = 5  # the latest runs a folder of runs names
+
+
+def runs_below(folder: Path) -> str | None:
+    """For a folder that holds run folders rather than being one (``reports/node1``, or
+    ``reports``): the one line that names the runs in it, the latest last; None where it
+    holds a store itself or no run at all."""
+    from soak.store import STORE_NAME
+
+    if not folder.is_dir() or (folder / STORE_NAME).exists():
+        return None
+    stores = sorted(
+        {*folder.glob(f"*/{STORE_NAME}"), *folder.glob(f"*/*/{STORE_NAME}")},
+        key=lambda p: (p.parent.name, str(p)),  # a run folder is named by its UTC start
+    )
+    if not stores:
+        return None
+    runs = [str(p.parent) for p in stores]
+    shown = ", ".join(runs[-RUNS_LISTED:])
+    more = f" (and {len(runs) - RUNS_LISTED} earlier)" if len(runs) > RUNS_LISTED else ""
+    return (
+        f"{folder}: a folder of {len(runs)} run{'s' if len(runs) != 1 else ''}, not a run "
+        f"folder; report one of them: {shown}{more}"
+    )
+
+
 def report_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from soak.report import build_outputs
 
+    listing = runs_below(args.run_dir)
+    if listing is not None:
+        raise ConfigError(listing)
     profile = load_profile(args.profile) if args.profile else None
     analysis, report = build_outputs(args.run_dir, profile, args.design_inlet)
     print_verdict(analysis)

@@ -117,3 +117,37 @@ def test_an_interrupted_reports_server_table_fits_1400_px(browser, tmp_path):
     )
     page.close()
     assert overflow <= 0
+
+
+def test_not_available_breaks_between_its_words_never_inside_one(browser, tmp_path):
+    # The inventory's identifiers may break anywhere (a UUID is one long word); a "not
+    # available" among them wrapped as "not avail / able" (issue 43).
+    from soak.model import DeviceInfo
+    from soak.report import build_outputs
+    from soak.store import STORE_NAME, RunStore
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    store = RunStore.create(run_dir / STORE_NAME)
+    store.set_meta(run={"backend": "cpu", "workload": "mix", "host": "h"}, host={})
+    store.set_meta(stop={"reason": "interrupted", "detail": "stopped at once", "duration_s": 37.0})
+    store.add_devices([DeviceInfo(0, "cpu", "Intel(R) Xeon(R) Processor")])
+    store.close()
+    _, report = build_outputs(run_dir)
+    page = browser.new_page(viewport={"width": 700, "height": 900})
+    page.goto(report.as_uri(), wait_until="load")
+    lines = page.evaluate(
+        """[...document.querySelectorAll('table.inventory .na')].map(span => {
+             const text = span.firstChild, rows = new Map();
+             for (let i = 0; i < text.length; i++) {
+               const r = document.createRange(); r.setStart(text, i); r.setEnd(text, i + 1);
+               const top = Math.round(r.getBoundingClientRect().top);
+               rows.set(top, (rows.get(top) || '') + text.data[i]);
+             }
+             return [...rows.values()].map(s => s.trim());
+           })"""
+    )
+    page.close()
+    assert lines and any(len(cell) > 1 for cell in lines)  # narrow enough to wrap
+    for cell in lines:
+        assert all(line in ("not", "available", "not available") for line in cell), cell
