@@ -291,7 +291,9 @@ def run_soak(backend: str, workload: str, minutes: float, out: Path, log: Path) 
     print(proc.stdout, flush=True)
     lines = proc.stdout.strip().splitlines()
     last = lines[-1] if lines else ""
-    if proc.returncode not in (0, 1) or not last.endswith("report.html"):
+    # a verdict of any kind: a few minutes of load are INCOMPLETE (3), too short to judge
+    # (min_load_s), and their figures are what this check measures
+    if proc.returncode not in (0, 1, 3) or not last.endswith("report.html"):
         print(f"gpu-check: soak run {workload} exited {proc.returncode}; log tail:", flush=True)
         print(log.read_text()[-3000:], flush=True)
         return None
