@@ -475,6 +475,7 @@ class PlainView:
         self._now = now
         self._next = 0.0
         self._phase: Phase | None = None
+        self._loading = False  # a device's load has started: lines count minutes of load
         self._stages: dict[int, str] = {}
 
     def _write(self, lines: list[str]) -> None:
@@ -491,9 +492,11 @@ class PlainView:
     def update(self, progress: Progress) -> None:
         stamp = f"{self._now():%Y-%m-%dT%H:%M:%SZ} {load_stamp(progress)}"
         lines = [f"{stamp} {m}" for m in self.tracker.add(progress)]
-        clock = load_s(progress)  # a progress line at each whole minute of load
-        clock = progress.t_s if clock is None else clock
-        if progress.phase is not self._phase or clock >= self._next:
+        load = load_s(progress)  # a progress line at each whole minute of load
+        clock = progress.t_s if load is None else load
+        started = load is not None and not self._loading  # the minutes count from here
+        self._loading = self._loading or started
+        if progress.phase is not self._phase or started or clock >= self._next:
             self._phase = progress.phase
             self._next = (clock // self.every_s + 1) * self.every_s
             lines.append(f"{stamp} {server_line(self.tracker, progress)}")

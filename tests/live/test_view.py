@@ -67,9 +67,15 @@ def test_a_warm_up_says_what_the_worker_is_doing_and_for_how_long() -> None:
     for t in range(10, 60):  # the load started at 5 s; no unit of work done yet
         warm = snapshot(float(t), (device(0, float(t), work_start_s=None, rates=()),))
         view.update(dataclasses.replace(warm, running_since_s=None))
+    for t in range(60, 200):  # its first unit of work done at 70 s
+        at = snapshot(float(t), (device(0, float(t), work_start_s=70.0 if t >= 70 else None),))
+        view.update(dataclasses.replace(at, running_since_s=70.0 if t >= 70 else None))
     lines = stream.getvalue().splitlines()
     assert lines[0].endswith("soak sim · mix · node1 · warm-up 5 s · 1 device: 1 warm-up · 61 °C")
-    (state,) = [line for line in lines if "device 0:" in line]
+    # the minutes of load count from the device's load start: a line at 0, 1 and 2 min
+    minutes = [line.split(" ", 3)[2] for line in lines if " soak sim · " in line]
+    assert minutes[-3:] == ["0.0", "1.0", "2.0"]
+    (state,) = [line for line in lines if "device 0:" in line and "state warm-up" in line]
     assert state == (
         "2026-12-01T12:00:00Z warm-up device 0: temperature 61 °C, SM clock 1980 MHz, power not "
         "available (limit 700 W), throughput -, state warm-up 5 s (its worker imports, sets up "
