@@ -230,9 +230,10 @@ def device_line(tracker: Tracker, d: DeviceProgress) -> str:
 def header_text(p: Progress) -> str:
     """The run in one line: "soak sim · mix · node1 · load 13.8 of 60 min · inlet 25.0 °C";
     every time in minutes of load (the baseline and the warm-up come before any)."""
-    # minutes of load as every line counts them (``load_s``); the plan counts from when
-    # every device worked, a tick or a warm-up's difference later
-    load = None if p.load_elapsed_s is None else max(0.0, load_s(p) or 0.0)
+    # minutes of load as every line counts them (``load_s``: from the first device's load
+    # start); the plan counts from when every device worked, a tick or a warm-up later
+    first = load_s(p)
+    load = None if first is None else max(0.0, first)
     planned = "until steady" if p.until_steady else f"{p.planned_s / 60:.0f} min"
     if p.phase is Phase.BASELINE:
         where = "idle baseline"
