@@ -3,8 +3,10 @@ lines anywhere else (a pipe, ``nohup``, a Slurm log).
 
 Both read only the runner's ``Progress`` snapshots. ``Tracker`` keeps what a view derives
 from the snapshots it has seen (each part's cold rate as the snapshot last gave it, the
-temperature a minute ago, the clock-event reasons already announced) so that the two views
-say the same things.
+temperature a minute ago, the latest snapshot) so that the two views say the same things.
+Every message either prints comes from an event the runner stored (a clock-event reason
+seen first, other work on a device, equilibrium, a lost device), so the report's event log
+holds it at the same minute of load; the plain lines count time in minutes of load.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ ANNOUNCED = frozenset(
         EventKind.WARNING,
         EventKind.FOREIGN_PROCESS,
         EventKind.CLOCK_EVENT,
+        EventKind.TELEMETRY,  # readings frozen under load: the device fails
         EventKind.STOP,
     }
 )
@@ -75,8 +78,6 @@ class _Seen:
 
     temps: deque[tuple[float, float]] = field(default_factory=deque)
     cold: dict[str, float] = field(default_factory=dict)  # the snapshot's, once known
-    failed: bool = False
-    lost: bool = False
 
 
 class Tracker:
@@ -95,12 +96,10 @@ class Tracker:
             if e.kind in ANNOUNCED or (e.kind is EventKind.WORKER_OUTCOME and _bad_outcome(e))
         ]
         for d in progress.devices:
-            seen = self.seen.setdefault(d.index, _Seen())
-            messages += self._device(d, seen)
+            self._device(d, self.seen.setdefault(d.index, _Seen()))
         return messages
 
-    def _device(self, d: DeviceProgress, seen: _Seen) -> list[str]:
-        messages = []
+    def _device(self, d: DeviceProgress, seen: _Seen) -> None:
         row = d.telemetry
         if row is not None and row.temp_c is not None:
             if not seen.temps or seen.temps[-1][0] != row.t_s:
@@ -108,12 +107,6 @@ class Tracker:
             while len(seen.temps) > 2 and seen.temps[1][0] <= row.t_s - TREND_S:
                 seen.temps.popleft()
         seen.cold = {r.part: r.rate for r in d.cold} or seen.cold
-        if d.lost and not seen.lost:
-            seen.lost = True
-        if d.failed and not seen.failed:
-            seen.failed = True
-            messages.append(_event_text(d.index, "its load failed: the device fails"))
-        return messages
 
     def trend(self, index: int) -> str:
         """The temperature change over about the last minute: "↑ 2 °C/min", "→"."""

@@ -290,3 +290,20 @@ def test_the_header_gives_the_predicted_time_to_the_verdict_until_steady() -> No
     assert "verdict" not in header_text(unknown)
     fixed = dataclasses.replace(progress, until_steady=False)
     assert "verdict" not in header_text(fixed)
+
+
+def test_every_message_comes_from_an_event_the_runner_stored() -> None:
+    # A device whose readings froze fails: the view says so with the stored event (which the
+    # report's event log holds), and its stage line; no message of the view's own making.
+    from soak.model import Event, EventKind
+
+    view, stream = plain(every_s=1e9)
+    view.update(snapshot(100.0, (device(0, 100.0),)))
+    frozen = Event(
+        101.0, EventKind.TELEMETRY, "telemetry frozen from 1.5 min: power, temperature", 0
+    )
+    view.update(snapshot(101.0, (device(0, 101.0, failed=True),), events=[frozen]))
+    lines = [line.split(" ", 4)[-1] for line in stream.getvalue().splitlines()[2:]]
+    assert lines[0] == "device 0: telemetry frozen from 1.5 min: power, temperature"
+    assert lines[1].startswith("device 0: temperature 61 °C") and lines[1].endswith("state failed")
+    assert len(lines) == 2
