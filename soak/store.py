@@ -4,6 +4,14 @@ Metadata (host, config, devices, capabilities) is written once; telemetry, work 
 and events are appended every tick, one transaction per tick, in WAL mode, so that the
 file is readable while the run goes on and intact up to the last committed tick after a
 crash. Read back as numpy arrays, with NaN where a value could not be read.
+
+The series that grow with the run (telemetry, work samples, ddp steps) are columnar: a
+tick's rows land in its table (the *tail*), and once one key (a device; a device's part)
+holds ``BLOCK_ROWS`` rows there, the oldest ``BLOCK_ROWS`` are packed into one column block
+(``soak.blocks``) in the transaction of the tick that completed them, so a block is there
+whole and its rows gone, or neither. ``append_block`` writes many ticks as blocks at once.
+Reading one device is its blocks (``np.frombuffer`` on a few dozen BLOBs) and then its tail,
+in one read transaction, into arrays allocated once per column that moves.
 """
 
 from __future__ import annotations
@@ -19,12 +27,15 @@ import shutil
 import sqlite3
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from soak.blocks import Assembler, Block, decode, encode
 from soak.errors import ConfigError, StoreError
 from soak.fields import INTEGER_COLUMNS, Columns
 from soak.model import (
@@ -41,16 +52,19 @@ from soak.model import (
     WorkSample,
 )
 from soak.record import RUN_KEY, RunMeta, Salvage
-from soak.validity import Implausible, screen_all
+from soak.validity import Implausible, screen_all, screen_columns
 
 # Version of the table layout below. 1: first layout. 2: adds sync_steps and server_steps
 # (the ddp workload's per-rank timing and the server's synchronous steps); a version-1 store
 # reads as one without them. A version-2 store may hold an ``implausible`` table (readings
 # outside their plausible range, soak.validity): one without it has none flagged, and a
 # ``server_readings`` table (the BMC's server-level series: inlet, chassis temperatures): one
-# without it has no BMC readings.
-STORE_VERSION = 2
-READABLE_VERSIONS = ("1", "2")
+# without it has no BMC readings. 3: columnar: adds telemetry_blocks, work_blocks and
+# sync_steps_blocks (``BLOCK_ROWS`` rows of one key as one BLOB, soak.blocks); the row tables
+# keep each key's newest rows, under ``BLOCK_ROWS`` of them (a run shorter than that is
+# stored as version 2 stored it). A version-1 or -2 store reads as one without blocks.
+STORE_VERSION = 3
+READABLE_VERSIONS = ("1", "2", "3")
 STORE_NAME = "soak.sqlite"
 
 
@@ -85,6 +99,18 @@ CREATE INDEX server_readings_series_t ON server_readings (series, t_s);
 CREATE TABLE server_steps (
     t_start_s REAL NOT NULL, t_end_s REAL NOT NULL, samples REAL NOT NULL,
     step_s REAL NOT NULL, straggler INTEGER NOT NULL, ranks INTEGER NOT NULL);
+CREATE TABLE telemetry_blocks (
+    device INTEGER NOT NULL, first_s REAL NOT NULL, last_s REAL NOT NULL,
+    rows INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE INDEX telemetry_blocks_device_t ON telemetry_blocks (device, first_s);
+CREATE TABLE work_blocks (
+    device INTEGER NOT NULL, part TEXT NOT NULL, unit TEXT NOT NULL, first_s REAL NOT NULL,
+    last_s REAL NOT NULL, rows INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE INDEX work_blocks_device_t ON work_blocks (device, first_s);
+CREATE TABLE sync_steps_blocks (
+    device INTEGER NOT NULL, first_s REAL NOT NULL, last_s REAL NOT NULL,
+    rows INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE INDEX sync_steps_blocks_device_t ON sync_steps_blocks (device, first_s);
 """
 _SYNC_COLUMNS = ("t_start_s", "t_end_s", "iterations", "compute_s", "wait_s", "step_s")
 _SYNC_COLUMNS += ("allreduce_b", "allreduce_s")
@@ -100,6 +126,67 @@ _INSERT_SYNC = "INSERT INTO sync_steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _INSERT_SERVER = "INSERT INTO server_steps VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_IMPLAUSIBLE = "INSERT INTO implausible VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_READING = "INSERT INTO server_readings VALUES (?, ?, ?)"
+
+# Rows of one key packed into one block: 4.6 hours of one device at 1-s ticks. A week is 37
+# blocks of a device, read in a fraction of a second; packing one (reading its rows back and
+# deleting them) takes about a tenth of a second, inside one tick; each key's tail stays
+# under a block (read as rows: about 0.1 s), so a run shorter than this holds no block.
+BLOCK_ROWS = 16384
+
+
+@dataclass(frozen=True, slots=True)
+class _Series:
+    """A series the store keeps columnar: its row table (the tail), the columns a block of
+    it holds (in their declared order), what a block is of (``keys``), and the time column
+    its rows are read in the order of."""
+
+    table: str
+    keys: tuple[str, ...]
+    time: str
+    columns: tuple[str, ...]
+
+    @property
+    def blocks(self) -> str:
+        return f"{self.table}_blocks"
+
+    @property
+    def where(self) -> str:
+        return " AND ".join(f"{key}=?" for key in self.keys)
+
+
+_WORK_COLUMNS = ("t_start_s", "t_end_s", "work", "verified", "verify_error")
+_TELEMETRY = _Series("telemetry", ("device",), "t_s", TELEMETRY_FIELDS[1:])
+_WORK = _Series("work", ("device", "part", "unit"), "t_end_s", _WORK_COLUMNS)
+_SYNC = _Series("sync_steps", ("device",), "t_end_s", _SYNC_COLUMNS)
+_SERIES = (_TELEMETRY, _WORK, _SYNC)
+Key = tuple[Any, ...]  # one block's key: (device,) or (device, part, unit)
+
+
+def _tally(series: _Series, records: Sequence[Any]) -> Counter[Key]:
+    """The rows of ``records`` (Telemetry, WorkSample, SyncStep) per key of ``series``."""
+    get = operator.attrgetter(*series.keys)
+    if len(series.keys) == 1:
+        return Counter((key,) for key in map(get, records))
+    return Counter(map(get, records))
+
+
+@dataclass(frozen=True, slots=True)
+class WorkColumns:
+    """Many work samples of one device and workload part as column arrays: the block write's
+    form of ``WorkSample`` (``verified`` 1/0/NaN; None: not checked, NaN throughout)."""
+
+    device: int
+    part: str
+    unit: str
+    t_start_s: np.ndarray
+    t_end_s: np.ndarray
+    work: np.ndarray
+    verified: np.ndarray | None = None
+    verify_error: np.ndarray | None = None
+
+    def columns(self) -> dict[str, np.ndarray]:
+        found = {name: getattr(self, name) for name in _WORK_COLUMNS}
+        return {name: column for name, column in found.items() if column is not None}
 
 
 def _json_default(value: Any) -> Any:
@@ -183,7 +270,11 @@ class RunStore:
     """One run's SQLite file. Use ``create`` to start a run and ``open`` to read one."""
 
     def __init__(
-        self, path: Path, conn: sqlite3.Connection, max_commit_delay_s: float = 0.0
+        self,
+        path: Path,
+        conn: sqlite3.Connection,
+        max_commit_delay_s: float = 0.0,
+        block_rows: int = BLOCK_ROWS,
     ) -> None:
         self.path = path
         self._conn = conn
@@ -194,11 +285,22 @@ class RunStore:
         self._last_commit = time.monotonic()
         self._power_limits: dict[int, float | None] = {}  # as probed: validity's power bound
         self.salvaged: Salvage | None = None  # what a salvage got back (``salvage``)
+        self.block_rows = block_rows
+        # The writer's count of each key's rows not yet in a full block: in its tail, and in
+        # the smaller blocks ``append_block`` wrote. Keys in the order they first came (the
+        # order their first blocks are packed in). A hint: a pack counts again.
+        self._tail: dict[_Series, dict[Key, int]] = {series: {} for series in _SERIES}
+        self._small: dict[_Series, dict[Key, int]] = {series: {} for series in _SERIES}
+        self._schema: dict[str, list[str]] = {}  # each table's columns, read once
 
     # -- writing ---------------------------------------------------------------------
 
     @classmethod
-    def create(cls, path: str | Path, max_commit_delay_s: float = 0.0) -> RunStore:
+    def create(
+        cls, path: str | Path, max_commit_delay_s: float = 0.0, block_rows: int | None = None
+    ) -> RunStore:
+        """A new store at ``path``; ``block_rows``: rows of one key per block (tests and
+        benches change it; None: ``BLOCK_ROWS``)."""
         path = Path(path)
         if path.exists():
             raise StoreError(f"{path}: a run store already exists here; refusing to overwrite")
@@ -212,7 +314,8 @@ class RunStore:
             conn.execute("INSERT INTO meta VALUES ('store_version', ?)", (str(STORE_VERSION),))
         except sqlite3.Error as exc:
             raise _translate(exc, path) from exc
-        return cls(path, conn, max_commit_delay_s)
+        rows = BLOCK_ROWS if block_rows is None else block_rows
+        return cls(path, conn, max_commit_delay_s, rows)
 
     def set_meta(self, **values: Any) -> None:
         """Record run-level metadata once (config, host, versions, stop reason...)."""
@@ -252,21 +355,26 @@ class RunStore:
 
         Telemetry is stored as read; each reading that cannot be true (``soak.validity``) is
         flagged beside it, and ``telemetry`` reads it back as not available. ``implausible``:
-        those readings where the caller has screened the rows already (the runner)."""
+        those readings where the caller has screened the rows already (the runner).
+
+        A key whose tail reaches ``block_rows`` rows is packed into a block within the tick:
+        one block a tick (a tick that brings more rows packs as many rows as it brought), so
+        that eight devices filling their blocks together never hold one tick for long."""
         telemetry = list(telemetry)
+        samples = list(samples)
+        sync_steps = list(sync_steps)
         if implausible is None:
             implausible = screen_all(telemetry, self._power_limits)
         flagged = [
             (f.device, f.t_s, f.field, f.value, _bound(f.low), _bound(f.high)) for f in implausible
         ]
-        cur = self._conn.cursor()
-        try:
-            if not self._conn.in_transaction:
-                cur.execute("BEGIN")
-            cur.execute("SAVEPOINT tick")
-        except sqlite3.Error as exc:
-            raise _translate(exc, self.path) from exc
-        try:
+        added = {
+            series: _tally(series, records)
+            for series, records in ((_TELEMETRY, telemetry), (_WORK, samples), (_SYNC, sync_steps))
+            if records
+        }
+        budget = max(self.block_rows, len(telemetry) + len(samples) + len(sync_steps))
+        with self._tick() as cur:
             cur.executemany(_INSERT_TELEMETRY, map(_telemetry_row, telemetry))
             if flagged:
                 cur.executemany(_INSERT_IMPLAUSIBLE, flagged)
@@ -275,6 +383,86 @@ class RunStore:
             cur.executemany(_INSERT_SYNC, map(dataclasses.astuple, sync_steps))
             cur.executemany(_INSERT_SERVER, map(dataclasses.astuple, server_steps))
             cur.executemany(_INSERT_READING, map(_reading_row, server_readings))
+            left = self._pack_due(cur, added, budget) if added else {}
+        for series, counts in added.items():
+            tail = self._tail[series]
+            for key, rows in counts.items():
+                tail[key] = tail.get(key, 0) + rows
+        for (series, key), rows in left.items():
+            self._tail[series][key] = rows
+        self._commit_due()
+
+    def append_block(
+        self,
+        telemetry: Mapping[int, Mapping[str, np.ndarray]] | None = None,
+        work: Iterable[WorkColumns] = (),
+        events: Iterable[Event] = (),
+        sync_steps: Mapping[int, Mapping[str, np.ndarray]] | None = None,
+        server_steps: Iterable[ServerStep] = (),
+        implausible: Sequence[Implausible] | None = None,
+        server_readings: Iterable[ServerReading] = (),
+    ) -> None:
+        """Append many ticks at once, in one transaction, as ``append`` takes one: each
+        device's telemetry as column arrays (``t_s`` and any of the registry's fields; a field
+        not given, or NaN, is not read), its work per part (``WorkColumns``) and its ddp steps
+        (``SyncStep``'s fields but ``device``) each written as one block, the events, server
+        steps and readings as rows. Lands whole or not at all, committed as ``append``'s.
+
+        Readings that cannot be true are flagged as ``append`` flags them (screened here by
+        ``soak.validity.screen_columns`` unless ``implausible`` is given). Blocks smaller than
+        ``block_rows`` are merged, once a key's reach ``block_rows`` rows, into one."""
+        blocks: list[tuple[_Series, Key, dict[str, np.ndarray]]] = []
+        for device, columns in (telemetry or {}).items():
+            blocks.append((_TELEMETRY, (device,), _checked(_TELEMETRY, columns)))
+        for part in work:
+            key = (part.device, part.part, part.unit)
+            _text(part.part, part.unit)
+            blocks.append((_WORK, key, _checked(_WORK, part.columns())))
+        for device, columns in (sync_steps or {}).items():
+            blocks.append((_SYNC, (device,), _checked(_SYNC, columns)))
+        blocks = [block for block in blocks if block[2][block[0].time].size]
+        if implausible is None:
+            implausible = [
+                found
+                for series, key, columns in blocks
+                if series is _TELEMETRY
+                for found in screen_columns(key[0], columns, self._power_limits.get(key[0]))
+            ]
+        flagged = [
+            (f.device, f.t_s, f.field, f.value, _bound(f.low), _bound(f.high)) for f in implausible
+        ]
+        small: dict[tuple[_Series, Key], int] = {}  # each key's rows in small blocks now
+        with self._tick() as cur:
+            for series, key, columns in blocks:
+                rows = self._write_block(cur, series, key, columns)
+                if rows >= self.block_rows:
+                    continue
+                loose = small.get((series, key), self._small[series].get(key, 0)) + rows
+                if loose >= self.block_rows:
+                    self._merge(cur, series, key)
+                    loose = 0
+                small[series, key] = loose
+            cur.executemany(_INSERT_IMPLAUSIBLE, flagged)
+            cur.executemany(_INSERT_EVENT, map(_event_row, events))
+            cur.executemany(_INSERT_SERVER, map(dataclasses.astuple, server_steps))
+            cur.executemany(_INSERT_READING, map(_reading_row, server_readings))
+        for (series, key), rows in small.items():
+            self._small[series][key] = rows
+        self._commit_due()
+
+    @contextlib.contextmanager
+    def _tick(self) -> Iterator[sqlite3.Cursor]:
+        """One tick's (or one block's) writes as a savepoint inside the open transaction:
+        undone alone where they fail, and the StoreError names the file."""
+        cur = self._conn.cursor()
+        try:
+            if not self._conn.in_transaction:
+                cur.execute("BEGIN")
+            cur.execute("SAVEPOINT tick")
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+        try:
+            yield cur
             cur.execute("RELEASE tick")
         except sqlite3.Error as exc:
             self._undo_tick()
@@ -282,9 +470,81 @@ class RunStore:
         except BaseException:
             self._undo_tick()  # a second Ctrl-C is held back while writing; a last resort
             raise
-        now = time.monotonic()
-        if now - self._last_commit >= self.max_commit_delay_s:
+
+    def _commit_due(self) -> None:
+        if time.monotonic() - self._last_commit >= self.max_commit_delay_s:
             self.commit()
+
+    def _pack_due(
+        self, cur: sqlite3.Cursor, added: Mapping[_Series, Counter[Key]], budget: int
+    ) -> dict[tuple[_Series, Key], int]:
+        """Pack the keys whose tail holds a block, oldest rows first, the fullest tail first
+        (ties: in the order the keys first came), up to ``budget`` rows; each packed key's
+        rows left."""
+        left: dict[tuple[_Series, Key], int] = {}
+        for series, counts in added.items():
+            tail = self._tail[series]
+            for key in counts:
+                tail.setdefault(key, 0)  # a new key comes last
+            due = [key for key in tail if tail[key] + counts.get(key, 0) >= self.block_rows]
+            due.sort(key=lambda key: -(tail[key] + counts.get(key, 0)))  # the fullest first
+            for key in due:
+                rows = tail[key] + counts.get(key, 0)
+                while rows >= self.block_rows and budget > 0:
+                    found = self._pack(cur, series, key)
+                    if found < self.block_rows:  # fewer than counted (a group rolled back)
+                        rows = found
+                        break
+                    rows -= self.block_rows
+                    budget -= self.block_rows
+                left[series, key] = rows
+        return left
+
+    def _pack(self, cur: sqlite3.Cursor, series: _Series, key: Key) -> int:
+        """The oldest ``block_rows`` tail rows of one key as one block, and those rows gone;
+        nothing where fewer are there. Returns the rows found."""
+        names = [name for name in series.columns if name in self._table_columns(series.table)]
+        oldest = f"FROM {series.table} WHERE {series.where} ORDER BY {series.time}, rowid LIMIT ?"
+        args = (*key, self.block_rows)
+        try:
+            array = self._float_rows(f"SELECT {', '.join(names)} {oldest}", args, len(names), 0)
+        except (ValueError, TypeError) as exc:  # a value no number: damage
+            raise StoreDamaged(f"{self.path}: damaged run store ({exc})") from exc
+        if len(array) < self.block_rows:
+            return len(array)
+        self._write_block(cur, series, key, {name: array[:, i] for i, name in enumerate(names)})
+        cur.execute(f"DELETE FROM {series.table} WHERE rowid IN (SELECT rowid {oldest})", args)
+        return len(array)
+
+    def _write_block(
+        self, cur: sqlite3.Cursor, series: _Series, key: Key, columns: Mapping[str, np.ndarray]
+    ) -> int:
+        t = columns[series.time]
+        names = ", ".join((*series.keys, "first_s", "last_s", "rows", "data"))
+        marks = ", ".join("?" * (len(series.keys) + 4))
+        row = (*key, float(t.min()), float(t.max()), int(t.size), encode(columns))
+        cur.execute(f"INSERT INTO {series.blocks} ({names}) VALUES ({marks})", row)
+        return int(t.size)
+
+    def _merge(self, cur: sqlite3.Cursor, series: _Series, key: Key) -> None:
+        """A key's blocks smaller than ``block_rows`` as one block, in time order."""
+        found = cur.execute(
+            f"SELECT rowid, rows, data FROM {series.blocks} WHERE {series.where} "
+            "AND rows < ? ORDER BY first_s, rowid",
+            (*key, self.block_rows),
+        ).fetchall()
+        try:
+            blocks = [_block(rows, data) for _, rows, data in found]
+        except ValueError as exc:
+            raise StoreDamaged(f"{self.path}: damaged run store ({exc})") from exc
+        assembler = Assembler(series.columns, sum(block.rows for block in blocks))
+        for block in blocks:
+            assembler.add(block.rows, block.columns, block.still)
+        columns = _in_time_order(assembler.columns(compact=False), series.time)
+        self._write_block(cur, series, key, columns)
+        cur.executemany(
+            f"DELETE FROM {series.blocks} WHERE rowid=?", [(rowid,) for rowid, _, _ in found]
+        )
 
     def commit(self) -> None:
         """Commit whatever is pending."""
@@ -323,7 +583,8 @@ class RunStore:
                 self._conn.execute("ROLLBACK")
 
     def close(self) -> None:
-        """Commit, checkpoint the WAL into the main file and close."""
+        """Commit, checkpoint the WAL into the main file and close. Each key's tail stays
+        rows (under a block of them): a run shorter than a block is stored as rows."""
         self.commit()
         # A failed checkpoint loses nothing: the WAL is replayed on the next open.
         with contextlib.suppress(sqlite3.Error):
@@ -358,6 +619,27 @@ class RunStore:
                 f"{path}: store version {found!r} is not one this soak reads ({STORE_VERSION})"
             )
         return cls(path, conn)
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """Reads that see one state of the file: a writer that packs a tail into a block
+        between a read of the blocks and a read of the tail would have those rows read twice
+        or not at all. The writer's own connection, in its transaction, is one state."""
+        if self._conn.in_transaction:
+            yield
+            return
+        self._conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+
+    def _table_columns(self, table: str) -> list[str]:
+        """The columns ``table`` has in this store (none: no such table), read once."""
+        if table not in self._schema:
+            self._schema[table] = _table_columns(self._conn, table)
+        return self._schema[table]
 
     def meta(self) -> RunMeta:
         """The meta table, typed (``soak.record.RunMeta``); a salvaged store's says what the
@@ -399,37 +681,62 @@ class RunStore:
     def telemetry(self, device: int, as_read: bool = False) -> Columns:
         """Every telemetry column of one device as float arrays ordered by time; NaN where
         the value could not be read, and where it was read but cannot be true (flagged
-        implausible), unless ``as_read``."""
-        with _reading(self.path):
-            present = set(_table_columns(self._conn, "telemetry"))
-            names = [m for m in TELEMETRY_FIELDS[1:] if m in present]
-            (count,) = self._conn.execute(
-                "SELECT COUNT(*) FROM telemetry WHERE device=?", (device,)
-            ).fetchone()
-            array = self._float_rows(
-                f"SELECT {', '.join(names)} FROM telemetry WHERE device=? ORDER BY t_s",
-                (device,),
-                len(names),
-                count,
-            )
-        found = {name: array[:, i] for i, name in enumerate(names)}
-        # A column a store written before its field existed lacks: not read, NaN throughout.
-        columns = {m: found.get(m, np.full(len(array), np.nan)) for m in TELEMETRY_FIELDS[1:]}
-        if not as_read:
-            t = columns["t_s"]
-            for flag in self.implausible(device):
-                k = int(np.searchsorted(t, flag.t_s))
-                if k < t.size and t[k] == flag.t_s and flag.field in columns:
-                    columns[flag.field][k] = math.nan
-        return Columns({name: _compact(column) for name, column in columns.items()})
+        implausible), unless ``as_read``. Memory: this device's columns that move, once."""
+        with _reading(self.path), self._snapshot():
+            columns = self._series(_TELEMETRY, (device,))
+            flags = [] if as_read else self.implausible(device)
+        t = columns["t_s"]
+        for flag in flags:
+            k = int(np.searchsorted(t, flag.t_s))
+            if k < t.size and t[k] == flag.t_s and flag.field in columns:
+                column = columns[flag.field]
+                if not column.flags.writeable:  # one value throughout: one reading apart now
+                    column = columns[flag.field] = np.array(column)
+                column[k] = math.nan
+        flagged = {flag.field for flag in flags if flag.field in columns}
+        return Columns({name: _compact(c) if name in flagged else c for name, c in columns.items()})
+
+    def _series(self, series: _Series, key: Key, compact: bool = True) -> dict[str, np.ndarray]:
+        """One key's columns: its blocks in time order, then its tail's rows, read in chunks
+        into arrays allocated once (a still column as one value where ``compact``). Rows
+        out of time order (blocks written out of order) are put in it, ties as written."""
+        blocks = self._block_list(series, key)
+        tail = [name for name in series.columns if name in self._table_columns(series.table)]
+        where = f"WHERE {series.where}"
+        (count,) = self._conn.execute(
+            f"SELECT COUNT(*) FROM {series.table} {where}", key
+        ).fetchone()
+        assembler = Assembler(series.columns, count + sum(rows for _, rows in blocks))
+        for rowid, rows in blocks:
+            block = self._block(series, rowid, rows)
+            assembler.add(block.rows, block.columns, block.still)
+        select = f"SELECT {', '.join(tail)} FROM {series.table} {where} ORDER BY {series.time}"
+        cursor = self._conn.execute(select, key)
+        while rows := cursor.fetchmany(_CHUNK_ROWS):
+            chunk = np.array(rows, dtype=float).reshape(len(rows), len(tail))
+            assembler.add(len(chunk), {name: chunk[:, i] for i, name in enumerate(tail)})
+        return _in_time_order(assembler.columns(compact), series.time)
+
+    def _block_list(self, series: _Series, key: Key) -> list[tuple[int, int]]:
+        """Each block of one key (rowid, rows), in time order; none in a store before v3."""
+        if not self._table_columns(series.blocks):
+            return []
+        found = self._conn.execute(
+            f"SELECT rowid, rows FROM {series.blocks} WHERE {series.where} ORDER BY first_s, rowid",
+            key,
+        ).fetchall()
+        return [(int(rowid), int(rows)) for rowid, rows in found]
+
+    def _block(self, series: _Series, rowid: int, rows: int) -> Block:
+        (data,) = self._conn.execute(
+            f"SELECT data FROM {series.blocks} WHERE rowid=?", (rowid,)
+        ).fetchone()
+        return _block(rows, data)
 
     def implausible(self, device: int) -> list[Implausible]:
         """The readings of one device flagged as impossible, in time order."""
         with _reading(self.path):
-            known = self._conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='implausible'"
-            ).fetchone()
-            if known is None:
+            if not self._table_columns("implausible"):
                 return []
             rows = self._conn.execute(
                 "SELECT t_s, metric, value, low, high FROM implausible WHERE device=? "
@@ -445,33 +752,54 @@ class RunStore:
         return out
 
     def work(self, device: int) -> dict[str, dict[str, np.ndarray]]:
-        """Per workload part: t_start_s, t_end_s, work, verified (1/0/NaN), verify_error."""
-        columns = ("t_start_s", "t_end_s", "work", "verified", "verify_error")
-        with _reading(self.path):
-            # SQLite gives the rowid of the row holding the MIN: parts in the order of their
-            # first unit of work, as one read in time order finds them
+        """Per workload part: t_start_s, t_end_s, work, verified (1/0/NaN), verify_error; the
+        parts in the order of their first unit of work."""
+        with _reading(self.path), self._snapshot():
+            parts = self._parts(device)
+            return {part: self._work_part(device, part) for part in parts}
+
+    def _parts(self, device: int) -> list[str]:
+        """A device's parts in the order of their first unit of work, as one read in time
+        order finds them: blocks before the tail at the same time, each as written."""
+        # SQLite gives the rowid of the row holding the MIN
+        first: dict[str, tuple[float, int, int]] = {}
+        if self._table_columns(_WORK.blocks):
             found = self._conn.execute(
-                "SELECT part, COUNT(*), MIN(t_end_s), rowid FROM work WHERE device=? GROUP BY part",
+                "SELECT part, MIN(first_s), rowid FROM work_blocks WHERE device=? GROUP BY part",
                 (device,),
             ).fetchall()
-            found.sort(key=lambda row: (row[2], row[3]))
-            parts = [row[0] for row in found]
-            _text(*parts)
-            if not parts:
-                return {}
-            # every part in one pass, each row's part as its place in ``parts``
-            code = "CASE part " + " ".join(f"WHEN ? THEN {k}" for k in range(len(parts))) + " END"
-            array = self._float_rows(
-                f"SELECT {code}, {', '.join(columns)} FROM work WHERE device=? ORDER BY t_end_s",
-                (*parts, device),
-                len(columns) + 1,
-                sum(row[1] for row in found),
-            )
-        out = {}
-        for k, part in enumerate(parts):
-            rows = array[array[:, 0] == k]  # in time order, as read
-            out[part] = {name: _compact(rows[:, i + 1]) for i, name in enumerate(columns)}
-        return out
+            first.update({part: (t, 0, rowid) for part, t, rowid in found})
+        found = self._conn.execute(
+            "SELECT part, MIN(t_end_s), rowid FROM work WHERE device=? GROUP BY part", (device,)
+        ).fetchall()
+        for part, t, rowid in found:
+            first[part] = min(first.get(part, (math.inf, 2, 0)), (t, 1, rowid))
+        _text(*first)
+        return sorted(first, key=first.__getitem__)
+
+    def _work_part(self, device: int, part: str) -> dict[str, np.ndarray]:
+        """One part's work samples, by column, in time order, whatever their unit."""
+        blocks: list[tuple[int, int]] = []
+        if self._table_columns(_WORK.blocks):
+            found = self._conn.execute(
+                "SELECT rowid, rows FROM work_blocks WHERE device=? AND part=? "
+                "ORDER BY first_s, rowid",
+                (device, part),
+            ).fetchall()
+            blocks = [(int(rowid), int(rows)) for rowid, rows in found]
+        where = "FROM work WHERE device=? AND part=?"
+        (count,) = self._conn.execute(f"SELECT COUNT(*) {where}", (device, part)).fetchone()
+        assembler = Assembler(_WORK_COLUMNS, count + sum(rows for _, rows in blocks))
+        for rowid, rows in blocks:
+            block = self._block(_WORK, rowid, rows)
+            assembler.add(block.rows, block.columns, block.still)
+        cursor = self._conn.execute(
+            f"SELECT {', '.join(_WORK_COLUMNS)} {where} ORDER BY t_end_s", (device, part)
+        )
+        while rows := cursor.fetchmany(_CHUNK_ROWS):
+            chunk = np.array(rows, dtype=float).reshape(len(rows), len(_WORK_COLUMNS))
+            assembler.add(len(chunk), {name: chunk[:, i] for i, name in enumerate(_WORK_COLUMNS)})
+        return _in_time_order(assembler.columns(), "t_end_s")
 
     def _float_rows(
         self, select: str, args: tuple[Any, ...], width: int, expected: int
@@ -497,40 +825,27 @@ class RunStore:
     def sync_steps(self, device: int) -> dict[str, np.ndarray]:
         """One device's synchronous (ddp) steps by column, in time order; empty arrays in a
         run without them (or a version-1 store)."""
-        where = "WHERE device=? ORDER BY t_end_s"
-        return self._columns("sync_steps", _SYNC_COLUMNS, where, (device,))
+        with _reading(self.path), self._snapshot():
+            if not self._table_columns("sync_steps"):
+                return {name: np.empty(0) for name in _SYNC_COLUMNS}
+            # A missing optional value (no all-reduce that step) reads as NaN.
+            return self._series(_SYNC, (device,), compact=False)
 
     def server_steps(self) -> dict[str, np.ndarray]:
         """The server's synchronous steps by column, in time order (empty where none)."""
-        return self._columns("server_steps", _SERVER_COLUMNS, "ORDER BY t_end_s", ())
-
-    def _columns(
-        self,
-        table: str,
-        columns: tuple[str, ...],
-        where: str,
-        args: tuple[Any, ...],
-    ) -> dict[str, np.ndarray]:
         with _reading(self.path):
-            known = self._conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)
-            ).fetchone()
-            if known is None:
-                return {name: np.empty(0) for name in columns}
-            # A missing optional value (no all-reduce that step) reads as NaN; not counted
-            # first (a few rows per step): the array grows as the rows come.
-            select = f"SELECT {', '.join(columns)} FROM {table} {where}"
-            array = self._float_rows(select, args, len(columns), 0)
-        return {name: array[:, i] for i, name in enumerate(columns)}
+            if not self._table_columns("server_steps"):
+                return {name: np.empty(0) for name in _SERVER_COLUMNS}
+            # not counted first (a row per step): the array grows as the rows come
+            select = f"SELECT {', '.join(_SERVER_COLUMNS)} FROM server_steps ORDER BY t_end_s"
+            array = self._float_rows(select, (), len(_SERVER_COLUMNS), 0)
+        return {name: array[:, i] for i, name in enumerate(_SERVER_COLUMNS)}
 
     def server_readings(self) -> dict[str, dict[str, np.ndarray]]:
         """The server-level series (``soak.model.ServerReading``) by name: ``t_s`` and
         ``value`` (NaN: not read), in time order; empty for a store written before them."""
         with _reading(self.path):
-            known = self._conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='server_readings'"
-            ).fetchone()
-            if known is None:
+            if not self._table_columns("server_readings"):
                 return {}
             rows = self._conn.execute(
                 "SELECT series, t_s, value FROM server_readings ORDER BY series, t_s, rowid"
@@ -547,12 +862,18 @@ class RunStore:
         }
 
     def units(self) -> dict[str, str]:
-        """The unit of each workload part's work."""
-        with _reading(self.path):
-            rows = self._conn.execute("SELECT DISTINCT part, unit FROM work").fetchall()
-            for row in rows:
-                _text(*row)
-        return dict(rows)
+        """The unit of each workload part's work, the parts in the order they first came
+        (those packed into blocks first)."""
+        with _reading(self.path), self._snapshot():
+            pairs = []
+            if self._table_columns(_WORK.blocks):
+                pairs += self._conn.execute(
+                    "SELECT part, unit FROM work_blocks GROUP BY part, unit ORDER BY MIN(rowid)"
+                ).fetchall()
+            pairs += self._conn.execute("SELECT DISTINCT part, unit FROM work").fetchall()
+            for pair in pairs:
+                _text(*pair)
+        return dict(pairs)
 
     def events(self) -> list[Event]:
         with _reading(self.path):
@@ -570,14 +891,63 @@ class RunStore:
 
     def last_t_s(self) -> float | None:
         """Time of the last stored telemetry tick, or None for an empty store."""
-        with _reading(self.path):
+        with _reading(self.path), self._snapshot():
             (value,) = self._conn.execute("SELECT MAX(t_s) FROM telemetry").fetchone()
+            if self._table_columns(_TELEMETRY.blocks):
+                (packed,) = self._conn.execute(
+                    "SELECT MAX(last_s) FROM telemetry_blocks"
+                ).fetchone()
+                found = [v for v in (value, packed) if v is not None]
+                value = max(found) if found else None
         return value
 
     def telemetry_rows(self) -> int:
-        with _reading(self.path):
+        """Telemetry samples stored, of every device: in blocks and in rows."""
+        with _reading(self.path), self._snapshot():
             (count,) = self._conn.execute("SELECT COUNT(*) FROM telemetry").fetchone()
+            if self._table_columns(_TELEMETRY.blocks):
+                (packed,) = self._conn.execute(
+                    "SELECT COALESCE(SUM(rows), 0) FROM telemetry_blocks"
+                ).fetchone()
+                count += packed
         return int(count)
+
+
+def _checked(series: _Series, columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A block's columns as ``append_block`` takes them: known names, float arrays of one
+    length, the time column there and finite."""
+    unknown = sorted(set(columns) - set(series.columns))
+    if unknown:
+        raise ValueError(f"not {series.table} columns: {', '.join(unknown)}")
+    if series.time not in columns:
+        raise ValueError(f"{series.table} block without its time column {series.time}")
+    out = {
+        name: np.asarray(columns[name], dtype=float) for name in series.columns if name in columns
+    }
+    sizes = {column.shape for column in out.values()}
+    if len(sizes) != 1 or len(next(iter(sizes))) != 1:
+        raise ValueError(f"{series.table} block columns of shapes {sorted(sizes)}")
+    if not np.isfinite(out[series.time]).all():
+        raise ValueError(f"{series.table} block with a time that is not a number")
+    return out
+
+
+def _block(rows: int, data: Any) -> Block:
+    """A block as read, checked against the row count its table gives it."""
+    block = decode(data)
+    if block.rows != rows:
+        raise ValueError(f"a column block of {block.rows} rows where its table says {rows}")
+    return block
+
+
+def _in_time_order(columns: dict[str, np.ndarray], time_column: str) -> dict[str, np.ndarray]:
+    """The columns with their rows in the order of ``time_column``, ties in the order read
+    (only blocks written out of order need it: a still column stays as it is)."""
+    t = columns[time_column]
+    if t.size < 2 or not (t[1:] < t[:-1]).any():
+        return columns
+    order = np.argsort(t, kind="stable")
+    return {name: c if c.strides == (0,) else c[order] for name, c in columns.items()}
 
 
 MIN_FREE_BYTES = 64 * 2**20  # refuse to start a soak on a disk with less free space
@@ -623,6 +993,9 @@ def make_run_dir(out: Path, host: str, now: dt.datetime) -> Path:
 _TABLES = ("meta", "devices", "capabilities", "telemetry", "work", "events")
 # a store written before them has none: not damage
 _OPTIONAL_TABLES = ("implausible", "server_readings")
+# version 3's blocks, salvaged beside their tails (a block whole, or left out); the ddp steps
+# are not salvaged, neither their rows nor their blocks
+_BLOCK_TABLES = (_TELEMETRY.blocks, _WORK.blocks)
 SALVAGE_FAILED_READS = 4000  # reads of damaged rows tried per table before giving it up
 
 
@@ -757,30 +1130,84 @@ def _salvage_copy(path: Path, copy: Path) -> tuple[RunStore, Salvage]:
     size = copy.stat().st_size
     dst = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
     dst.executescript(_SCHEMA)
+    store = RunStore(path, dst)
     whole: dict[str, bool] = {}
     try:
-        for table in (*_TABLES, *_OPTIONAL_TABLES):
-            try:
-                rows, whole[table] = _salvage_table(src, table, size)
-                columns = _table_columns(src, table)
-            except sqlite3.DatabaseError:  # the table's own schema is unreadable
-                rows, whole[table] = [], False
-            if rows:
-                _insert(dst, table, rows, columns or _table_columns(dst, table))
+        listed = _tables_listed(src)
+        for table in (*_TABLES, *_OPTIONAL_TABLES, *_BLOCK_TABLES):
+            if table not in _TABLES and listed is not None and table not in listed:
+                whole[table] = table in _OPTIONAL_TABLES  # blocks: the version says below
+                continue
+            whole[table] = _salvage_into(dst, src, table, size)
+            if table == "meta":  # without the run's own, the rest is not worth reading
+                version = _salvaged_version(store)
+        count, last = store.telemetry_rows(), store.last_t_s()
+    except BaseException:
+        dst.close()
+        raise
     finally:
         src.close()
-    store = RunStore(path, dst)
+    tables = _TABLES + (_BLOCK_TABLES if version == STORE_VERSION else ())
+    missing = tuple(t for t in tables if not whole[t])
+    found = Salvage(count, None if last is None else float(last), missing)
+    store.salvaged = found
+    return store, found
+
+
+def _salvage_into(dst: sqlite3.Connection, src: sqlite3.Connection, table: str, size: int) -> bool:
+    """What SQLite can still read of one table, into the salvaged copy (of a block table,
+    the blocks that read whole); whether all of it was read."""
+    try:
+        rows, whole = _salvage_table(src, table, size)
+        columns = _table_columns(src, table) or _table_columns(dst, table)
+    except sqlite3.DatabaseError:  # the table's own schema is unreadable
+        rows, whole, columns = [], False, []
+    if table in _BLOCK_TABLES:
+        kept = _whole_blocks(rows, columns)
+        whole = whole and len(kept) == len(rows)
+        rows = kept
+    if rows:
+        _insert(dst, table, rows, columns)
+    return whole
+
+
+def _salvaged_version(store: RunStore) -> int:
+    """The salvaged meta's store version; StoreError (one line) where the run's own
+    metadata cannot be read or is lost."""
     try:
         entries = store._meta_entries()
         store.meta()  # every entry of its type
-        (count, last) = dst.execute("SELECT COUNT(*), MAX(t_s) FROM telemetry").fetchone()
-    except (StoreError, sqlite3.Error) as exc:
-        dst.close()
-        raise StoreError(f"{path}: damaged run store, its metadata unreadable ({exc})") from exc
-    if entries.get("store_version") != STORE_VERSION or RUN_KEY not in entries:
-        dst.close()
-        raise StoreError(f"{path}: damaged run store, the run's own metadata is lost")
-    missing = tuple(t for t in _TABLES if not whole[t])
-    found = Salvage(int(count), None if last is None else float(last), missing)
-    store.salvaged = found
-    return store, found
+    except StoreError as exc:
+        raise StoreError(
+            f"{store.path}: damaged run store, its metadata unreadable ({exc})"
+        ) from exc
+    version = entries.get("store_version")
+    if str(version) not in READABLE_VERSIONS or RUN_KEY not in entries:
+        raise StoreError(f"{store.path}: damaged run store, the run's own metadata is lost")
+    return int(version)
+
+
+def _tables_listed(conn: sqlite3.Connection) -> set[str] | None:
+    """The tables the store's schema lists; None where the schema cannot be read."""
+    try:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+    except sqlite3.DatabaseError:
+        return None
+    return {name for (name,) in rows}
+
+
+def _whole_blocks(rows: list[tuple[Any, ...]], columns: list[str]) -> list[tuple[Any, ...]]:
+    """The salvaged rows of a block table whose block reads whole (its checksum, its
+    lengths): a block is kept whole or left out, so the samples counted are the samples
+    read."""
+    if not rows or "rows" not in columns or "data" not in columns:
+        return []
+    count, data = columns.index("rows"), columns.index("data")
+    kept = []
+    for row in rows:
+        try:
+            _block(row[count], row[data])
+        except (ValueError, TypeError):
+            continue
+        kept.append(row)
+    return kept
