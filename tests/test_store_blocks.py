@@ -382,7 +382,8 @@ def test_a_block_reads_whole_or_is_refused():
 def test_a_version_2_store_reads_as_before(tmp_path):
     """The GPU fixtures were written by versions 1 and 2: rows only, read as they were."""
     fixtures = Path(__file__).parent / "fixtures" / "gpu"
-    path = next(fixtures.glob("*/mix.sqlite"))
+    path = tmp_path / STORE_NAME  # a copy: a reader may leave -wal and -shm files beside it
+    path.write_bytes(next(fixtures.glob("*/mix.sqlite")).read_bytes())
     reader = RunStore.open(path)
     assert reader.meta().store_version == 2
     tele = reader.telemetry(0)
@@ -399,4 +400,32 @@ def test_a_store_of_an_unknown_block_version_is_refused_in_one_line(tmp_path):
     reader = RunStore.open(tmp_path)
     with pytest.raises(StoreError, match=r"damaged run store \(not a column block"):
         reader.telemetry(0)
+    reader.close_read()
+
+
+def test_a_version_3_store_of_the_first_columnar_release_reads_back(tmp_path):
+    """The block layout as first written (tests/fixtures/old-store/README.md): a later soak
+    reads its blocks and tails as this one did, and judges it the same."""
+    from soak.analysis import analyze
+    from soak.config import load_profile
+
+    fixture = Path(__file__).parent / "fixtures" / "old-store" / "v3-blocks" / STORE_NAME
+    path = tmp_path / STORE_NAME
+    path.write_bytes(fixture.read_bytes())
+    assert len(_blocks(path, "telemetry")) == 4 and len(_blocks(path, "work")) == 12
+    reader = RunStore.open(path)
+    assert reader.meta().store_version == 3
+    assert (reader.telemetry_rows(), reader.last_t_s()) == (374, 186.0)
+    for device in (0, 1):
+        tele = reader.telemetry(device)
+        assert tele.t_s.size == 187 and np.all(np.diff(tele.t_s) > 0)
+        assert tele.power_limit_w.strides == (0,)  # one value throughout, as the rows read
+        assert {part: w["t_end_s"].size for part, w in reader.work(device).items()} == {
+            "gemm": 181,
+            "membw": 181,
+            "train": 181,
+        }
+    assert reader.units() == {"gemm": "FLOP", "membw": "B", "train": "token"}
+    analysis = analyze(reader, load_profile(None))
+    assert [str(d.verdict) for d in analysis.devices] == ["PASS", "FAIL"]
     reader.close_read()
