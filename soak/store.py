@@ -6,12 +6,15 @@ file is readable while the run goes on and intact up to the last committed tick 
 crash. Read back as numpy arrays, with NaN where a value could not be read.
 
 The series that grow with the run (telemetry, work samples, ddp steps) are columnar: a
-tick's rows land in its table (the *tail*), and once one key (a device; a device's part)
-holds ``BLOCK_ROWS`` rows there, the oldest ``BLOCK_ROWS`` are packed into one column block
-(``soak.blocks``) in the transaction of the tick that completed them, so a block is there
-whole and its rows gone, or neither. ``append_block`` writes many ticks as blocks at once.
-Reading one device is its blocks (``np.frombuffer`` on a few dozen BLOBs) and then its tail,
-in one read transaction, into arrays allocated once per column that moves.
+tick's rows land in its table (the *tail*, in the order written, rowids given by the writer),
+and once one key (a device; a device's part) holds ``BLOCK_ROWS`` rows there, every tail row
+so far is packed into column blocks (``soak.blocks``), one device a tick, each pack in the
+transaction of its tick. A block says up to which tail rowid it holds its device's rows:
+readers read those from the blocks and the rest from the tail, and the rows packed are then
+deleted from the tail a range of rowids at a time. ``append_block`` writes many ticks as
+blocks at once. Reading one device is its blocks (``np.frombuffer`` on a few dozen BLOBs)
+and then its tail, in one read transaction, into arrays allocated once per column that
+moves.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import itertools
 import json
 import math
 import operator
@@ -27,7 +31,6 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,9 +63,10 @@ from soak.validity import Implausible, screen_all, screen_columns
 # outside their plausible range, soak.validity): one without it has none flagged, and a
 # ``server_readings`` table (the BMC's server-level series: inlet, chassis temperatures): one
 # without it has no BMC readings. 3: columnar: adds telemetry_blocks, work_blocks and
-# sync_steps_blocks (``BLOCK_ROWS`` rows of one key as one BLOB, soak.blocks); the row tables
-# keep each key's newest rows, under ``BLOCK_ROWS`` of them (a run shorter than that is
-# stored as version 2 stored it). A version-1 or -2 store reads as one without blocks.
+# sync_steps_blocks (a key's rows as one BLOB, soak.blocks; ``tail_rowid``: its device's rows
+# of the row table up to that rowid are in blocks, and read from them); the row tables keep
+# each device's newest rows (a run shorter than ``BLOCK_ROWS`` ticks is stored as version 2
+# stored it). A version-1 or -2 store reads as one without blocks.
 STORE_VERSION = 3
 READABLE_VERSIONS = ("1", "2", "3")
 STORE_NAME = "soak.sqlite"
@@ -101,40 +105,44 @@ CREATE TABLE server_steps (
     step_s REAL NOT NULL, straggler INTEGER NOT NULL, ranks INTEGER NOT NULL);
 CREATE TABLE telemetry_blocks (
     device INTEGER NOT NULL, first_s REAL NOT NULL, last_s REAL NOT NULL,
-    rows INTEGER NOT NULL, data BLOB NOT NULL);
-CREATE INDEX telemetry_blocks_device_t ON telemetry_blocks (device, first_s);
+    rows INTEGER NOT NULL, tail_rowid INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE INDEX telemetry_blocks_device ON telemetry_blocks (device, tail_rowid);
 CREATE TABLE work_blocks (
     device INTEGER NOT NULL, part TEXT NOT NULL, unit TEXT NOT NULL, first_s REAL NOT NULL,
-    last_s REAL NOT NULL, rows INTEGER NOT NULL, data BLOB NOT NULL);
-CREATE INDEX work_blocks_device_t ON work_blocks (device, first_s);
+    last_s REAL NOT NULL, rows INTEGER NOT NULL, tail_rowid INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE INDEX work_blocks_device ON work_blocks (device, tail_rowid);
 CREATE TABLE sync_steps_blocks (
     device INTEGER NOT NULL, first_s REAL NOT NULL, last_s REAL NOT NULL,
-    rows INTEGER NOT NULL, data BLOB NOT NULL);
-CREATE INDEX sync_steps_blocks_device_t ON sync_steps_blocks (device, first_s);
+    rows INTEGER NOT NULL, tail_rowid INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE INDEX sync_steps_blocks_device ON sync_steps_blocks (device, tail_rowid);
 """
 _SYNC_COLUMNS = ("t_start_s", "t_end_s", "iterations", "compute_s", "wait_s", "step_s")
 _SYNC_COLUMNS += ("allreduce_b", "allreduce_s")
 _SERVER_COLUMNS = ("t_start_s", "t_end_s", "samples", "step_s", "straggler", "ranks")
 
-_INSERT_TELEMETRY = (
-    f"INSERT INTO telemetry ({', '.join(TELEMETRY_FIELDS)}) "
-    f"VALUES ({', '.join('?' * len(TELEMETRY_FIELDS))})"
-)
-_INSERT_WORK = "INSERT INTO work VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+
+def _insert_sql(table: str, columns: Sequence[str]) -> str:
+    """A tail's insert, each row's rowid given last (``RunStore._keyed``)."""
+    return f"INSERT INTO {table} ({', '.join(columns)}, rowid) VALUES (?{', ?' * len(columns)})"
+
+
+_WORK_ROW = ("device", "t_start_s", "t_end_s", "part", "work", "unit", "verified", "verify_error")
+_INSERT_TELEMETRY = _insert_sql("telemetry", TELEMETRY_FIELDS)
+_INSERT_WORK = _insert_sql("work", _WORK_ROW)
 _INSERT_EVENT = "INSERT INTO events VALUES (?, ?, ?, ?, ?)"
-_INSERT_SYNC = "INSERT INTO sync_steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_SYNC = _insert_sql("sync_steps", [f.name for f in dataclasses.fields(SyncStep)])
 _INSERT_SERVER = "INSERT INTO server_steps VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_IMPLAUSIBLE = "INSERT INTO implausible VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_READING = "INSERT INTO server_readings VALUES (?, ?, ?)"
 
-# Rows of one key packed into one block: 4.6 hours of one device at 1-s ticks. A week is 37
-# blocks of a device, read in a fraction of a second; packing one (reading its rows back and
-# deleting them) takes about a tenth of a second, inside one tick; each key's tail stays
-# under a block (read as rows: about 0.1 s), so a run shorter than this holds no block.
+# A key's tail rows that begin an epoch of packing: 4.6 hours of one device at 1-s ticks. A
+# week is 37 blocks a device, read in a fraction of a second; packing one device's (reading
+# its rows back) takes about a tenth of a second, inside one tick; a tail holds under two
+# epochs (read as rows: a few tenths of a second), and a run shorter than one holds no block.
 BLOCK_ROWS = 16384
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # one of each: hashed as itself, at once
 class _Series:
     """A series the store keeps columnar: its row table (the tail), the columns a block of
     it holds (in their declared order), what a block is of (``keys``), and the time column
@@ -162,12 +170,23 @@ _SERIES = (_TELEMETRY, _WORK, _SYNC)
 Key = tuple[Any, ...]  # one block's key: (device,) or (device, part, unit)
 
 
-def _tally(series: _Series, records: Sequence[Any]) -> Counter[Key]:
-    """The rows of ``records`` (Telemetry, WorkSample, SyncStep) per key of ``series``."""
-    get = operator.attrgetter(*series.keys)
-    if len(series.keys) == 1:
-        return Counter((key,) for key in map(get, records))
-    return Counter(map(get, records))
+_KEY_OF = {series: operator.attrgetter(*series.keys) for series in _SERIES}
+
+
+@dataclass(frozen=True, slots=True)
+class _Packing:
+    """Where the writer's packing stands: each key's rows in its tail not yet in a block,
+    the epoch being packed (every tail row up to ``epoch`` goes into blocks, one device
+    of one series a tick: ``todo``), and the tail rows trimmed so far (deleted once
+    packed). A plan only: which rows a block holds, and so which rows a pack starts from
+    and a trim may delete, is read from the blocks, so that a group of ticks rolled back
+    (a commit that failed) can never have rows deleted that no block holds."""
+
+    tail: dict[_Series, dict[Key, int]]
+    epoch: int | None = None
+    todo: tuple[tuple[_Series, int], ...] = ()
+    trim_to: int = 0  # the tail rows up to here are in blocks (where the blocks say so)
+    trimmed: int = 0  # the tail rows up to here are deleted (where the blocks hold them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,12 +305,17 @@ class RunStore:
         self._power_limits: dict[int, float | None] = {}  # as probed: validity's power bound
         self.salvaged: Salvage | None = None  # what a salvage got back (``salvage``)
         self.block_rows = block_rows
-        # The writer's count of each key's rows not yet in a full block: in its tail, and in
-        # the smaller blocks ``append_block`` wrote. Keys in the order they first came (the
-        # order their first blocks are packed in). A hint: a pack counts again.
-        self._tail: dict[_Series, dict[Key, int]] = {series: {} for series in _SERIES}
+        # The writer's packing (a count of each key's tail rows not yet packed: keys in the
+        # order they first came, the order their blocks are packed in), and its count of each
+        # key's rows in the blocks ``append_block`` wrote smaller than a block. Counts are
+        # hints: a pack reads what is there.
+        self._packing = _Packing({series: {} for series in _SERIES})
         self._small: dict[_Series, dict[Key, int]] = {series: {} for series in _SERIES}
         self._schema: dict[str, list[str]] = {}  # each table's columns, read once
+        # The tail's rowids, given by the writer in the order written and never used twice
+        # (SQLite's own start again at 1 in an emptied table): a block says up to which
+        # tail rowid of its device it holds.
+        self._seq = 1
 
     # -- writing ---------------------------------------------------------------------
 
@@ -357,9 +381,10 @@ class RunStore:
         flagged beside it, and ``telemetry`` reads it back as not available. ``implausible``:
         those readings where the caller has screened the rows already (the runner).
 
-        A key whose tail reaches ``block_rows`` rows is packed into a block within the tick:
-        one block a tick (a tick that brings more rows packs as many rows as it brought), so
-        that eight devices filling their blocks together never hold one tick for long."""
+        Once a key's tail holds ``block_rows`` rows, every tail row written so far is packed
+        into blocks, one device of one series a tick (``_pack_due``), each pack in the
+        transaction of its tick: a block is there and says which rows it holds, or it is
+        not, and those rows are read from the tail."""
         telemetry = list(telemetry)
         samples = list(samples)
         sync_steps = list(sync_steps)
@@ -368,28 +393,35 @@ class RunStore:
         flagged = [
             (f.device, f.t_s, f.field, f.value, _bound(f.low), _bound(f.high)) for f in implausible
         ]
-        added = {
-            series: _tally(series, records)
-            for series, records in ((_TELEMETRY, telemetry), (_WORK, samples), (_SYNC, sync_steps))
-            if records
-        }
-        budget = max(self.block_rows, len(telemetry) + len(samples) + len(sync_steps))
+        added: dict[_Series, dict[Key, int]] = {}
+        tele_rows = self._keyed(_TELEMETRY, telemetry, map(_telemetry_row, telemetry), added)
+        work_rows = self._keyed(_WORK, samples, map(_work_row, samples), added)
+        sync_rows = self._keyed(_SYNC, sync_steps, map(dataclasses.astuple, sync_steps), added)
+        brought = len(telemetry) + len(samples) + len(sync_steps)
+        packing = self._packing
+        tail = packing.tail
+        due = (
+            packing.epoch is not None
+            or packing.trimmed < packing.trim_to
+            or _fills_a_block(tail, added, self.block_rows)
+        )
         with self._tick() as cur:
-            cur.executemany(_INSERT_TELEMETRY, map(_telemetry_row, telemetry))
+            cur.executemany(_INSERT_TELEMETRY, tele_rows)
             if flagged:
                 cur.executemany(_INSERT_IMPLAUSIBLE, flagged)
-            cur.executemany(_INSERT_WORK, map(_work_row, samples))
+            cur.executemany(_INSERT_WORK, work_rows)
             cur.executemany(_INSERT_EVENT, map(_event_row, events))
-            cur.executemany(_INSERT_SYNC, map(dataclasses.astuple, sync_steps))
+            cur.executemany(_INSERT_SYNC, sync_rows)
             cur.executemany(_INSERT_SERVER, map(dataclasses.astuple, server_steps))
             cur.executemany(_INSERT_READING, map(_reading_row, server_readings))
-            left = self._pack_due(cur, added, budget) if added else {}
-        for series, counts in added.items():
-            tail = self._tail[series]
-            for key, rows in counts.items():
-                tail[key] = tail.get(key, 0) + rows
-        for (series, key), rows in left.items():
-            self._tail[series][key] = rows
+            if due:
+                packing = self._pack_due(cur, added, brought >= self.block_rows)
+        if due:  # the tick landed: so did its packing
+            self._packing = packing
+        else:
+            for series, counts in added.items():
+                for key, rows in counts.items():
+                    tail[series][key] = tail[series].get(key, 0) + rows
         self._commit_due()
 
     def append_block(
@@ -471,66 +503,167 @@ class RunStore:
             self._undo_tick()  # a second Ctrl-C is held back while writing; a last resort
             raise
 
+    def _keyed(
+        self,
+        series: _Series,
+        records: Sequence[Any],
+        rows: Iterable[tuple[Any, ...]],
+        added: dict[_Series, dict[Key, int]],
+    ) -> list[tuple[Any, ...]]:
+        """Each row with its tail rowid last, and the rows of each key counted into
+        ``added``."""
+        if not records:
+            return []
+        counts = added.setdefault(series, {})
+        get, single = _KEY_OF[series], len(series.keys) == 1
+        for key in map(get, records):
+            key = (key,) if single else key
+            counts[key] = counts.get(key, 0) + 1
+        first = self._seq
+        self._seq += len(records)  # rows rolled back leave their rowids unused
+        return list(map(tuple.__add__, rows, zip(itertools.count(first))))
+
     def _commit_due(self) -> None:
         if time.monotonic() - self._last_commit >= self.max_commit_delay_s:
             self.commit()
 
     def _pack_due(
-        self, cur: sqlite3.Cursor, added: Mapping[_Series, Counter[Key]], budget: int
-    ) -> dict[tuple[_Series, Key], int]:
-        """Pack the keys whose tail holds a block, oldest rows first, the fullest tail first
-        (ties: in the order the keys first came), up to ``budget`` rows; each packed key's
-        rows left."""
-        left: dict[tuple[_Series, Key], int] = {}
+        self, cur: sqlite3.Cursor, added: Mapping[_Series, Mapping[Key, int]], all_due: bool
+    ) -> _Packing:
+        """The packing after this tick: once a key's tail holds a block, an epoch begins
+        (every tail row written so far), and each tick packs one device of one series of it
+        (all of them, where the tick brought a block's rows or more: an import); once the
+        epoch is packed, each tick deletes a block's worth of its rows from the tails, a
+        range of rowids, whole pages. So no tick holds more than one device's pack."""
+        old = self._packing
+        tail = {series: dict(counts) for series, counts in old.tail.items()}
         for series, counts in added.items():
-            tail = self._tail[series]
-            for key in counts:
-                tail.setdefault(key, 0)  # a new key comes last
-            due = [key for key in tail if tail[key] + counts.get(key, 0) >= self.block_rows]
-            due.sort(key=lambda key: -(tail[key] + counts.get(key, 0)))  # the fullest first
-            for key in due:
-                rows = tail[key] + counts.get(key, 0)
-                while rows >= self.block_rows and budget > 0:
-                    found = self._pack(cur, series, key)
-                    if found < self.block_rows:  # fewer than counted (a group rolled back)
-                        rows = found
-                        break
-                    rows -= self.block_rows
-                    budget -= self.block_rows
-                left[series, key] = rows
-        return left
+            for key, rows in counts.items():
+                tail[series][key] = tail[series].get(key, 0) + rows
+        epoch, todo = old.epoch, list(old.todo)
+        trim_to, trimmed = old.trim_to, old.trimmed
+        if epoch is None and _holds_a_block(tail, self.block_rows):
+            epoch = self._seq - 1
+            todo = [
+                (series, device)
+                for series in _SERIES
+                for device in dict.fromkeys(key[0] for key, rows in tail[series].items() if rows)
+            ]
+        packing = epoch is not None
+        if epoch is not None:
+            for series, device in todo[: len(todo) if all_due else 1]:
+                low = self._packed_to(series, device)
+                keys = [key for key in tail[series] if key[0] == device]  # as they came
+                found = self._pack(cur, series, keys, low, epoch)
+                for key, rows in found.items():
+                    tail[series][key] = max(0, tail[series].get(key, 0) - rows)
+            todo = todo[len(todo) if all_due else 1 :]
+            if not todo:
+                epoch, trim_to = None, epoch
+        if trimmed < trim_to and (all_due or not packing):
+            upto = trim_to if all_due else min(trim_to, trimmed + self.block_rows)
+            trimmed = self._trim(cur, upto)
+        return _Packing(tail, epoch, tuple(todo), trim_to, trimmed)
 
-    def _pack(self, cur: sqlite3.Cursor, series: _Series, key: Key) -> int:
-        """The oldest ``block_rows`` tail rows of one key as one block, and those rows gone;
-        nothing where fewer are there. Returns the rows found."""
+    def _trim(self, cur: sqlite3.Cursor, upto: int) -> int:
+        """Delete the tail rows up to rowid ``upto`` that their device's blocks hold: a range
+        of rowids in each tail, whole pages freed."""
+        for series in _SERIES:
+            held = f"SELECT MAX(tail_rowid) FROM {series.blocks} b WHERE b.device = t.device"
+            cur.execute(
+                f"DELETE FROM {series.table} AS t WHERE rowid <= ? AND rowid <= ({held})", (upto,)
+            )
+        return upto
+
+    def _pack(
+        self, cur: sqlite3.Cursor, series: _Series, keys: list[Key], low: int, high: int
+    ) -> dict[Key, int]:
+        """One device's tail rows of one series with rowids in (low, high] as blocks, one a
+        key (``keys``: the device's, in the order they came; an import's rows in blocks of
+        twice ``block_rows`` at most), each saying up to which tail rowid its device's rows
+        are in blocks: the rows stay in the tail until their epoch is trimmed, hidden from
+        readers by that. Returns the rows packed per key."""
+        device = keys[0][0]
         names = [name for name in series.columns if name in self._table_columns(series.table)]
-        oldest = f"FROM {series.table} WHERE {series.where} ORDER BY {series.time}, rowid LIMIT ?"
-        args = (*key, self.block_rows)
+        chunk = 2 * self.block_rows * len(keys)  # an import's rows: blocks of 2 blocks' rows
+        found: dict[Key, int] = {}
+        while True:
+            array = self._tail_rows(series, keys, names, (device, low, high, chunk))
+            if len(array) and np.isnan(array[:, 1]).any():  # a key the writer did not count
+                more = [k for k in self._tail_keys(series, device, low, high) if k not in keys]
+                if not more:
+                    raise StoreDamaged(f"{self.path}: damaged run store (a tail row's key)")
+                keys, chunk = keys + more, 2 * self.block_rows * (len(keys) + len(more))
+                continue
+            if not len(array):
+                return found
+            last = int(array[-1, 0]) if len(array) == chunk else high
+            for k, key in enumerate(keys):
+                rows = array[array[:, 1] == k]
+                if len(rows):
+                    columns = {name: rows[:, i + 2] for i, name in enumerate(names)}
+                    self._write_block(cur, series, key, columns, last)
+                    found[key] = found.get(key, 0) + len(rows)
+            if len(array) < chunk:
+                return found
+            low = last
+
+    def _tail_rows(
+        self, series: _Series, keys: list[Key], names: list[str], args: tuple[int, ...]
+    ) -> np.ndarray:
+        """A device's tail rows in a rowid range, in rowid order: rowid, the row's key as
+        its place in ``keys`` (NaN: none of them), and ``names``."""
+        if len(series.keys) > 1:
+            code = (
+                "CASE "
+                + " ".join(f"WHEN part=? AND unit=? THEN {k}" for k in range(len(keys)))
+                + " END"
+            )
+            codes = tuple(value for key in keys for value in key[1:])
+        else:
+            code, codes = "0", ()
+        select = (
+            f"SELECT rowid, {code}, {', '.join(names)} FROM {series.table} "
+            f"INDEXED BY {series.table}_device_t "
+            "WHERE device=? AND rowid > ? AND rowid <= ? ORDER BY rowid LIMIT ?"
+        )
         try:
-            array = self._float_rows(f"SELECT {', '.join(names)} {oldest}", args, len(names), 0)
+            return self._float_rows(select, (*codes, *args), len(names) + 2, 0)
         except (ValueError, TypeError) as exc:  # a value no number: damage
             raise StoreDamaged(f"{self.path}: damaged run store ({exc})") from exc
-        if len(array) < self.block_rows:
-            return len(array)
-        self._write_block(cur, series, key, {name: array[:, i] for i, name in enumerate(names)})
-        cur.execute(f"DELETE FROM {series.table} WHERE rowid IN (SELECT rowid {oldest})", args)
-        return len(array)
+
+    def _tail_keys(self, series: _Series, device: int, low: int, high: int) -> list[Key]:
+        """A device's keys in a tail's rowid range, as the rows say."""
+        found = self._conn.execute(
+            f"SELECT DISTINCT {', '.join(series.keys)} FROM {series.table} "
+            "WHERE device=? AND rowid > ? AND rowid <= ?",
+            (device, low, high),
+        ).fetchall()
+        return [tuple(row) for row in found]
 
     def _write_block(
-        self, cur: sqlite3.Cursor, series: _Series, key: Key, columns: Mapping[str, np.ndarray]
+        self,
+        cur: sqlite3.Cursor,
+        series: _Series,
+        key: Key,
+        columns: Mapping[str, np.ndarray],
+        tail_rowid: int = 0,
     ) -> int:
+        """One block of ``key``'s rows; ``tail_rowid``: its device's tail rows up to it are
+        in blocks (0: a block write's, of no tail)."""
         t = columns[series.time]
-        names = ", ".join((*series.keys, "first_s", "last_s", "rows", "data"))
-        marks = ", ".join("?" * (len(series.keys) + 4))
-        row = (*key, float(t.min()), float(t.max()), int(t.size), encode(columns))
+        names = ", ".join((*series.keys, "first_s", "last_s", "rows", "tail_rowid", "data"))
+        marks = ", ".join("?" * (len(series.keys) + 5))
+        row = (*key, float(t.min()), float(t.max()), int(t.size), tail_rowid, encode(columns))
         cur.execute(f"INSERT INTO {series.blocks} ({names}) VALUES ({marks})", row)
         return int(t.size)
 
     def _merge(self, cur: sqlite3.Cursor, series: _Series, key: Key) -> None:
-        """A key's blocks smaller than ``block_rows`` as one block, in time order."""
+        """A key's blocks from the block write smaller than ``block_rows`` as one block, in
+        time order."""
         found = cur.execute(
             f"SELECT rowid, rows, data FROM {series.blocks} WHERE {series.where} "
-            "AND rows < ? ORDER BY first_s, rowid",
+            "AND rows < ? AND tail_rowid = 0 ORDER BY first_s, rowid",
             (*key, self.block_rows),
         ).fetchall()
         try:
@@ -583,9 +716,18 @@ class RunStore:
                 self._conn.execute("ROLLBACK")
 
     def close(self) -> None:
-        """Commit, checkpoint the WAL into the main file and close. Each key's tail stays
-        rows (under a block of them): a run shorter than a block is stored as rows."""
+        """Commit, delete the tail rows already packed, checkpoint the WAL into the main file
+        and close. Each key's rows not packed stay rows (under about a block of them): a run
+        shorter than a block is stored as rows."""
         self.commit()
+        packing = self._packing
+        if packing.trimmed < packing.trim_to:
+            # a store that cannot take the delete (a full disk) keeps them, hidden: no loss
+            with contextlib.suppress(StoreError), self._tick() as cur:
+                trimmed = self._trim(cur, packing.trim_to)
+                self._packing = dataclasses.replace(packing, trimmed=trimmed)
+            with contextlib.suppress(StoreError):
+                self.commit()
         # A failed checkpoint loses nothing: the WAL is replayed on the next open.
         with contextlib.suppress(sqlite3.Error):
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -702,7 +844,8 @@ class RunStore:
         out of time order (blocks written out of order) are put in it, ties as written."""
         blocks = self._block_list(series, key)
         tail = [name for name in series.columns if name in self._table_columns(series.table)]
-        where = f"WHERE {series.where}"
+        where = f"WHERE {series.where} AND rowid > ?"
+        key = (*key, self._packed_to(series, key[0]))
         (count,) = self._conn.execute(
             f"SELECT COUNT(*) FROM {series.table} {where}", key
         ).fetchone()
@@ -726,6 +869,16 @@ class RunStore:
             key,
         ).fetchall()
         return [(int(rowid), int(rows)) for rowid, rows in found]
+
+    def _packed_to(self, series: _Series, device: int) -> int:
+        """Up to which tail rowid a device's rows of a series are in blocks: those rows are
+        read from the blocks (the tail keeps them until their epoch is trimmed)."""
+        if "tail_rowid" not in self._table_columns(series.blocks):
+            return 0  # a store before version 3
+        (top,) = self._conn.execute(
+            f"SELECT MAX(tail_rowid) FROM {series.blocks} WHERE device=?", (device,)
+        ).fetchone()
+        return int(top or 0)
 
     def _block(self, series: _Series, rowid: int, rows: int) -> Block:
         (data,) = self._conn.execute(
@@ -770,7 +923,8 @@ class RunStore:
             ).fetchall()
             first.update({part: (t, 0, rowid) for part, t, rowid in found})
         found = self._conn.execute(
-            "SELECT part, MIN(t_end_s), rowid FROM work WHERE device=? GROUP BY part", (device,)
+            "SELECT part, MIN(t_end_s), rowid FROM work WHERE device=? AND rowid > ? GROUP BY part",
+            (device, self._packed_to(_WORK, device)),
         ).fetchall()
         for part, t, rowid in found:
             first[part] = min(first.get(part, (math.inf, 2, 0)), (t, 1, rowid))
@@ -787,14 +941,15 @@ class RunStore:
                 (device, part),
             ).fetchall()
             blocks = [(int(rowid), int(rows)) for rowid, rows in found]
-        where = "FROM work WHERE device=? AND part=?"
-        (count,) = self._conn.execute(f"SELECT COUNT(*) {where}", (device, part)).fetchone()
+        where = "FROM work WHERE device=? AND part=? AND rowid > ?"
+        args = (device, part, self._packed_to(_WORK, device))
+        (count,) = self._conn.execute(f"SELECT COUNT(*) {where}", args).fetchone()
         assembler = Assembler(_WORK_COLUMNS, count + sum(rows for _, rows in blocks))
         for rowid, rows in blocks:
             block = self._block(_WORK, rowid, rows)
             assembler.add(block.rows, block.columns, block.still)
         cursor = self._conn.execute(
-            f"SELECT {', '.join(_WORK_COLUMNS)} {where} ORDER BY t_end_s", (device, part)
+            f"SELECT {', '.join(_WORK_COLUMNS)} {where} ORDER BY t_end_s", args
         )
         while rows := cursor.fetchmany(_CHUNK_ROWS):
             chunk = np.array(rows, dtype=float).reshape(len(rows), len(_WORK_COLUMNS))
@@ -904,13 +1059,36 @@ class RunStore:
     def telemetry_rows(self) -> int:
         """Telemetry samples stored, of every device: in blocks and in rows."""
         with _reading(self.path), self._snapshot():
-            (count,) = self._conn.execute("SELECT COUNT(*) FROM telemetry").fetchone()
-            if self._table_columns(_TELEMETRY.blocks):
-                (packed,) = self._conn.execute(
-                    "SELECT COALESCE(SUM(rows), 0) FROM telemetry_blocks"
-                ).fetchone()
-                count += packed
-        return int(count)
+            if "tail_rowid" not in self._table_columns(_TELEMETRY.blocks):
+                (count,) = self._conn.execute("SELECT COUNT(*) FROM telemetry").fetchone()
+                return int(count)
+            (count,) = self._conn.execute(
+                "SELECT COUNT(*) FROM telemetry t LEFT JOIN (SELECT device, MAX(tail_rowid) "
+                "AS packed FROM telemetry_blocks GROUP BY device) b ON b.device = t.device "
+                "WHERE t.rowid > COALESCE(b.packed, 0)"
+            ).fetchone()
+            (packed,) = self._conn.execute(
+                "SELECT COALESCE(SUM(rows), 0) FROM telemetry_blocks"
+            ).fetchone()
+        return int(count + packed)
+
+
+def _holds_a_block(tail: Mapping[_Series, Mapping[Key, int]], block_rows: int) -> bool:
+    return any(rows >= block_rows for counts in tail.values() for rows in counts.values())
+
+
+def _fills_a_block(
+    tail: Mapping[_Series, Mapping[Key, int]],
+    added: Mapping[_Series, Mapping[Key, int]],
+    block_rows: int,
+) -> bool:
+    """Whether the rows ``added`` bring a key's tail to a block."""
+    for series, counts in added.items():
+        known = tail[series]
+        for key, rows in counts.items():
+            if known.get(key, 0) + rows >= block_rows:
+                return True
+    return False
 
 
 def _checked(series: _Series, columns: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -1047,14 +1225,16 @@ def _read_range(
 def _salvage_table(
     src: sqlite3.Connection, table: str, size_b: int
 ) -> tuple[list[tuple[Any, ...]], bool]:
-    """Every row of ``table`` that SQLite can still read, by rowid range around damage."""
+    """Every row of ``table`` that SQLite can still read (its rowid first), by rowid range
+    around damage."""
     try:
         (top,) = src.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()
     except sqlite3.DatabaseError:
         top = size_b // 8  # no row is smaller than 8 bytes: an upper bound
     if top is None:
         return [], True
-    sql = f"SELECT * FROM {table} WHERE rowid BETWEEN ? AND ?"
+    # with its rowid: a tail's rowids say which of its rows a block holds
+    sql = f"SELECT rowid, * FROM {table} WHERE rowid BETWEEN ? AND ?"
     return _read_range(src, sql, 1, int(top), [SALVAGE_FAILED_READS])
 
 
@@ -1159,7 +1339,7 @@ def _salvage_into(dst: sqlite3.Connection, src: sqlite3.Connection, table: str, 
     the blocks that read whole); whether all of it was read."""
     try:
         rows, whole = _salvage_table(src, table, size)
-        columns = _table_columns(src, table) or _table_columns(dst, table)
+        columns = ["rowid", *(_table_columns(src, table) or _table_columns(dst, table))]
     except sqlite3.DatabaseError:  # the table's own schema is unreadable
         rows, whole, columns = [], False, []
     if table in _BLOCK_TABLES:

@@ -117,10 +117,11 @@ def test_ticks_packed_into_blocks_read_back_as_the_same_ticks_stored_as_rows(tmp
     packed = _fill(tmp_path / "blocks.sqlite", ticks, 10)
     assert _blocks(tmp_path / "rows.sqlite", "telemetry") == []
     assert _blocks(tmp_path / "blocks.sqlite", "telemetry") == [(0, 10), (1, 10)] * 12
-    # one block packed a tick, the fullest tail first: 7 keys fill a block each 10 ticks
-    assert {n for _, n in _blocks(tmp_path / "blocks.sqlite", "work")} == {10}
-    assert len(_blocks(tmp_path / "blocks.sqlite", "work")) >= 2 * 12 + 2 * 11 - 1
-    assert len(_blocks(tmp_path / "blocks.sqlite", "sync_steps")) >= 12 - 1
+    # an epoch each 10 ticks, every key's rows of it packed: gemm's first holds 1 row
+    work = _blocks(tmp_path / "blocks.sqlite", "work")
+    assert len(work) == 2 * 2 * 12 and max(n for _, n in work) == 10
+    # the 12th epoch began 4 ticks before the end: its sync steps, packed last, not yet
+    assert _blocks(tmp_path / "blocks.sqlite", "sync_steps") == [(0, 10)] * 11
     _same_store(rows, packed)
     tele = packed.telemetry(1)
     assert tele.t_s.size == 123 and math.isnan(tele.temp_c[3])  # not read
@@ -139,37 +140,47 @@ def test_ticks_packed_into_blocks_read_back_as_the_same_ticks_stored_as_rows(tmp
         reader.close_read()
 
 
-def test_a_tick_packs_at_most_one_block_the_fullest_tail_first(tmp_path):
-    """Eight devices fill their blocks at the same tick: one is packed a tick, so that no
-    tick holds eight packs, and no tail falls behind by more than a tick per device."""
+def test_a_tick_packs_at_most_one_device_and_the_packed_rows_go_a_block_a_tick(tmp_path):
+    """Eight devices fill their blocks at the same tick: one device is packed a tick, so
+    that no tick holds eight packs; the rows packed are then deleted a block's worth of
+    rowids a tick, so that the tail holds at most two blocks' rows per device."""
     path = tmp_path / STORE_NAME
     writer = RunStore.create(path, block_rows=16)
     counts, tails = [], []
-    for i in range(60):
+    for i in range(80):
         writer.append([Telemetry(d, float(i), temp_c=30.0 + i) for d in range(8)])
         counts.append(len(_blocks(path, "telemetry")))
         with sqlite3.connect(path) as conn:
             found = conn.execute("SELECT COUNT(*) FROM telemetry GROUP BY device").fetchall()
         tails.append(max(n for (n,) in found))
-    assert np.diff([0, *counts]).max() == 1 and counts[15] == 1 and counts[-1] >= 60 * 8 // 16 - 8
-    assert max(tails) <= 16 + 8
+    assert np.diff([0, *counts]).max() == 1
+    # an epoch each 16 ticks from tick 15: the fifth began at the last tick
+    assert counts[14] == 0 and counts[15] == 1 and counts[22] == 8 and counts[-1] == 4 * 8 + 1
+    assert max(tails) <= 2 * 16 + 8
     found = _blocks(path, "telemetry")
     assert {n for _, n in found} == {16}
     assert [d for d, _ in found[:8]] == list(range(8))  # as they came
+    reader = RunStore.open(path)
+    np.testing.assert_array_equal(reader.telemetry(5).t_s, np.arange(80.0))
+    assert reader.telemetry_rows() == 8 * 80
+    reader.close_read()
     writer.close()
 
 
 def test_one_append_of_many_rows_packs_every_full_block_it_brought(tmp_path):
-    """An import appends a device's whole trace at once: it is packed whole, the tail left
-    under a block."""
+    """An import appends a device's whole trace at once: it is packed in that call, in
+    blocks of up to two blocks' rows, and its rows deleted."""
     writer = RunStore.create(tmp_path / STORE_NAME, block_rows=10)
     writer.append([Telemetry(0, float(i), temp_c=40.0 + i % 3) for i in range(95)])
+    with sqlite3.connect(tmp_path / STORE_NAME) as conn:  # packed and gone in that call
+        assert conn.execute("SELECT COUNT(*) FROM telemetry").fetchone() == (0,)
+    writer.append([Telemetry(0, float(i), temp_c=40.0) for i in range(95, 99)])
     writer.close()
-    assert _blocks(tmp_path / STORE_NAME, "telemetry") == [(0, 10)] * 9
+    assert _blocks(tmp_path / STORE_NAME, "telemetry") == [(0, 20)] * 4 + [(0, 15)]
     reader = RunStore.open(tmp_path)
-    np.testing.assert_array_equal(reader.telemetry(0).t_s, np.arange(95.0))
+    np.testing.assert_array_equal(reader.telemetry(0).t_s, np.arange(99.0))
     with sqlite3.connect(tmp_path / STORE_NAME) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM telemetry").fetchone() == (5,)
+        assert conn.execute("SELECT COUNT(*) FROM telemetry").fetchone() == (4,)
     reader.close_read()
 
 
@@ -428,4 +439,27 @@ def test_a_version_3_store_of_the_first_columnar_release_reads_back(tmp_path):
     assert reader.units() == {"gemm": "FLOP", "membw": "B", "train": "token"}
     analysis = analyze(reader, load_profile(None))
     assert [str(d.verdict) for d in analysis.devices] == ["PASS", "FAIL"]
+    reader.close_read()
+
+
+def test_a_group_of_ticks_rolled_back_never_has_rows_deleted_that_no_block_holds(tmp_path):
+    """A commit that fails rolls back every tick of its group, the packs among them too: the
+    writer's plan then names packs that are not there, and the rows it goes on to pack and
+    delete are those the blocks say they hold, so every tick committed reads back."""
+    writer = RunStore.create(tmp_path / STORE_NAME, max_commit_delay_s=3600.0, block_rows=10)
+    for i in range(8):
+        writer.append([Telemetry(d, float(i), temp_c=30.0) for d in (0, 1, 2)])
+    writer.commit()
+    for i in range(8, 12):  # an epoch from tick 9: a device packed a tick, all three by 11
+        writer.append([Telemetry(d, float(i), temp_c=30.0) for d in (0, 1, 2)])
+    assert len(_blocks(tmp_path / STORE_NAME, "telemetry")) == 0  # not committed
+    writer._rollback()  # what a COMMIT that fails does: ticks 8 to 11 and their packs gone
+    for i in range(12, 40):  # the plan would now delete the epoch's rows, ticks 0 to 9
+        writer.append([Telemetry(d, float(i), temp_c=30.0 + i) for d in (0, 1, 2)])
+    writer.close()
+    reader = RunStore.open(tmp_path)
+    kept = np.concatenate([np.arange(8.0), np.arange(12.0, 40.0)])
+    for device in (0, 1, 2):
+        np.testing.assert_array_equal(reader.telemetry(device).t_s, kept)
+    assert len(_blocks(tmp_path / STORE_NAME, "telemetry")) >= 3 * 2
     reader.close_read()
