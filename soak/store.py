@@ -908,12 +908,51 @@ class RunStore:
         """Per workload part: t_start_s, t_end_s, work, verified (1/0/NaN), verify_error; the
         parts in the order of their first unit of work."""
         with _reading(self.path), self._snapshot():
-            parts = self._parts(device)
-            return {part: self._work_part(device, part) for part in parts}
+            packed = self._packed_to(_WORK, device)
+            parts, counts = self._parts(device, packed)
+            if not parts:
+                return {}
+            blocks = {part: self._work_blocks(device, part) for part in parts}
+            assemblers = {
+                part: Assembler(
+                    _WORK_COLUMNS, counts.get(part, 0) + sum(rows for _, rows in blocks[part])
+                )
+                for part in parts
+            }
+            for part in parts:
+                for rowid, rows in blocks[part]:
+                    block = self._block(_WORK, rowid, rows)
+                    assemblers[part].add(block.rows, block.columns, block.still)
+            # the tail in one pass, every part at once, each row's part as its place in parts
+            code = "CASE part " + " ".join(f"WHEN ? THEN {k}" for k in range(len(parts))) + " END"
+            cursor = self._conn.execute(
+                f"SELECT {code}, {', '.join(_WORK_COLUMNS)} FROM work "
+                "WHERE device=? AND rowid > ? ORDER BY t_end_s",
+                (*parts, device, packed),
+            )
+            width = len(_WORK_COLUMNS) + 1
+            while rows := cursor.fetchmany(_CHUNK_ROWS):
+                chunk = np.array(rows, dtype=float).reshape(len(rows), width)
+                for k, part in enumerate(parts):
+                    mine = chunk[chunk[:, 0] == k]  # in time order, as read
+                    columns = {name: mine[:, i + 1] for i, name in enumerate(_WORK_COLUMNS)}
+                    assemblers[part].add(len(mine), columns)
+        return {part: _in_time_order(assemblers[part].columns(), "t_end_s") for part in parts}
 
-    def _parts(self, device: int) -> list[str]:
+    def _work_blocks(self, device: int, part: str) -> list[tuple[int, int]]:
+        """A device's blocks of one part (rowid, rows), in time order, whatever their unit."""
+        if not self._table_columns(_WORK.blocks):
+            return []
+        found = self._conn.execute(
+            "SELECT rowid, rows FROM work_blocks WHERE device=? AND part=? ORDER BY first_s, rowid",
+            (device, part),
+        ).fetchall()
+        return [(int(rowid), int(rows)) for rowid, rows in found]
+
+    def _parts(self, device: int, packed: int) -> tuple[list[str], dict[str, int]]:
         """A device's parts in the order of their first unit of work, as one read in time
-        order finds them: blocks before the tail at the same time, each as written."""
+        order finds them (blocks before the tail at the same time, each as written), and
+        each part's rows in the tail (past ``packed``)."""
         # SQLite gives the rowid of the row holding the MIN
         first: dict[str, tuple[float, int, int]] = {}
         if self._table_columns(_WORK.blocks):
@@ -923,38 +962,14 @@ class RunStore:
             ).fetchall()
             first.update({part: (t, 0, rowid) for part, t, rowid in found})
         found = self._conn.execute(
-            "SELECT part, MIN(t_end_s), rowid FROM work WHERE device=? AND rowid > ? GROUP BY part",
-            (device, self._packed_to(_WORK, device)),
+            "SELECT part, COUNT(*), MIN(t_end_s), rowid FROM work WHERE device=? AND rowid > ? "
+            "GROUP BY part",
+            (device, packed),
         ).fetchall()
-        for part, t, rowid in found:
+        for part, _, t, rowid in found:
             first[part] = min(first.get(part, (math.inf, 2, 0)), (t, 1, rowid))
         _text(*first)
-        return sorted(first, key=first.__getitem__)
-
-    def _work_part(self, device: int, part: str) -> dict[str, np.ndarray]:
-        """One part's work samples, by column, in time order, whatever their unit."""
-        blocks: list[tuple[int, int]] = []
-        if self._table_columns(_WORK.blocks):
-            found = self._conn.execute(
-                "SELECT rowid, rows FROM work_blocks WHERE device=? AND part=? "
-                "ORDER BY first_s, rowid",
-                (device, part),
-            ).fetchall()
-            blocks = [(int(rowid), int(rows)) for rowid, rows in found]
-        where = "FROM work WHERE device=? AND part=? AND rowid > ?"
-        args = (device, part, self._packed_to(_WORK, device))
-        (count,) = self._conn.execute(f"SELECT COUNT(*) {where}", args).fetchone()
-        assembler = Assembler(_WORK_COLUMNS, count + sum(rows for _, rows in blocks))
-        for rowid, rows in blocks:
-            block = self._block(_WORK, rowid, rows)
-            assembler.add(block.rows, block.columns, block.still)
-        cursor = self._conn.execute(
-            f"SELECT {', '.join(_WORK_COLUMNS)} {where} ORDER BY t_end_s", args
-        )
-        while rows := cursor.fetchmany(_CHUNK_ROWS):
-            chunk = np.array(rows, dtype=float).reshape(len(rows), len(_WORK_COLUMNS))
-            assembler.add(len(chunk), {name: chunk[:, i] for i, name in enumerate(_WORK_COLUMNS)})
-        return _in_time_order(assembler.columns(), "t_end_s")
+        return sorted(first, key=first.__getitem__), {row[0]: row[1] for row in found}
 
     def _float_rows(
         self, select: str, args: tuple[Any, ...], width: int, expected: int
