@@ -125,6 +125,57 @@ def screen_all(
     return [f for row in rows for f in screen(row, limits.get(row.device))]
 
 
+def screen_columns(
+    device: int, columns: Mapping[str, np.ndarray], power_limit_w: float | None = None
+) -> list[Implausible]:
+    """``screen`` of many ticks of one device at once, over its column arrays (``t_s`` and any
+    fields, NaN where a value was not read, as the store's block write takes them): the same
+    ranges and the same readings, in the same order as ``screen`` of each row in turn."""
+    t = np.asarray(columns["t_s"], dtype=float)
+    rows: list[np.ndarray] = []
+    highs: list[np.ndarray] = []
+    for k, (name, low, high) in enumerate(_BOUNDS):
+        if name not in columns:
+            continue
+        values = np.asarray(columns[name], dtype=float)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isnan(values) & ~((values >= low) & (values <= high))
+            top = np.full(t.size, high)
+            if k == _POWER:  # above twice the enforced limit, where one is known
+                limit = _limits(columns, t.size, power_limit_w)
+                bad |= (values > 0) & (limit > 0) & (values > 2.0 * limit)
+                top = np.where(limit > 0, np.minimum(high, 2.0 * limit), high)
+        rows.append(np.flatnonzero(bad))
+        highs.append(top)
+    names = [(k, name, low) for k, (name, low, _) in enumerate(_BOUNDS) if name in columns]
+    found = [
+        (int(i), j)
+        for j, at in enumerate(rows)
+        for i in at  # few: nearly every block holds none
+    ]
+    found.sort()  # by row, then by field as ``screen`` lists a row's
+    out = []
+    for i, j in found:
+        _, name, low = names[j]
+        value = float(np.asarray(columns[name], dtype=float)[i])
+        out.append(Implausible(device, float(t[i]), name, value, low, float(highs[j][i])))
+    return out
+
+
+def _limits(
+    columns: Mapping[str, np.ndarray], size: int, power_limit_w: float | None
+) -> np.ndarray:
+    """Each row's enforced power limit as ``screen`` takes it: the row's own where it reads
+    one in range, else the device's (NaN: none known)."""
+    fallback = np.nan if power_limit_w is None else float(power_limit_w)
+    own = columns.get("power_limit_w")
+    if own is None:
+        return np.full(size, fallback)
+    own = np.asarray(own, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return np.where((own > 0) & (own <= POWER_MAX_W), own, fallback)
+
+
 def cleaned(row: Telemetry, found: Sequence[Implausible]) -> Telemetry:
     """The row with the readings ``found`` left out (None)."""
     if not found:

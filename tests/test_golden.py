@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from soak import runner
+from soak import runner, store
 from soak.config import RunConfig
 from soak.report import build_outputs
 from soak.runner import run
@@ -113,12 +113,14 @@ def _leaked(facts: list[str], *texts: str) -> list[str]:
     return [f for f in facts if f and len(f) >= 4 and any(f in t for t in texts)]
 
 
-@pytest.fixture(scope="module")
-def golden_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("golden")
+def _golden(tmp: Path, block_rows: int | None = None) -> Path:
+    """The golden run's folder, its store packed into blocks of ``block_rows`` rows (None: as
+    soak packs them, which a 30-minute run never fills)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(runner, "host_info", lambda: dict(GOLDEN_HOST))
         patch.setattr(runner, "run_host", lambda: GOLDEN_HOST["hostname"])
+        if block_rows is not None:
+            patch.setattr(store, "BLOCK_ROWS", block_rows)
         config = RunConfig(
             backend="sim",
             workload="mix",
@@ -131,7 +133,13 @@ def golden_run(tmp_path_factory):
         )
         run_dir = run(config).run_dir
         build_outputs(run_dir, config.profile)
-    return run_dir, tmp
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def golden_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("golden")
+    return _golden(tmp), tmp
 
 
 def test_a_fixed_seeded_run_gives_its_recorded_summary_and_report(golden_run):
@@ -162,3 +170,17 @@ def test_the_golden_comparison_fails_on_another_hosts_facts(golden_run):
         with sqlite3.connect(run_dir / "soak.sqlite") as conn:
             conn.execute("UPDATE meta SET value=? WHERE key='host'", (json.dumps(GOLDEN_HOST),))
         build_outputs(run_dir)
+
+
+def test_the_golden_run_stored_in_blocks_gives_the_same_summary_and_report(tmp_path):
+    """Store version 3 packs each device's rows into column blocks: the golden run packed
+    every 97 rows (its telemetry, work and ddp-less tails in blocks of all sizes, some
+    rows left in the tail) is judged and reported exactly as the rows it was packed from."""
+    run_dir = _golden(tmp_path, block_rows=97)
+    with sqlite3.connect(run_dir / "soak.sqlite") as conn:
+        (packed,) = conn.execute("SELECT COALESCE(SUM(rows), 0) FROM telemetry_blocks").fetchone()
+        (left,) = conn.execute("SELECT COUNT(*) FROM telemetry").fetchone()
+    assert packed > 20 * left > 0
+    summary, text, _ = _outputs(run_dir, tmp_path)
+    assert summary == json.loads((GOLDEN / "summary.json").read_text())
+    assert text + "\n" == (GOLDEN / "report.txt").read_text()

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from soak import validity
-from soak.model import Telemetry
+from soak.model import TELEMETRY_METRICS, Telemetry
 from soak.validity import FROZEN_S, FrozenWatch, frozen_spans
 
 
@@ -158,3 +158,41 @@ def test_a_ticks_rows_screened_at_once_find_what_each_row_screened_alone_finds()
     alone = [f for r in rows for f in validity.screen(r, limits[r.device])]
     assert validity.screen_all(rows, limits) == alone and alone
     assert validity.screen_all([]) == []
+
+
+def _columns(rows: list[Telemetry]) -> dict[str, np.ndarray]:
+    """One device's rows as the block write takes them: an array per field, None as NaN."""
+    return {
+        name: np.array([np.nan if getattr(r, name) is None else getattr(r, name) for r in rows])
+        for name in ("t_s", *TELEMETRY_METRICS)
+    }
+
+
+def test_a_devices_columns_screened_at_once_find_what_its_rows_screened_one_by_one_find():
+    """The block write's screen and the tick's: the same ranges, the same readings (value,
+    bound, time) in the same order, the power bound from the row's own limit or the device's
+    (none known, out of range, zero) alike."""
+    rng = np.random.default_rng(11)
+    pick = rng.choice
+    for limit in (None, 400.0, 0.0, 9000.0):
+        rows = [
+            Telemetry(
+                3,
+                0.5 * k,
+                temp_c=pick([60.0, -75.0, 400.0, None, -20.0, 150.0]),
+                power_w=pick([300.0, 1500.0, -1.0, None, 0.0, 5001.0, 850.0]),
+                power_limit_w=pick([None, 700.0, 0.0, -5.0, 6000.0, 350.0]),
+                util_pct=pick([50.0, 101.0, None]),
+                clock_reasons=pick([0x4, -1, None]),
+                remap_pending=pick([0, 1, 2, None]),
+                energy_j=pick([1e9, -3.0, None]),
+                fan_pct=250.0,
+            )
+            for k in range(400)
+        ]
+        alone = [f for r in rows for f in validity.screen(r, limit)]
+        assert validity.screen_columns(3, _columns(rows), limit) == alone
+        assert len(alone) > 100
+    # a field the block does not give is not read: nothing to flag in it
+    assert validity.screen_columns(0, {"t_s": np.arange(3.0)}) == []
+    assert validity.screen_columns(0, {"t_s": np.empty(0), "temp_c": np.empty(0)}) == []
