@@ -9,6 +9,7 @@ HW power brake) after the warm-up, wherever it falls.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -344,6 +345,9 @@ def _clock_retention(
     if not cold or clock is None or late is None:
         what = f"{label} {f.clock_label}"
         return [_not_checked("clock_retention", what, f, "sm_clock_mhz", window=label)]
+    no_ratio = _no_ratio("clock_retention", f, late, label, overlap=True)
+    if no_ratio is not None:
+        return [no_ratio]
     split = split_by_cause(clock / cold, clock / cold, late, profile)
     checks = profile.checks
     text = (
@@ -385,14 +389,20 @@ def _drift_causes(split: RetentionSplit, drift_floor: float, around: str = "") -
 
 
 def _no_ratio(
-    check: str, f: DeviceFacts, late: WindowStats | None, label: WindowName
+    check: str, f: DeviceFacts, late: WindowStats | None, label: WindowName, overlap: bool = False
 ) -> Finding | None:
     """A cold-vs-late ratio that means nothing is not taken: the trace began under load (no
-    cold window), or the load was too short for the two windows to lie apart."""
+    cold window), or the load was too short for the two windows to lie apart (asked once
+    both figures are there: a load stopped before them says that instead)."""
     if f.warm_start is not None and f.warm_start.begun:
         message = f"no cold-vs-{label} ratio: {f.warm_start.message.split(':')[0]}"
         return Finding(check, Status.NOT_CHECKED, message, f.index, label)
-    if f.cold is not None and late is not None and late.window.start_s < f.cold.window.end_s:
+    if (
+        overlap
+        and f.cold is not None
+        and late is not None
+        and (late.window.start_s < f.cold.window.end_s)
+    ):
         message = (
             f"no cold-vs-{label} ratio: the cold and {label} windows overlap (the load is too "
             "short for both)"
@@ -463,6 +473,10 @@ def _retention(
         if cold <= 0:  # no ratio to take; a device that did nothing cold is not healthy
             message = f"{part}: cold throughput {_rate(cold, part, f)}: no work done cold"
             out.append(Finding("throughput_retention", Status.FAIL, message, f.index, label, part))
+            continue
+        no_ratio = _no_ratio("throughput_retention", f, late, label, overlap=True)
+        if no_ratio is not None:
+            out.append(dataclasses.replace(no_ratio, part=part))
             continue
         assert late is not None
         split = retention_split(f, late, part, profile)
