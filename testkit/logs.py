@@ -269,19 +269,19 @@ def csv_log(run: RunData, form: LogForm, start_s: float = 0.0, seed: int = 0) ->
     return "\n".join(lines) + "\n"
 
 
-CSV_OPTIONS = csv_import.CsvOptions(
-    time_col="t",
-    time_unit="s",
-    device_col="gpu",
-    mapping={
-        "temp_c": "temp",
-        "power_w": "power",
-        "power_limit_w": "limit",
-        "sm_clock_mhz": "clock",
-        "util_pct": "util",
-        **CSV_REASONS,
-    },
-)
+CSV_MAPPING = {  # soak's fields -> the generic CSV's columns
+    "temp_c": "temp",
+    "power_w": "power",
+    "power_limit_w": "limit",
+    "sm_clock_mhz": "clock",
+    "util_pct": "util",
+    **CSV_REASONS,
+}
+
+
+def csv_options() -> csv_import.CsvOptions:
+    """How the generic CSV is read: long, a column per reason."""
+    return csv_import.CsvOptions("t", "s", CSV_MAPPING, device_col="gpu")
 
 
 def write_log(run: RunData, form: LogForm, path: Path, start_s: float = 0.0, seed: int = 0) -> Path:
@@ -297,4 +297,4 @@ def read_log(path: Path, form: LogForm) -> Trace:
         return nvidia_smi.read(path, None, 1.0)
     if form.format == "dcgmi-dmon":
         return dcgmi.read(path, 1.0)
-    return csv_import.read(path, CSV_OPTIONS)
+    return csv_import.read(path, csv_options())

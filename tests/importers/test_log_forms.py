@@ -20,7 +20,7 @@ from soak.importers.core import ImportOptions, ImportResult, write_run
 from soak.importers.source import describe
 from soak.report.summary import build_summary
 from soak.store import RunStore
-from testkit.logs import CSV_OPTIONS, FORMS_BY_NAME, LogForm, read_log, write_log
+from testkit.logs import CSV_MAPPING, FORMS_BY_NAME, LogForm, read_log, write_log
 from testkit.sim import BASELINE_S, SimRun, simulate
 from tests.importers.conftest import run_folders
 
@@ -51,13 +51,14 @@ def _analyse(
     """The log written in ``form``, imported as ``soak import`` does and analysed."""
     path = write_log(run.data, form, tmp_path / f"log.{form.format}", start_s=start_s)
     trace = read_log(path, form)
+    if profile is not None:
+        options["profile"] = profile
     opts = ImportOptions(
         workload="imported",
         host="node",
         out=tmp_path / "reports",
         tags={},
         command="test",
-        profile=profile,
         **options,
     )
     result = write_run(trace, describe(path, form.format), opts)
@@ -170,7 +171,7 @@ def test_a_log_without_reasons_or_power_limit_says_not_available_not_zero(health
     # issue 39: "0.0 % power-capped drift, 0.0 % thermal slowdown, 1.8 % unexplained" for
     # a log that read neither, while summary.json held null for each share
     form = LogForm("csv without reasons or limit", "csv", "none")
-    mapping = {k: v for k, v in CSV_OPTIONS.mapping.items() if k in ("temp_c", "sm_clock_mhz")}
+    mapping = {k: v for k, v in CSV_MAPPING.items() if k in ("temp_c", "sm_clock_mhz")}
     path = write_log(healthy_node.data, form, tmp_path / "x.csv")
     out = tmp_path / "o"
     args = ["--time-col", "t", "--device-col", "gpu"]
