@@ -20,13 +20,18 @@ mean something only where the first minute was cold. The rule:
 
 ``HEAD_S``: the first half-minute, the span in which a from-cold device's die climbs most
 of the way from idle (its time constant is seconds), so the readings in it tell a cold
-start from a warm one with the most margin. ``WARM_C``: a from-cold head reads 10-35 °C
-below its steady median on the simulator's four SKUs and on the real traces that start at
-idle (``bench/verdict_accuracy.py --log-forms``); a head begun under load reads within the
-sensor's whole degree and the fans' ±1 °C hunt of it. 5 °C lies between with room on both
-sides. ``LOADED_POWER``: a loaded device draws at its limit or near it; a head at 80 % of
-the steady power is under load. ``FALLING_C``: two whole-degree sensor steps, which noise
-at an idle equilibrium does not make over a baseline.
+start from a warm one with the most margin. ``WARM_C``: a from-cold head reads 17-22 °C
+below its steady median on the simulator's four SKUs under GEMM and 14-23 °C on the real
+V100 gpu-burn traces, which start with the load; the real H100 nanoGPT traces that begin
+mid-training read 0-4 °C below (``bench/data/real-traces``), as does the simulator's log
+cut 10-20 min into its load (``bench/verdict_accuracy.py --log-forms``). 5 °C lies between.
+A load that hardly warms its device (a B200 capped at 200 W rises 0-3 °C) cannot be told
+from one begun under load where no idle reading precedes it: it loses its ratio, which such
+a load cannot move anyway, and the warning says why. ``LOADED_POWER``: a loaded device
+draws at its limit or near it; a head at 80 % of the steady power is under load.
+``FALLING_C``: two whole-degree sensor steps, which noise at an idle equilibrium does not
+make over a baseline (the real B200 sweep's runs that follow a hotter one fall 2-4 °C in
+their idle head: they were).
 """
 
 from __future__ import annotations
