@@ -663,9 +663,7 @@ def _imported(source: Any) -> str:
         parts.append("SKU not known (slowdown temperatures not available; give --profile)")
     for sku in source.get("sku") or []:
         devices = ", ".join(str(i) for i in sku.get("devices") or [])
-        parts.append(
-            f"SKU {text(sku.get('profile'))} ({text(sku.get('basis'))}; devices {devices})"
-        )
+        parts.append(f"SKU {text(sku.get('profile'))}, {text(sku.get('basis'))}, devices {devices}")
     if source.get("column_precedence"):
         parts.append(f"column precedence: {'; '.join(source['column_precedence'])}")
     if source.get("columns_not_used"):
