@@ -60,6 +60,7 @@ FIELDS: tuple[str, ...] = (
 # A per-reason column's spellings (nvidia-smi: "Active" / "Not Active"; others 1/0, yes/no)
 ACTIVE = frozenset({"active", "1", "yes", "true"})
 INACTIVE = frozenset({"not active", "0", "no", "false"})
+EVERY_REASON = ~0  # the reasons a bitmask column reads: all of them, bits NVML may add too
 # What a device's static columns may give its DeviceInfo (memory.total, clocks.max.sm...)
 DEVICE_FACTS = (
     "memory_total_mib",
@@ -195,7 +196,7 @@ class DeviceTrace:
         if self.reasons_read is not None:
             return self.reasons_read
         if any(v is not None for v in self.values["clock_reasons"]):
-            self.reasons_read = ~0
+            self.reasons_read = EVERY_REASON
             return self.reasons_read
         states = {b: v for b, v in self.reason_states.items() if any(x is not None for x in v)}
         for bit, counter in self.reason_counters.items():
@@ -815,7 +816,7 @@ def _capabilities(trace: Trace) -> dict[int, dict[str, Capability]]:
             for f in TELEMETRY_IMPORTED
         }
         read = device.resolve_reasons()
-        if read not in (0, ~0):  # some reasons, not the whole bitmask
+        if read not in (0, EVERY_REASON):  # some reasons, not the whole bitmask
             for reason in SINGLE_REASONS:
                 known = int(reason.bits) & read
                 status = Capability.SUPPORTED if known else Capability.NOT_SUPPORTED
