@@ -29,6 +29,19 @@ many seeds:
   rate of the other devices of those servers, and a confusion table per fault kind by
   where the fault fell.
 
+``--log-forms`` runs only the logs section (issue 39): per seed an 8-GPU server held by SW
+thermal slowdown as the driver does it (``sw-thermal``: at its max operating temperature,
+the clock swinging between its floor and its maximum) and a healthy one, each written in
+every log form of ``testkit.logs.FORMS`` (nvidia-smi's reasons as a bitmask under both
+names, one column per reason under both names, a partial set, the counters, none; the
+averaged, instantaneous or both power readings; dcgmi dmon's bitmask and counters; a CSV
+with a column per reason) and imported with ``soak import``'s own readers: the throttled
+GPUs' share named (FAIL, or WARN of a thermal check, with cause thermal; never
+hardware-fault), the healthy false FAILs, and the begun-under-load naming of a healthy log
+cut 10-20 min into its load and of one from cold that starts at its first loaded row
+(never named). ``--log-seeds`` (25: 200 device-runs per form) sets its size; the SKU turns
+over H100 SXM, A100 SXM and H200 with the seed.
+
 Prints tables and one JSON line. ``--seeds`` (42: each SKU at nominal inlet, each timed
 fault kind, the 7 %-slower part), ``--sku-seeds`` (17: the other healthy groups),
 ``--fault-seeds`` (5: the other fault cases), ``--hours`` (40 min, the soak of issue 14) and
@@ -62,6 +75,7 @@ from testkit.cases import CASES, HEALTHY, Case, Healthy
 from testkit.cases import gpu_for as _gpu_for
 from testkit.cases import telemetry_timing as _telemetry_timing
 from testkit.cases import timing as _timing
+from testkit.logs import FORMS, FORMS_BY_NAME, read_log, write_log
 from testkit.sim import BASELINE_S, at_time, settled_at, simulate
 
 NEAR_C, CLOSE_C = 0.5, 1.0  # truth: within 0.5 °C; "early": still over 1 °C away
@@ -215,6 +229,148 @@ def fault_job(args: tuple[Case, int, int, str, float, str]) -> dict:
 PROFILE: Profile = load_profile(None)
 
 
+# ---------------------------------------------------------------------------------------
+# The logs (issue 39): each form of the reasons and power, imported as soak import does
+# ---------------------------------------------------------------------------------------
+
+LOG_SKUS = ("h100-sxm", "a100-sxm", "h200")  # NVIDIA: what nvidia-smi and dcgmi log
+THERMAL_CHECKS = {"sw_thermal", "temp_margin", "slowdown_temp", "hot_spot", "hw_events"}
+CUT_S = (600.0, 1200.0)  # a begun-under-load log starts this far into the load
+
+
+def _import_log(run, form, start_s: float, folder: Path) -> Analysis:
+    """``run`` written in ``form`` from ``start_s``, imported and analysed as soak does."""
+    from soak.analysis.analyze import analyze
+    from soak.importers.core import ImportOptions, write_run
+    from soak.importers.source import describe
+    from soak.store import RunStore
+
+    path = write_log(run.data, form, folder / f"log-{start_s:.0f}", start_s=start_s)
+    options = ImportOptions("imported", "node", folder / "reports", {}, "bench")
+    result = write_run(read_log(path, form), describe(path, form.format), options)
+    store = RunStore.open(result.run_dir)
+    try:
+        return analyze(store, PROFILE)
+    finally:
+        store.close()
+
+
+def _named_thermal(d: DeviceResult) -> bool:
+    """A throttled GPU named: FAIL with cause thermal, or a thermal check's warning."""
+    if d.diagnosis == "hardware-fault":
+        return False
+    if d.verdict == "FAIL":
+        return d.diagnosis.startswith("thermal-limited")
+    return any(c.status == "warn" and c.check in THERMAL_CHECKS for c in d.checks)
+
+
+def _begun(d: DeviceResult) -> bool:
+    return d.facts.warm_start is not None and d.facts.warm_start.begun
+
+
+def log_job(args: tuple[int, int, float, tuple[str, ...]]) -> list[dict]:
+    """One seed: a server held by SW thermal slowdown and a healthy one, in every form."""
+    import tempfile
+
+    seed, gpus, duration_s, forms = args
+    sku = LOG_SKUS[seed % len(LOG_SKUS)]
+    hot = simulate(seed=seed, faults=("sw-thermal",), gpus=gpus, sku=sku, workload="gemm",
+                   duration_s=duration_s)  # fmt: skip
+    healthy = simulate(seed=seed, gpus=gpus, sku=sku, workload="gemm", duration_s=duration_s)
+    cut = BASELINE_S + float(np.random.default_rng([seed, 0xC07]).uniform(*CUT_S))
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in forms:
+            form = FORMS_BY_NAME[name]
+            folder = Path(tmp) / f"f{len(out)}"
+            folder.mkdir()
+            throttled = _import_log(hot, form, 0.0, folder)
+            warm = _import_log(healthy, form, cut, folder)
+            cold = _import_log(healthy, form, BASELINE_S + 1.0, folder)  # no idle head
+            out.append(
+                {
+                    "form": name,
+                    "seed": seed,
+                    "sku": sku,
+                    "throttled": len(throttled.devices),
+                    "named": sum(_named_thermal(d) for d in throttled.devices),
+                    "hardware_fault": sum(
+                        d.diagnosis == "hardware-fault" for d in throttled.devices
+                    ),
+                    "diagnoses": sorted(d.diagnosis for d in throttled.devices),
+                    "healthy": len(warm.devices) + len(cold.devices),
+                    "healthy_fail": sum(
+                        d.verdict == "FAIL" for d in [*warm.devices, *cold.devices]
+                    ),
+                    "healthy_fail_checks": sorted(
+                        {
+                            c.check
+                            for d in [*warm.devices, *cold.devices]
+                            for c in d.checks
+                            if c.status == "fail"
+                        }
+                    ),
+                    "begun": len(warm.devices),
+                    "begun_named": sum(_begun(d) for d in warm.devices),
+                    "cold": len(cold.devices),
+                    "cold_named": sum(_begun(d) for d in cold.devices),
+                }
+            )
+    return out
+
+
+def _summarise_logs(results: list[dict]) -> list[dict]:
+    rows = []
+    for form in FORMS:
+        mine = [r for r in results if r["form"] == form.name]
+        if not mine:
+            continue
+        total = {k: sum(r[k] for r in mine) for k in (
+            "throttled", "named", "hardware_fault", "healthy", "healthy_fail", "begun",
+            "begun_named", "cold", "cold_named")}  # fmt: skip
+        diagnoses: dict[str, int] = {}
+        for r in mine:
+            for d in r["diagnoses"]:
+                diagnoses[d] = diagnoses.get(d, 0) + 1
+        rows.append(
+            {
+                "form": form.name,
+                "seeds": len(mine),
+                **total,
+                "named_rate": _share(total["named"], total["throttled"]),
+                "healthy_false_fail_rate": _share(total["healthy_fail"], total["healthy"]),
+                "begun_named_rate": _share(total["begun_named"], total["begun"]),
+                "cold_named_rate": _share(total["cold_named"], total["cold"]),
+                "diagnoses": diagnoses,
+                "healthy_fail_checks": sorted({c for r in mine for c in r["healthy_fail_checks"]}),
+                "missed_seeds": sorted({r["seed"] for r in mine if r["named"] < r["throttled"]}),
+            }
+        )
+    return rows
+
+
+def _print_logs(rows: list[dict], gpus: int, hours: float) -> None:
+    print(
+        f"Logs (issue 39): {gpus}-GPU servers, {hours:g} h, written in each form and imported; "
+        f"throttled: held by SW thermal slowdown, named = FAIL or WARN with cause thermal "
+        f"(never hardware-fault); healthy: cut {CUT_S[0] / 60:.0f}-{CUT_S[1] / 60:.0f} min into "
+        f"the load (begun under load) and from the first loaded row (from cold)"
+    )
+    print(
+        f"{'form':<40} {'seeds':>5} {'throttled named':>16} {'HW fault':>8} "
+        f"{'healthy FF':>11} {'begun named':>12} {'cold named':>11}"
+    )
+    for r in rows:
+        print(
+            f"{r['form']:<40} {r['seeds']:>5} "
+            f"{r['named']:>4}/{r['throttled']:<4} {_pct(r['named_rate']):>6} "
+            f"{r['hardware_fault']:>8} {_pct(r['healthy_false_fail_rate'], 2):>11} "
+            f"{_pct(r['begun_named_rate']):>12} {_pct(r['cold_named_rate']):>11}"
+            + (f"  {r['healthy_fail_checks']}" if r["healthy_fail_checks"] else "")
+        )
+    print("diagnoses of the throttled GPUs:", _merge([r["diagnoses"] for r in rows]))
+
+
 def _share(hits: int, total: int) -> float:
     return hits / total if total else math.nan
 
@@ -355,6 +511,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="10 seeds everywhere, for a look")
     parser.add_argument("--only", default=None, help="only groups and cases containing this")
     parser.add_argument(
+        "--log-forms",
+        action="store_true",
+        help="only the logs section: every log form of testkit.logs, imported (issue 39)",
+    )
+    parser.add_argument("--log-seeds", type=int, default=25, help="seeds per log form (25)")
+    parser.add_argument(
         "--sensors",
         choices=tuple(SENSORS),
         default="real",
@@ -366,6 +528,8 @@ def main(argv: list[str] | None = None) -> int:
         args.seeds = args.sku_seeds = args.fault_seeds = 10
     count = {"seeds": args.seeds, "sku": args.sku_seeds, "faults": args.fault_seeds}
     duration = args.hours * 3600
+    if args.log_forms:
+        return _logs_main(args, duration)
     groups = [g for g in HEALTHY if args.only is None or args.only in f"healthy {g.label}"]
     cases = [c for c in CASES if args.only is None or args.only in c.spec]
     start = time.perf_counter()
@@ -398,6 +562,22 @@ def main(argv: list[str] | None = None) -> int:
     }
     _print_table(report)
     print(json.dumps(report))
+    return 0
+
+
+def _logs_main(args: argparse.Namespace, duration: float) -> int:
+    forms = tuple(f.name for f in FORMS if args.only is None or args.only in f.name)
+    seeds = 10 if args.quick else args.log_seeds
+    start = time.perf_counter()
+    jobs = [(seed, args.gpus, duration, forms) for seed in range(seeds)]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        results = [r for rows in pool.map(log_job, jobs) for r in rows]
+    rows = _summarise_logs(results)
+    _print_logs(rows, args.gpus, args.hours)
+    wall = time.perf_counter() - start
+    print(f"wall {wall:.0f} s")
+    print(json.dumps({"bench": "verdict_accuracy", "section": "logs", "gpus": args.gpus,
+                      "hours": args.hours, "logs": rows, "wall_s": wall}))  # fmt: skip
     return 0
 
 

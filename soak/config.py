@@ -1,10 +1,12 @@
 """Typed run configuration and acceptance profiles.
 
 Profiles are TOML files (``tomllib``) with two tables, ``[windows]`` and ``[checks]``; a SKU
-profile adds ``device_names`` (the device names it is for) and ``[floors.WORKLOAD.PART]``
+profile adds ``device_names`` (the device names it is for), ``[floors.WORKLOAD.PART]``
 tables, each a minimum steady throughput (``min_rate``, in the part's unit of work per
-second) and where that number comes from (``source``). Every bad key or value gives a
-one-line ``ConfigError`` naming it. The built-in profiles are ``soak/profiles/*.toml``.
+second) and where that number comes from (``source``), and ``[sku]``: what its devices are
+(``SkuFacts``: slowdown temperatures, memory, maximum clock), for a log that does not say.
+Every bad key or value gives a one-line ``ConfigError`` naming it. The built-in profiles
+are ``soak/profiles/*.toml``.
 """
 
 from __future__ import annotations
@@ -134,6 +136,22 @@ class Checks:
 
 
 @dataclass(frozen=True, slots=True)
+class SkuFacts:
+    """What a SKU's devices are, as ``nvidia-smi -q`` reports them: the facts an imported
+    log lacks and the analysis needs (the slowdown temperatures ``temp_margin`` and
+    ``slowdown_temp`` judge against), and those that tell the SKU from a log that does not
+    name it (memory size, maximum SM clock). None: not known."""
+
+    slowdown_temp_c: float | None = None  # HW slowdown ("GPU Slowdown Temp")
+    shutdown_temp_c: float | None = None
+    max_operating_temp_c: float | None = None  # SW thermal slowdown ("GPU Max Operating Temp")
+    memory_total_mib: float | None = None
+    max_sm_clock_mhz: float | None = None
+    default_power_limit_w: float | None = None
+    source: str = ""  # where the numbers come from
+
+
+@dataclass(frozen=True, slots=True)
 class Profile:
     name: str = "default"
     source: str = "built-in"
@@ -147,6 +165,7 @@ class Profile:
     # part -> rate: floors of a run stored before they were per workload; not applied, and
     # a warning says so (``check_floors``)
     legacy_floors: dict[str, float] = field(default_factory=dict)
+    sku: SkuFacts | None = None  # what its devices are ([sku]); None: any device
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -180,7 +199,16 @@ class Profile:
             description=recorded.get("description", ""),
             legacy_floors={p: r for p, r in floors.items() if not isinstance(r, dict)}
             | (recorded.get("legacy_floors") or {}),
+            sku=_stored_sku(recorded.get("sku")),
         )
+
+
+def _stored_sku(recorded: Any) -> SkuFacts | None:
+    """A stored profile's SKU facts; keys this soak does not know are left out."""
+    if not isinstance(recorded, dict):
+        return None
+    known = {f.name for f in dataclasses.fields(SkuFacts)}
+    return SkuFacts(**{k: v for k, v in recorded.items() if k in known})
 
 
 # A room's air: colder than any data hall is kept, hotter than ASHRAE A4's 45 °C allowable.
@@ -267,13 +295,34 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value)
 
 
+def _sku(table: Any, where: str) -> SkuFacts | None:
+    """``[sku]``: each fact a number > 0, ``source`` a string."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: expected a table")
+    known = {f.name for f in dataclasses.fields(SkuFacts)}
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in known:
+            raise ConfigError(f"{where}.{key}: unknown key (known: {', '.join(sorted(known))})")
+        if key == "source":
+            values[key] = _check_value(f"{where}.{key}", value, "")
+            continue
+        number = _check_value(f"{where}.{key}", value, 0.0)
+        if number <= 0:
+            raise ConfigError(f"{where}.{key}: must be > 0, got {number!r}")
+        values[key] = float(number)
+    return SkuFacts(**values)
+
+
 def parse_profile(text: str, source: str) -> Profile:
     """Parse a profile's TOML text; ``source`` names it in errors."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML ({exc})") from exc
-    allowed = {"name", "description", "device_names", "windows", "checks", "floors"}
+    allowed = {"name", "description", "device_names", "windows", "checks", "floors", "sku"}
     for key in data:
         if key not in allowed:
             raise ConfigError(
@@ -289,6 +338,7 @@ def parse_profile(text: str, source: str) -> Profile:
     windows = _build(Windows, data.get("windows", {}), f"{source}: windows")
     checks = _build(Checks, data.get("checks", {}), f"{source}: checks")
     floors, floor_sources = _floors(data.get("floors", {}), f"{source}: floors")
+    sku = _sku(data.get("sku"), f"{source}: sku")
     if windows.eq_checks < 1:
         raise ConfigError(f"{source}: windows.eq_checks must be >= 1")
     if windows.cold_length_s <= 0 or windows.steady_length_s <= 0 or windows.eq_window_s <= 0:
@@ -306,7 +356,9 @@ def parse_profile(text: str, source: str) -> Profile:
         if getattr(windows, key) <= 0:
             raise ConfigError(f"{source}: windows.{key} must be > 0")
     check_design_inlet(checks.design_inlet_c, f"{source}: checks.design_inlet_c")
-    return Profile(name, source, windows, checks, floors, floor_sources, device_names, description)
+    return Profile(
+        name, source, windows, checks, floors, floor_sources, device_names, description, sku=sku
+    )
 
 
 def builtin_profiles() -> list[str]:

@@ -234,6 +234,28 @@ HW_REASON_BITS: tuple[Reason, ...] = tuple(
 )
 
 
+# An imported log may hold some reasons and not others (per-reason columns without
+# ``sw_power_cap``): its capability table then has one row per reason under this name, and
+# a reason whose row is not "supported" was not read ("not available", never "inactive").
+# A live run's backend reads NVML's whole bitmask: no such rows, every reason read.
+REASON_CAPABILITY = "clock_reasons.{key}"
+# The reasons read one at a time (the HW group's key is their union, not a reason of its own).
+SINGLE_REASONS: tuple[Reason, ...] = tuple(r for r in REASONS if r.key != "hw_any")
+
+
+def unread_reasons(capabilities: Mapping[str, str] | None) -> int:
+    """The reason bits a device's readings could not tell: those whose per-reason capability
+    row (``REASON_CAPABILITY``) is there and not "supported"; 0 where the table has no such
+    rows (NVML's bitmask reads them all)."""
+    caps = capabilities or {}
+    bits = 0
+    for reason in SINGLE_REASONS:
+        status = caps.get(REASON_CAPABILITY.format(key=reason.key))
+        if status is not None and status != "supported":
+            bits |= int(reason.bits)
+    return bits
+
+
 def label(name: str) -> str:
     """The label of a field or reason key, for people; the key itself if unknown."""
     field = BY_NAME.get(name)

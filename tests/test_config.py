@@ -98,6 +98,10 @@ def test_a_profile_file_is_loaded_by_path(tmp_path):
         ("[floors]\ngemm = 1\n", "floors.gemm: expected [floors.WORKLOAD.PART] tables"),
         ("[checks]\ndesign_inlet_c = 70\n", "checks.design_inlet_c: 70 °C is not an inlet"),
         ("[checks\n", "not valid TOML"),
+        ("[sku]\nslowdown_tmp_c = 89\n", "sku.slowdown_tmp_c: unknown key"),
+        ("[sku]\nslowdown_temp_c = 0\n", "sku.slowdown_temp_c: must be > 0"),
+        ("[sku]\nsource = 3\n", "sku.source: expected a string"),
+        ("sku = 3\n", "bad.toml: sku: expected a table"),
     ],
 )
 def test_bad_keys_and_values_are_one_line_errors_naming_them(text, needle):

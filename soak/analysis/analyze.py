@@ -28,6 +28,7 @@ from soak.analysis.diagnosis import Peers, diagnose, peers_of
 from soak.analysis.equilibrium import Equilibrium, Series, Signals, detect
 from soak.analysis.headroom import Headroom, headroom_checks, run_headroom
 from soak.analysis.noise import Noise, noise
+from soak.analysis.warmstart import warm_start
 from soak.analysis.windows import (
     Window,
     WindowName,
@@ -41,7 +42,7 @@ from soak.analysis.windows import (
     work_rates,
 )
 from soak.config import Profile, Windows
-from soak.fields import FOLLOWED, Columns
+from soak.fields import FOLLOWED, Columns, unread_reasons
 from soak.model import (
     HW_REASONS,
     DeviceInfo,
@@ -266,13 +267,17 @@ def _outcome_phase(events: Sequence[Event]) -> str | None:
     return phase if isinstance(phase, str) else None
 
 
-def hw_episodes(t: np.ndarray, reasons: np.ndarray) -> tuple[HwEpisode, ...] | None:
+def hw_episodes(
+    t: np.ndarray, reasons: np.ndarray, unread: int = 0
+) -> tuple[HwEpisode, ...] | None:
     """Stretches of consecutive readings with a HW protection reason bit set; None where no
-    clock reason was readable. Each lasts to its last reading plus one reading interval."""
+    clock reason was readable, or none of the HW ones (``unread``: the bits a log did not
+    hold). Each lasts to its last reading plus one reading interval."""
     readable = np.isfinite(reasons)
-    if not readable.any():
+    read = int(HW_REASONS) & ~unread
+    if not readable.any() or not read:
         return None
-    bits = np.where(readable, reasons, 0).astype(np.int64) & int(HW_REASONS)
+    bits = np.where(readable, reasons, 0).astype(np.int64) & read
     on = bits != 0
     if not on.any():
         return ()
@@ -327,9 +332,10 @@ def _windows(
     work: dict[str, dict[str, np.ndarray]],
     rates: Mapping[str, WorkRates],
     windows: Windows,
+    unread: int = 0,
 ) -> _Windows:
     """The equilibrium of a device's load from ``start`` to ``end``, and its cold, steady,
-    whole and final windows' statistics."""
+    whole and final windows' statistics (``unread``: the reason bits not read)."""
     if start is None or end is None or end <= start:
         return _Windows()
     t = tele.t_s
@@ -342,10 +348,10 @@ def _windows(
     equilibrium = detect(start, end, signals, windows)
     return _Windows(
         equilibrium,
-        window_stats(cold_window(start, windows), tele, work),
-        window_stats(steady_window(equilibrium.time_s, start, end, windows), tele, work),
-        window_stats(Window(start, end), tele, work),
-        window_stats(final_window(equilibrium.time_s, start, end, windows), tele, work),
+        window_stats(cold_window(start, windows), tele, work, unread),
+        window_stats(steady_window(equilibrium.time_s, start, end, windows), tele, work, unread),
+        window_stats(Window(start, end), tele, work, unread),
+        window_stats(final_window(equilibrium.time_s, start, end, windows), tele, work, unread),
     )
 
 
@@ -392,9 +398,21 @@ def device_facts(
     start, end = _load_span(work, tele.t_s, meta)
     if rates is None:
         rates = {part: work_rates(w) for part, w in work.items()}
-    w = _windows(start, end, tele, work, rates, profile.windows)
+    unread = unread_reasons(capabilities)
+    w = _windows(start, end, tele, work, rates, profile.windows, unread)
+    # A trace begun under load has no cold window (soak.analysis.warmstart, rule 1).
+    warm = (
+        warm_start(tele, meta.load_start_s, w.steady, meta.run.imported)
+        if w.cold is not None
+        else None
+    )
+    cold_stats = None if warm is not None and warm.begun else w.cold
     mask = foreign_mask(tele)
-    named = ((WindowName.COLD, w.cold), (WindowName.STEADY, w.steady), (WindowName.FINAL, w.final))
+    named = (
+        (WindowName.COLD, cold_stats),
+        (WindowName.STEADY, w.steady),
+        (WindowName.FINAL, w.final),
+    )
     contention: dict[str, Contention] = {
         label: window_contention(stats.window, tele, work, mask)
         for label, stats in (*named, (WHOLE, w.whole))
@@ -412,7 +430,7 @@ def device_facts(
         index=info.index,
         name=info.name,
         units={part: units.get(part, "") for part in work},
-        cold=w.cold,
+        cold=cold_stats,
         steady=w.steady,
         whole=w.whole,
         final=w.final,
@@ -431,9 +449,15 @@ def device_facts(
         workload=meta.run.workload,
         power_limit_w=_power_limit(w.steady, info),
         default_power_limit_w=info.default_power_limit_w,
-        hw_episodes=hw_episodes(tele.t_s, tele.clock_reasons),
+        hw_episodes=hw_episodes(tele.t_s, tele.clock_reasons, unread),
+        reasons_unread=unread,
+        warm_start=warm,
+        max_operating_temp_c=info.max_operating_temp_c,
         load_start_s=start,
-        warmup_end_s=w.cold.window.start_s if w.cold is not None else None,
+        # a trace begun under load has no warm-up in it: its first reading is judged
+        warmup_end_s=(start if cold_stats is None else cold_stats.window.start_s)
+        if w.cold is not None
+        else None,
         records_throughput=records_throughput(meta.run, any_work) and (own_work or not foreign),
         throughput_note="" if own_work or not foreign else FOREIGN_NONE,
         foreign_load=foreign,
@@ -458,6 +482,24 @@ def telemetry_checks(events: Sequence[Event]) -> list[Finding]:
         out.append(
             Finding("telemetry", Status.FAIL if judged else Status.WARN, e.message, e.device)
         )
+    return out
+
+
+def implausible_checks(
+    implausible: Mapping[int, Sequence[Implausible]], facts: Sequence[DeviceFacts]
+) -> list[Finding]:
+    """Readings left out as impossible (``soak.validity``): a warning per device and field
+    with their count and values, as a frozen sensor gets one; never a clean PASS on a
+    sensor that reads −75 °C."""
+    origins = {f.index: f.load_start_s for f in facts}
+    out = []
+    for index, found in sorted(implausible.items()):
+        if not found:
+            continue
+        origin = origins.get(index)
+        quality = Quality(0, tuple(found), origin_s=origin if origin is not None else 0.0)
+        for line in quality.left_out():
+            out.append(Finding("implausible", Status.WARN, line, index))
     return out
 
 
@@ -672,6 +714,7 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
             incomplete,
             resets.get(f.index, ()),
             rates[f.index],
+            profile.checks.min_throughput_retention,
         )
         for f in facts
     ]
@@ -732,7 +775,7 @@ def _all_checks(
     """Every check of the devices and of the server."""
     events = data.events
     checks = run_checks(facts, profile) + cross_device_checks(events)
-    checks += telemetry_checks(events)
+    checks += telemetry_checks(events) + implausible_checks(data.implausible, facts)
     checks += sync_checks(sync, events, profile, {f.index: f.name for f in facts})
     return checks + headroom_checks(headroom, profile.checks.min_headroom_c)
 
@@ -746,14 +789,16 @@ def _device_result(
     incomplete: bool,
     resets: tuple[Reset, ...],
     rates: dict[str, WorkRates],
+    floor: float = 0.95,
 ) -> DeviceResult:
-    """One device's verdict on its checks, its diagnosis, warm-up and steady noise."""
+    """One device's verdict on its checks, its diagnosis (``floor``: the profile's
+    retention floor), warm-up and steady noise."""
     failed = any(c.status is Status.FAIL for c in mine)
     # a check the device could not be judged on alone (contention) accepts nothing
     unjudged = incomplete or any(c.status is Status.INCOMPLETE for c in mine)
     verdict = Verdict.FAIL if failed else Verdict.INCOMPLETE if unjudged else Verdict.PASS
     start, end = span
-    found = diagnose(facts, mine, peers)
+    found = diagnose(facts, mine, peers, floor)
     launched = data.meta.load_start_s
     work = data.work.get(facts.index, {})
     worked = any(w["t_end_s"].size for w in work.values())

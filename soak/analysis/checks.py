@@ -9,6 +9,7 @@ HW power brake) after the warm-up, wherever it falls.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections.abc import Callable, Sequence
@@ -26,6 +27,8 @@ from soak.analysis.contention import (
     review,
 )
 from soak.analysis.equilibrium import Equilibrium, shortest_confirmation_s
+from soak.analysis.intervals import ratio_bounds
+from soak.analysis.warmstart import WarmStart
 from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowName, WindowStats
 from soak.config import Profile
 from soak.model import WorkerOutcome
@@ -73,6 +76,9 @@ class CheckName(enum.StrEnum):
     TELEMETRY = "telemetry"  # readings frozen under load
     THERMAL_HEADROOM = "thermal_headroom"  # soak.analysis.headroom
     CONTENTION = "contention"  # other work on the device, named wherever it was there
+    SLOWDOWN_TEMP = "slowdown_temp"  # the SKU's SW thermal slowdown temperature, absolute
+    COLD_WINDOW = "cold_window"  # whether the cold window was cold (soak.analysis.warmstart)
+    IMPLAUSIBLE = "implausible"  # readings left out as impossible (soak.validity)
     # ddp (soak.analysis.sync_steps)
     STRAGGLER = "straggler"
     SYNC_RETENTION = "sync_retention"
@@ -179,6 +185,22 @@ class DeviceFacts:
     contention: dict[str, Contention] = field(default_factory=dict)
     foreign_processes: tuple[ForeignProcess, ...] = ()
     clock_label: str = "SM clock"  # DeviceInfo.clock_label: what its texts call its clock
+    # The clock-event reason bits its readings could not tell (a log with only some
+    # reasons' columns; fields.unread_reasons): "not available", never "inactive".
+    reasons_unread: int = 0
+    # How its load began where not cold (soak.analysis.warmstart): begun under load (no
+    # cold window) or after an idle baseline still hot from a previous job.
+    warm_start: WarmStart | None = None
+    # The SKU's SW thermal slowdown temperature (NVML's max operating temperature)
+    max_operating_temp_c: float | None = None
+
+    @property
+    def windows_apart(self) -> bool:
+        """Whether a cold window lies before the steady one, so that a ratio of the two
+        means something (a load too short for both overlaps them)."""
+        if self.cold is None or self.steady is None:
+            return False
+        return self.steady.window.start_s >= self.cold.window.end_s
 
 
 def _rate(value: float | None, part: str, facts: DeviceFacts) -> str:
@@ -222,6 +244,20 @@ class RetentionSplit:
     drift: float
     thermal: float
     unexplained: float
+    # Causes that could not be told apart, each with why: "power-capped drift" where neither
+    # the power limit nor the SW power cap reason was read, "thermal slowdown" where the
+    # thermal reasons were not read. Their loss is in ``unexplained``, never shown as 0 %.
+    unchecked: tuple[tuple[str, str], ...] = ()
+
+    def causes(self) -> str:
+        """The split in words: each cause's share, or "not available" and why."""
+        skipped = dict(self.unchecked)
+        out = []
+        for name, share in (("power-capped drift", self.drift), ("thermal slowdown", self.thermal)):
+            why = skipped.get(name)
+            out.append(f"{name} not available ({why})" if why else f"{pct(share)} {name}")
+        out.append(f"{pct(self.unexplained)} unexplained")
+        return ", ".join(out)
 
     @property
     def strict_ratio(self) -> float:
@@ -230,11 +266,21 @@ class RetentionSplit:
         return self.ratio / (1.0 - self.drift) if self.drift < 1 else 0.0
 
 
-def _power_pinned(stats: WindowStats) -> bool:
-    if (stats.reason_share.get("sw_power_cap") or 0.0) > POWER_PINNED_SHARE:
+def _power_pinned(stats: WindowStats) -> bool | None:
+    """Whether power is pinned at the limit over the window; None where neither the SW
+    power cap reason nor power and its limit were read."""
+    capped = stats.reason_share.get("sw_power_cap")
+    if (capped or 0.0) > POWER_PINNED_SHARE:
         return True
     power, limit = stats.median.get("power_w"), stats.median.get("power_limit_w")
-    return power is not None and limit is not None and power >= POWER_AT_LIMIT * limit
+    if power is not None and limit is not None:
+        return power >= POWER_AT_LIMIT * limit
+    return None if capped is None else False
+
+
+NO_POWER_LIMIT = "no power limit or power-cap reason read"
+NO_THERMAL_REASON = "no thermal reason read"
+NO_CLOCK = "no clock read"
 
 
 def retention_split(
@@ -251,25 +297,31 @@ def retention_split(
     cold_clock = f.cold.median.get(key) if f.cold and key else None
     late_clock = late.median.get(key) if key else None
     if not cold_clock or late_clock is None:
-        return RetentionSplit(ratio, 0.0, 0.0, max(0.0, 1.0 - ratio))
+        unseen = (("power-capped drift", NO_CLOCK), ("thermal slowdown", NO_CLOCK))
+        return RetentionSplit(ratio, 0.0, 0.0, max(0.0, 1.0 - ratio), unseen)
     return split_by_cause(ratio, late_clock / cold_clock, late, profile)
 
 
 def split_by_cause(
     ratio: float, clock_ratio: float, late: WindowStats, profile: Profile
 ) -> RetentionSplit:
-    """Split a late/cold ``ratio`` whose clock fell to ``clock_ratio`` of cold by cause."""
+    """Split a late/cold ``ratio`` whose clock fell to ``clock_ratio`` of cold by cause. A
+    cause whose signal was not read is named in ``unchecked``, its loss left unexplained:
+    unknown is not zero."""
     clock_loss = max(0.0, 1.0 - clock_ratio)
     per_clock_loss = max(0.0, 1.0 - ratio / clock_ratio) if clock_ratio > 0 else 1.0
-    thermal_share = max(
-        late.reason_share.get("sw_thermal") or 0.0, late.reason_share.get("hw_thermal") or 0.0
-    )
+    sw_thermal = late.reason_share.get("sw_thermal")
+    thermal_share = max(sw_thermal or 0.0, late.reason_share.get("hw_thermal") or 0.0)
     hw_share = late.reason_share.get("hw_any") or 0.0
     if thermal_share > profile.checks.max_sw_thermal_fraction:
         return RetentionSplit(ratio, 0.0, clock_loss, per_clock_loss)
-    if hw_share == 0 and _power_pinned(late):
-        return RetentionSplit(ratio, clock_loss, 0.0, per_clock_loss)
-    return RetentionSplit(ratio, 0.0, 0.0, 1.0 - min(1.0, ratio))
+    unchecked = [] if sw_thermal is not None else [("thermal slowdown", NO_THERMAL_REASON)]
+    pinned = _power_pinned(late)
+    if hw_share == 0 and pinned:
+        return RetentionSplit(ratio, clock_loss, 0.0, per_clock_loss, tuple(unchecked))
+    if pinned is None:
+        unchecked.insert(0, ("power-capped drift", NO_POWER_LIMIT))
+    return RetentionSplit(ratio, 0.0, 0.0, 1.0 - min(1.0, ratio), tuple(unchecked))
 
 
 def check_throughput_retention(
@@ -294,25 +346,78 @@ def _clock_retention(
 ) -> list[Finding]:
     """Where no throughput is recorded, the SM clock (a CPU's clock) stands in for it: the
     same split by cause and the same floors, on late / cold clock."""
+    no_ratio = _no_ratio("clock_retention", f, late, label)
+    if no_ratio is not None:
+        return [no_ratio]
     cold = f.cold.median.get("sm_clock_mhz") if f.cold else None
     clock = late.median.get("sm_clock_mhz") if late else None
     if not cold or clock is None or late is None:
         what = f"{label} {f.clock_label}"
         return [_not_checked("clock_retention", what, f, "sm_clock_mhz", window=label)]
+    no_ratio = _no_ratio("clock_retention", f, late, label, overlap=True)
+    if no_ratio is not None:
+        return [no_ratio]
     split = split_by_cause(clock / cold, clock / cold, late, profile)
     checks = profile.checks
     text = (
-        f"{label} {f.clock_label} {clock:.0f} MHz is {pct(split.ratio)} of cold {cold:.0f} MHz "
-        f"(in place of throughput): {pct(split.drift)} power-capped drift "
-        f"(floor {pct(checks.max_power_drift, 0)}), {pct(split.thermal)} thermal slowdown, "
-        f"{pct(split.unexplained)} unexplained; floor {pct(checks.min_throughput_retention, 0)} "
-        f"for thermal and unexplained loss"
+        f"{label} {f.clock_label} {clock:.0f} MHz is {pct(split.ratio)}"
+        f"{_clock_bounds(f, late)} of cold {cold:.0f} MHz (in place of throughput): "
+        f"{_drift_causes(split, checks.max_power_drift)}; "
+        f"floor {pct(checks.min_throughput_retention, 0)} for thermal and unexplained loss"
     )
     ok = split.drift <= checks.max_power_drift and split.strict_ratio >= (
         checks.min_throughput_retention
     )
     status = Status.PASS if ok else Status.FAIL
     return [Finding("clock_retention", status, text, f.index, label)]
+
+
+def clock_ratio_bounds(f: DeviceFacts, late: WindowStats) -> tuple[float, float] | None:
+    """The late/cold SM clock ratio's widest 95 % bounds (each median's order-statistic
+    interval): the noise a clock loss must clear to be a loss."""
+    if f.cold is None:
+        return None
+    return ratio_bounds(
+        late.median_interval.get("sm_clock_mhz"), f.cold.median_interval.get("sm_clock_mhz")
+    )
+
+
+def _clock_bounds(f: DeviceFacts, late: WindowStats) -> str:
+    bounds = clock_ratio_bounds(f, late)
+    return f" (95 % interval {pct(bounds[0])}–{pct(bounds[1])})" if bounds else ""
+
+
+def _drift_causes(split: RetentionSplit, drift_floor: float, around: str = "") -> str:
+    """The split's causes, the drift's comparison (``around``) or floor beside it."""
+    text = split.causes()
+    beside = around or f"floor {pct(drift_floor, 0)}"
+    name = "power-capped drift"
+    if name not in dict(split.unchecked):
+        text = text.replace(name, f"{name} ({beside})", 1)
+    return text
+
+
+def _no_ratio(
+    check: str, f: DeviceFacts, late: WindowStats | None, label: WindowName, overlap: bool = False
+) -> Finding | None:
+    """A cold-vs-late ratio that means nothing is not taken: the trace began under load (no
+    cold window), or the load was too short for the two windows to lie apart (asked once
+    both figures are there: a load stopped before them says that instead)."""
+    if f.warm_start is not None and f.warm_start.begun:
+        message = f"no cold-vs-{label} ratio: {f.warm_start.message.split(':')[0]}"
+        return Finding(check, Status.NOT_CHECKED, message, f.index, label)
+    if (
+        overlap
+        and f.cold is not None
+        and late is not None
+        and (late.window.start_s < f.cold.window.end_s)
+    ):
+        message = (
+            f"no cold-vs-{label} ratio: the cold and {label} windows overlap (the load is too "
+            "short for both)"
+        )
+        return Finding(check, Status.NOT_CHECKED, message, f.index, label)
+    return None
 
 
 def _not_measured(check: str, f: DeviceFacts) -> Finding:
@@ -341,6 +446,9 @@ def _retention(
     profile: Profile,
     peers: Sequence[DeviceFacts] = (),
 ) -> list[Finding]:
+    no_ratio = _no_ratio("throughput_retention", f, late, label)
+    if no_ratio is not None:
+        return [no_ratio]
     out = []
     parts = sorted(set(f.cold.throughput if f.cold else {}) | set(late.throughput if late else {}))
     missing_status = Status.WARN if f.run_incomplete else Status.FAIL
@@ -374,6 +482,10 @@ def _retention(
         if cold <= 0:  # no ratio to take; a device that did nothing cold is not healthy
             message = f"{part}: cold throughput {_rate(cold, part, f)}: no work done cold"
             out.append(Finding("throughput_retention", Status.FAIL, message, f.index, label, part))
+            continue
+        no_ratio = _no_ratio("throughput_retention", f, late, label, overlap=True)
+        if no_ratio is not None:
+            out.append(dataclasses.replace(no_ratio, part=part))
             continue
         assert late is not None
         split = retention_split(f, late, part, profile)
@@ -410,8 +522,7 @@ def _retention_result(
         around.append(f"{profile.name} expects {pct(checks.expected_power_drift)}")
     around.append(f"floor {pct(drift_floor, 0)}")
     text = (
-        f"{head}: {pct(split.drift)} power-capped drift ({', '.join(around)}), "
-        f"{pct(split.thermal)} thermal slowdown, {pct(split.unexplained)} unexplained; "
+        f"{head}: {_drift_causes(split, drift_floor, ', '.join(around))}; "
         f"floor {pct(floor, 0)} for thermal and unexplained loss"
     )
     ok = split.drift <= drift_floor and split.strict_ratio >= floor
@@ -486,7 +597,11 @@ def check_sw_thermal(f: DeviceFacts, profile: Profile) -> list[Finding]:
     for window_label, stats in _late_windows(f):
         share = stats.reason_share.get("sw_thermal") if stats else None
         if share is None or stats is None:
-            out.append(_not_checked("sw_thermal", "clock-event reasons", f, "clock_reasons"))
+            if f.reasons_unread & int(fields.REASONS_BY_KEY["sw_thermal"].bits):
+                key = fields.REASON_CAPABILITY.format(key="sw_thermal")
+                out.append(_not_checked("sw_thermal", "SW thermal slowdown reason", f, key))
+            else:
+                out.append(_not_checked("sw_thermal", "clock-event reasons", f, "clock_reasons"))
             break
         status = Status.PASS if share <= lim else Status.FAIL
         seconds = share * stats.window.length_s
@@ -517,8 +632,12 @@ def check_protection_events(f: DeviceFacts, profile: Profile) -> list[Finding]:
     duration and reason bits."""
     if f.hw_episodes is None:
         return [_not_checked("hw_events", "clock-event reasons", f, "clock_reasons")]
+    unread = [r.label for r in fields.HW_REASON_BITS if int(r.bits) & f.reasons_unread]
     if not f.hw_episodes:
-        message = "no HW slowdown, HW thermal slowdown or HW power brake during the run"
+        read = [r.label for r in fields.HW_REASON_BITS if not int(r.bits) & f.reasons_unread]
+        message = f"no {_either(read)} during the run"
+        if unread:
+            message += f" ({_either(unread)} not read: not available)"
         return [Finding("hw_events", Status.PASS, message, f.index)]
     warmup = f.warmup_end_s
     late = [e for e in f.hw_episodes if warmup is None or e.end_s > warmup]
@@ -540,6 +659,61 @@ def check_protection_events(f: DeviceFacts, profile: Profile) -> list[Finding]:
         )
         out.append(Finding("hw_events", status, message, f.index))
     return out
+
+
+def _either(labels: list[str]) -> str:
+    """ "HW slowdown, HW thermal slowdown or HW power brake"."""
+    return labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} or {labels[-1]}"
+
+
+AT_SLOWDOWN_C = 2.0  # a median this close below the SW slowdown temperature is held there
+
+
+def check_slowdown_temp(f: DeviceFacts, profile: Profile) -> list[Finding]:
+    """The absolute rule beside the hot-spot one, which compares a device with the
+    server's median and cannot see a server whose every device is equally hot: a late
+    window whose median temperature is at the SKU's SW thermal slowdown temperature (NVML's
+    max operating temperature, where the driver starts holding the clocks down) or within
+    ``AT_SLOWDOWN_C`` of it warns, whatever the other devices read. Without that
+    temperature (a log whose SKU is not known) there is nothing to judge."""
+    limit = f.max_operating_temp_c
+    if limit is None:
+        return []
+    out = []
+    for label, stats in _late_windows(f):
+        temp = stats.median.get("temp_c") if stats else None
+        if temp is None:
+            what = f"{label} temperature"
+            out.append(_not_checked("slowdown_temp", what, f, "temp_c", window=label))
+            continue
+        if temp < limit - AT_SLOWDOWN_C:
+            message = (
+                f"{label} temperature {temp:.0f} °C is {limit - temp:.0f} °C below the SW "
+                f"thermal slowdown temperature {limit:.0f} °C"
+            )
+            out.append(Finding("slowdown_temp", Status.PASS, message, f.index, label))
+            continue
+        message = (
+            f"{label} temperature {temp:.0f} °C is at the SW thermal slowdown temperature "
+            f"{limit:.0f} °C (within {AT_SLOWDOWN_C:.0f} °C): the driver holds the clocks down "
+            "there"
+        )
+        if stats is not None and stats.reason_share.get("sw_thermal") is None:
+            message += " (clock-event reasons not read: inferred from temperature)"
+        out.append(Finding("slowdown_temp", Status.WARN, message, f.index, label))
+    return out
+
+
+def check_cold_window(f: DeviceFacts, profile: Profile) -> list[Finding]:
+    """Whether the cold window was cold (``soak.analysis.warmstart``): a trace begun under
+    load has none, and an idle baseline still hot from a previous job warmed it; both warn
+    with their figures. Not checked without a temperature to tell."""
+    if f.warm_start is not None:
+        return [Finding("cold_window", Status.WARN, f.warm_start.message, f.index)]
+    if f.cold is None or f.cold.median.get("temp_c") is None:
+        return [_not_checked("cold_window", "cold-window temperature", f, "temp_c")]
+    message = f"the load began cold ({f.cold.median['temp_c']:.0f} °C in the cold window)"
+    return [Finding("cold_window", Status.PASS, message, f.index)]
 
 
 def check_temp_margin(f: DeviceFacts, profile: Profile) -> list[Finding]:
@@ -819,6 +993,8 @@ DEVICE_CHECKS: tuple[Callable[[DeviceFacts, Profile], list[Finding]], ...] = (
     check_protection_events,
     check_sw_thermal,
     check_temp_margin,
+    check_slowdown_temp,
+    check_cold_window,
     check_equilibrium,
     check_run_length,
     check_jitter,

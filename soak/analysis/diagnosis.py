@@ -15,10 +15,20 @@ and for a device that is slow (throughput retention, the within-server rule or a
 - **power-limited**: held at its power limit, and that limit is below the default, or it
   runs at its peers' power with lower clocks, or its clocks fell from cold to steady at the
   limit (leakage grows with temperature);
-- **hardware-fault** for what is left: slower with no thermal, input or power explanation;
-- **unexplained** where the device could not have shown one: no temperature, no power and
+- **hardware-fault** for what is left: slower with no thermal, input or power explanation,
+  where the thermal cause was ruled out positively (the SW thermal slowdown reason read, and
+  inactive) and the loss lies beyond the level's own noise (a clock that swings between its
+  floor and its maximum has a median with a wide interval: where that interval still
+  reaches the floor, the loss is not shown);
+- **thermal-limited (inferred from temperature)** where the clock-event reasons were not
+  read and the device sits at or near its SKU's slowdown temperature (``temp_margin`` or a
+  hot spot failing, or ``slowdown_temp`` warning on a slow device): the likeliest cause, but
+  soak did not see the reason;
+- **unexplained** where the device could not have shown why: no temperature, no power and
   no clock it measures (a CPU in a VM: no sensors, and /proc/cpuinfo's clock a fallback
-  that holds the host's nominal figure). Nothing points at the device, so no RMA is asked.
+  that holds the host's nominal figure), no clock-event reasons read to rule the thermal
+  cause out, or a loss within the clock's own noise. Nothing points at the device, so no
+  RMA is asked.
 
 No rule reads a clock the backend has only as a fallback (capability ``fallback``): such a
 reading may stand still while the real clock moves, so it shows neither less work per
@@ -56,12 +66,17 @@ from soak.analysis.checks import (
     DeviceFacts,
     Finding,
     Status,
+    clock_ratio_bounds,
 )
 from soak.analysis.windows import WindowStats
 from soak.model import HW_REASONS, Capability, ClockReason
+from soak.units import pct
 
 HEALTHY = "healthy"
 THERMAL = "thermal-limited"
+# thermal-limited by its temperature alone: the clock-event reasons that would show it
+# were not read (a log without them)
+THERMAL_INFERRED = "thermal-limited (inferred from temperature)"
 POWER = "power-limited"
 HOST = "host-bound"
 HARDWARE = "hardware-fault"
@@ -73,6 +88,7 @@ FOREIGN = contention.PROCESS  # a compute process not soak's shared the device (
 CAUSES = (
     HEALTHY,
     THERMAL,
+    THERMAL_INFERRED,
     POWER,
     HOST,
     HARDWARE,
@@ -87,6 +103,8 @@ MEANINGS = {
     HEALTHY: "no loss from cold to steady state that the checks flag",
     THERMAL: "clocks held back by thermal slowdown (or a HW thermal event), or too little "
     "margin below the slowdown temperature",
+    THERMAL_INFERRED: "at or near its SKU's slowdown temperature, where the driver holds "
+    "the clocks down; the clock-event reasons that would confirm it were not read",
     POWER: "slower at steady state with the power cap in force most of the time (leakage "
     "grows with temperature)",
     HOST: "utilisation fell before throughput did: the host did not keep the device busy",
@@ -96,8 +114,10 @@ MEANINGS = {
     "device's health",
     TOO_SHORT: "it reached no thermal equilibrium in a load shorter than the profile asks for: "
     "it was never seen hot, and nothing can be said of its health hot",
-    UNEXPLAINED: "slower at steady state on a device that measures no temperature, power or "
-    "clock: nothing points at the device, and nothing clears it",
+    UNEXPLAINED: "slower at steady state, with nothing read that could show why (no "
+    "temperature, power or clock on the device, no clock-event reasons to rule the thermal "
+    "cause out, or a loss within the clock's own noise): nothing points at the device, and "
+    "nothing clears it",
     CONTENTION: "its figures fell while the host's other work used the device: it could not "
     "be judged alone",
     FOREIGN: "its figures fell while another compute process shared the device: it could not "
@@ -107,6 +127,8 @@ NEXT_STEPS = {
     HEALTHY: "nothing to do",
     THERMAL: "check the inlet temperature, the fans and the heat sink's contact (thermal pads, "
     "baffles, blocked fins)",
+    THERMAL_INFERRED: "check the inlet temperature, the fans and the heat sink's contact; log "
+    "the clock-event reasons (nvidia-smi's clocks_event_reasons.active) to confirm",
     POWER: "check the enforced power limit against the SKU's default, and the PSU and its feeds",
     HOST: "check the host: CPU load and frequency, PCIe link width and speed, NUMA placement "
     "of the device's process",
@@ -114,9 +136,9 @@ NEXT_STEPS = {
     NOT_MEASURED: "run the soak again for longer: no work was measured before it stopped",
     TOO_SHORT: "soak again for longer: the profile's min_load_s at least (11 min by default), "
     "and 21 min or more for a steady window after equilibrium",
-    UNEXPLAINED: "rerun on an idle host (where nothing on the device is measured, other load "
-    "on the host or its hypervisor is the likeliest cause); a loss that stays there is the "
-    "device's",
+    UNEXPLAINED: "rerun on an idle host with what was missing measured (the clock-event "
+    "reasons logged; where nothing on the device is measured, other load on the host or its "
+    "hypervisor is the likeliest cause); a loss that stays there is the device's",
     CONTENTION: contention.NEXT_STEP,
     FOREIGN: contention.NEXT_STEP,
 }
@@ -136,6 +158,8 @@ SLOW_CHECKS = frozenset(
 THERMAL_CHECKS = frozenset(
     {CheckName.SW_THERMAL, CheckName.TEMP_MARGIN, CheckName.HW_EVENTS, CheckName.HOT_SPOT}
 )
+# Checks that read a thermal reason: where one of them fails, the cause was seen, not inferred
+REASON_CHECKS = frozenset({CheckName.SW_THERMAL, CheckName.HW_EVENTS})
 
 MIN_PEERS = 3
 BUSY_UTIL_PCT = 95.0  # a saturating load keeps NVML utilisation at 100 %
@@ -257,12 +281,30 @@ def _protection_bits(f: DeviceFacts) -> int:
     return bits
 
 
+def _thermal_unread(f: DeviceFacts) -> bool:
+    """Whether the SW thermal slowdown reason went unread in a late window: the thermal
+    cause can then not be ruled out, only inferred from the temperature."""
+    return any(s.reason_share.get("sw_thermal") is None for s in _late(f))
+
+
+INFERRED = "clock-event reasons not read: inferred from the temperature"
+
+
 def _thermal(
     f: DeviceFacts, failing: set[CheckName], checks: Sequence[Finding], peers: Peers, slow: bool
 ) -> Diagnosis | None:
     evidence = _messages(checks, THERMAL_CHECKS)
     thermal_share = max(_share(f, "sw_thermal"), _share(f, "hw_thermal"))
-    if thermal_share > 0.01 or failing & THERMAL_CHECKS:
+    inferred = _thermal_unread(f) and not thermal_share and not failing & REASON_CHECKS
+    if slow and inferred and not failing & THERMAL_CHECKS:
+        evidence = [
+            c.message
+            for c in checks
+            if c.check is CheckName.SLOWDOWN_TEMP and c.status is Status.WARN
+        ]
+    if thermal_share > 0.01 or failing & THERMAL_CHECKS or (inferred and evidence):
+        if inferred:
+            return Diagnosis(THERMAL_INFERRED, (INFERRED, *evidence, *_clock_evidence(f, peers)))
         if thermal_share and not evidence:
             evidence.append(f"thermal clock reasons {100 * thermal_share:.1f} % of the time")
         return Diagnosis(THERMAL, tuple(evidence) + _clock_evidence(f, peers))
@@ -351,11 +393,23 @@ def per_clock(f: DeviceFacts, peers: Peers) -> tuple[float, str] | None:
 
 
 def _weak(f: DeviceFacts, peers: Peers) -> Diagnosis | None:
-    """Less work per clock than its peers: a weak part, whatever holds its clocks."""
+    """Less work per clock than its peers: a weak part, whatever holds its clocks, where
+    the loss lies beyond the clock median's own interval (a clock swinging between its
+    floor and its maximum has a median that says little)."""
     found = per_clock(f, peers)
     if found is None or found[0] >= 1 - PER_CLOCK_GAP:
         return None
     ratio, part = found
+    key = CLOCK_OF_UNIT.get(f.units.get(part, ""))
+    bounds = f.steady.median_interval.get(key) if f.steady is not None and key else None
+    clock = _steady(f, key) if key else None
+    if (
+        bounds is not None
+        and clock
+        and bounds[0] > 0
+        and ratio * clock / bounds[0] >= (1 - PER_CLOCK_GAP)
+    ):
+        return None
     against = "the server median" if peers.usable else "its cold window"
     message = f"steady {part} work per clock is {100 * ratio:.1f} % of {against}'s"
     return Diagnosis(HARDWARE, (message,))
@@ -406,8 +460,48 @@ def _work_measured(f: DeviceFacts) -> bool:
     return any(rate is not None for rate in f.whole.throughput.values())
 
 
-def diagnose(f: DeviceFacts, checks: Sequence[Finding], peers: Peers) -> Diagnosis:
-    """The likely cause of what this device's checks found; healthy where nothing failed."""
+NOT_RULED_OUT = (
+    "the SW thermal slowdown reason was not read: thermal slowdown could not be ruled out"
+)
+
+
+def _left_over(f: DeviceFacts, checks: Sequence[Finding], peers: Peers, floor: float) -> Diagnosis:
+    """A slow device that nothing explains: a hardware fault only where the thermal cause
+    was ruled out positively (its reason read) and the loss lies beyond the clock's own
+    noise; else unexplained, saying which."""
+    slow = _messages(checks, SLOW_CHECKS)
+    if _thermal_unread(f):
+        return Diagnosis(UNEXPLAINED, (*slow, NOT_RULED_OUT))
+    noisy = _within_noise(f, floor)
+    if noisy is not None:
+        return Diagnosis(UNEXPLAINED, (*slow, noisy))
+    message = "slower with no thermal, power or input explanation"
+    return Diagnosis(HARDWARE, (message, *_clock_evidence(f, peers)))
+
+
+def _within_noise(f: DeviceFacts, floor: float) -> str | None:
+    """Where the clock stands in for throughput (none recorded): the late/cold clock
+    ratio's 95 % interval reaching the floor, so the loss is not shown beyond the clock's
+    own swing; None where it is (or no interval can be taken)."""
+    if f.records_throughput:
+        return None
+    for label, late in (("steady", f.steady), ("final", f.final)):
+        bounds = clock_ratio_bounds(f, late) if late is not None else None
+        if bounds is not None and bounds[1] >= floor:
+            return (
+                f"the {label} {f.clock_label}'s 95 % interval reaches {pct(bounds[1])} of "
+                f"cold (from {pct(bounds[0])}), at or above the floor {pct(floor, 0)}: the "
+                "loss is within the clock's own swing"
+            )
+    return None
+
+
+def diagnose(
+    f: DeviceFacts, checks: Sequence[Finding], peers: Peers, floor: float = 0.95
+) -> Diagnosis:
+    """The likely cause of what this device's checks found; healthy where nothing failed.
+    ``floor`` is the profile's retention floor, which a loss must clear beyond its noise to
+    be a device's fault."""
     failing = {c.check for c in checks if c.status is Status.FAIL and c.device == f.index}
     contended = _contended(f, checks)
     if not failing:
@@ -432,8 +526,7 @@ def diagnose(f: DeviceFacts, checks: Sequence[Finding], peers: Peers) -> Diagnos
                 return cause
         if _blind(f):
             return Diagnosis(UNEXPLAINED, (*_messages(checks, SLOW_CHECKS), _UNSEEN))
-        message = "slower with no thermal, power or input explanation"
-        return Diagnosis(HARDWARE, (message, *_clock_evidence(f, peers)))
+        return _left_over(f, checks, peers, floor)
     if contended is not None:
         return contended
     # What is left failed a requirement of the run, not of the device (equilibrium where

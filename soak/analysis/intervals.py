@@ -6,6 +6,13 @@ correlation, so the block figures are near independent and a t interval with blo
 degrees of freedom holds. A ratio's interval is the delta method's: its relative error is
 the two relative errors added in quadrature (the cold and steady windows do not overlap, so
 their errors are independent); with errors of a few per cent at most it matches Fieller's.
+
+A window's median has the distribution-free interval of two order statistics (the binomial
+one: the ranks between which the median lies with ``CONFIDENCE``), so that a level that
+swings between a floor and its maximum from one reading to the next (a clock held by SW
+thermal slowdown) has the wide interval it deserves and a steady one a narrow one. It takes
+the readings as independent: right for a swing faster than the reading interval, too narrow
+for a slow drift, which a window's median then follows anyway.
 """
 
 from __future__ import annotations
@@ -13,7 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy import special
+import numpy as np
+from scipy import special, stats
 
 CONFIDENCE = 0.95  # two-sided: a figure is decided where its interval clears its floor
 
@@ -76,3 +84,27 @@ def scaled(interval: Interval, value: float) -> Interval:
     known factor taken out): the same relative width."""
     factor = value / interval.value if interval.value else math.inf
     return Interval(value, abs(interval.half * factor), abs(interval.se * factor), interval.df)
+
+
+def median_interval(
+    values: np.ndarray, confidence: float = CONFIDENCE
+) -> tuple[float, float] | None:
+    """The order-statistic interval of the median of ``values`` (NaN left out): the k-th
+    smallest and the k-th largest reading, k from the binomial(n, ½) quantile; None with
+    fewer than 6 readings, which give no interval at 95 %."""
+    finite = np.sort(values[np.isfinite(values)])
+    n = finite.size
+    k = int(stats.binom.ppf((1 - confidence) / 2, n, 0.5)) if n else 0
+    if n < 6 or k < 1:
+        return None
+    return float(finite[k - 1]), float(finite[n - k])
+
+
+def ratio_bounds(
+    late: tuple[float, float] | None, cold: tuple[float, float] | None
+) -> tuple[float, float] | None:
+    """The widest late/cold ratio two intervals allow (each end against the other's far
+    end): cautious, for deciding whether a loss lies beyond both levels' noise."""
+    if late is None or cold is None or cold[0] <= 0:
+        return None
+    return late[0] / cold[1], late[1] / cold[0]

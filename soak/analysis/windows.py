@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from soak.analysis.intervals import median_interval
 from soak.config import Windows
-from soak.fields import REASONS, WINDOW_METRICS, Columns
+from soak.fields import FIELDS, REASONS, WINDOW_METRICS, Columns
 from soak.model import ClockReason
 
 MIN_SEPARATE_STEADY_S = 60.0  # shortest steady window worth keeping apart from the cold one
@@ -60,6 +61,9 @@ class WindowStats:
     unknown_reason_bits: int = 0
     power_mean_w: float | None = None
     energy_basis: str | None = None  # where power_mean_w came from (ENERGY_COUNTER, ...)
+    # The clocks' medians' 95 % intervals (``intervals.median_interval``): a clock that
+    # swings between its floor and its maximum has a median that says little alone.
+    median_interval: dict[str, tuple[float, float] | None] = field(default_factory=dict)
     # Joules per unit of work of each part, from the two above. With several parts running
     # at once (``mix``) each part is charged the whole device's energy.
     energy_per_work: dict[str, float | None] = field(init=False)
@@ -292,11 +296,19 @@ def _mean_power(
     return None, None
 
 
+# The clocks, whose medians get an interval: a clock may swing between two levels.
+INTERVAL_METRICS = tuple(f.name for f in FIELDS if f.unit == "MHz")
+
+
 def window_stats(
     window: Window,
     tele: Columns,
     work: dict[str, dict[str, np.ndarray]],
+    unread: int = 0,
 ) -> WindowStats:
+    """A window's statistics. ``unread`` holds the clock-event reason bits the readings
+    could not tell (``fields.unread_reasons``: a log with some reasons' columns only): a
+    reason among them has no share (None, "not available"), never 0."""
     t = tele.t_s
     mask = window.mask(t)
     median, p10, p90 = {}, {}, {}
@@ -327,11 +339,13 @@ def window_stats(
     unknown = 0
     for reason in REASONS:
         hit = readable & int(reason.bits) != 0
-        share[reason.key] = float(np.mean(hit)) if readable.size else None
+        known = readable.size and not int(reason.bits) & unread
+        share[reason.key] = float(np.mean(hit)) if known else None
     if readable.size:
         unknown = int(np.bitwise_or.reduce(readable) & ~ClockReason.known_mask())
 
     power, basis = _mean_power(t[mask], tele.energy_j[mask], tele.power_w[mask])
+    intervals = {name: median_interval(tele[name][mask]) for name in INTERVAL_METRICS}
     return WindowStats(
-        window, median, p10, p90, throughput, cv, counts, share, unknown, power, basis
+        window, median, p10, p90, throughput, cv, counts, share, unknown, power, basis, intervals
     )

@@ -50,7 +50,9 @@ def _csv_arguments(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="FIELD=COLUMN",
         help="soak field (temp_c, mem_temp_c, sm_clock_mhz, mem_clock_mhz, power_w, "
-        "power_limit_w, util_pct, mem_util_pct, fan_pct, clock_reasons, throughput; "
+        "power_limit_w, util_pct, mem_util_pct, fan_pct, clock_reasons (a bitmask), "
+        "throughput; clock_reasons.sw_power_cap, .sw_thermal, .hw_slowdown, .hw_thermal, "
+        ".hw_power_brake: one reason per column, Active/Not Active or 1/0; "
         "inlet_c: the server's inlet in °C, e.g. a logged IPMI column, for the thermal "
         "headroom) from COLUMN; repeatable; COLUMN may hold {i} (default: none)",
     )
@@ -216,6 +218,13 @@ def _common_arguments(p: argparse.ArgumentParser, fmt: ImportFormat) -> None:
         "--name", help="device model where the trace does not name it (default: unknown)"
     )
     p.add_argument(
+        "--profile",
+        metavar="NAME|FILE",
+        help="acceptance profile to judge the trace by (built-in name or TOML file); its "
+        "[sku] gives the devices' slowdown temperatures (default: the default profile, the "
+        "SKU guessed from the trace's name column, else its memory.total and clocks.max.sm)",
+    )
+    p.add_argument(
         "--out", type=Path, default=Path("reports"), help="reports folder (default reports)"
     )
     p.add_argument(
@@ -237,10 +246,12 @@ def _common_arguments(p: argparse.ArgumentParser, fmt: ImportFormat) -> None:
 
 
 def command(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from soak.config import load_profile
     from soak.importers.core import FROZEN_BASIS, ImportOptions, write_run
     from soak.importers.source import describe
     from soak.report import build_outputs
 
+    profile = load_profile(args.profile) if args.profile else None
     source = describe(args.file, args.format)
     trace = FORMATS[args.format].read(args)
     options = ImportOptions(
@@ -252,10 +263,17 @@ def command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         load_start_s=args.load_start,
         load_end_s=args.load_end,
         name=args.name,
+        profile=profile,
     )
     result = write_run(trace, source, options)
     seg = result.segment
     print(f"load segment: {seg.start_s:.1f} s to {seg.end_s:.1f} s ({seg.basis})")
+    for line in result.sku_lines():
+        print(line)
+    if result.preferred:
+        print(f"column precedence: {'; '.join(result.preferred)}")
+    if result.unused:
+        print(f"columns not used: {', '.join(result.unused)}")
     for other in result.others:
         why = other.basis if other.basis == FROZEN_BASIS else "not imported"
         print(f"  other segment: {other.start_s:.1f} s to {other.end_s:.1f} s ({why})")

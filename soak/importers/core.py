@@ -20,13 +20,15 @@ from typing import Any
 import numpy as np
 
 from soak import __version__
-from soak.config import load_profile
+from soak.config import Profile, load_profile
 from soak.errors import ConfigError
-from soak.fields import IMPORTABLE
+from soak.fields import IMPORTABLE, REASON_CAPABILITY, SINGLE_REASONS
+from soak.importers.sku import Sku, settle_sku
 from soak.importers.source import ImportFailed, Source
 from soak.model import (
     INLET_SERIES,
     Capability,
+    ClockReason,
     DeviceInfo,
     Event,
     EventKind,
@@ -44,7 +46,29 @@ TELEMETRY_IMPORTED = IMPORTABLE  # the registry's importable telemetry fields
 # Server-level series a column may be mapped onto: the inlet a BMC column logged (IPMI's
 # inlet sensor), stored in ``server_readings`` as a live run's BMC readings are.
 SERVER_IMPORTED: tuple[str, ...] = (INLET_SERIES,)
-FIELDS: tuple[str, ...] = (*TELEMETRY_IMPORTED, "throughput", *SERVER_IMPORTED)
+# One clock-event reason per column, where a log has no bitmask (``--map
+# clock_reasons.sw_thermal=COLUMN``; nvidia-smi's per-reason columns): Active / Not Active.
+REASON_IMPORTED: dict[str, ClockReason] = {
+    REASON_CAPABILITY.format(key=r.key): r.bits for r in SINGLE_REASONS
+}
+FIELDS: tuple[str, ...] = (
+    *TELEMETRY_IMPORTED,
+    "throughput",
+    *SERVER_IMPORTED,
+    *REASON_IMPORTED,
+)
+# A per-reason column's spellings (nvidia-smi: "Active" / "Not Active"; others 1/0, yes/no)
+ACTIVE = frozenset({"active", "1", "yes", "true"})
+INACTIVE = frozenset({"not active", "0", "no", "false"})
+EVERY_REASON = ~0  # the reasons a bitmask column reads: all of them, bits NVML may add too
+# What a device's static columns may give its DeviceInfo (memory.total, clocks.max.sm...)
+DEVICE_FACTS = (
+    "memory_total_mib",
+    "max_sm_clock_mhz",
+    "default_power_limit_w",
+    "slowdown_temp_c",
+    "max_operating_temp_c",
+)
 
 # Throughput units a trace may give its rate in: the unit of work soak stores, and the scale.
 THROUGHPUT_UNITS: dict[str, tuple[str, float]] = {
@@ -109,6 +133,20 @@ def parse_value(text: str, column: Column, path: Path, line: int) -> float | Non
     return value if math.isfinite(value) else None
 
 
+def parse_state(text: str, column: Column, path: Path, line: int) -> float | None:
+    """One clock-event reason's column: 1.0 active, 0.0 not, None unreadable ("[N/A]")."""
+    stripped = text.strip().lower()
+    if stripped in UNREADABLE:
+        return None
+    if stripped in ACTIVE:
+        return 1.0
+    if stripped in INACTIVE:
+        return 0.0
+    raise ImportFailed(
+        path, line, f"column {column.name!r}: {text.strip()[:40]!r} is not Active or Not Active"
+    )
+
+
 def parse_time(text: str, unit: str, path: Path, line: int) -> float:
     """Seconds on the file's own axis: a number in s or ms, or an ISO-8601 (or nvidia-smi
     ``YYYY/MM/DD HH:MM:SS.mmm``) stamp as seconds since the epoch (UTC where unzoned)."""
@@ -139,6 +177,58 @@ class DeviceTrace:
     )
     rate: list[float | None] = field(default_factory=list)  # throughput, unit/s
     rate_interval: list[float | None] = field(default_factory=list)  # when the trace says
+    # Clock-event reasons read one at a time, per reason bit and row: a per-reason column's
+    # state (1.0 active, 0.0 not, None unread), and a cumulative counter of the time the
+    # reason was active (seconds), where the log has no bitmask (``resolve_reasons``).
+    reason_states: dict[int, list[float | None]] = field(default_factory=dict)
+    reason_counters: dict[int, list[float | None]] = field(default_factory=dict)
+    # What the log says of the device itself (DEVICE_FACTS), its first reading of each
+    facts: dict[str, float] = field(default_factory=dict)
+    # The reason bits read (``resolve_reasons``): None until resolved
+    reasons_read: int | None = None
+
+    def resolve_reasons(self) -> int:
+        """Fold the per-reason columns and counters into ``clock_reasons``, the bitmask the
+        store holds, and return the bits read. A bitmask column wins; else each reason comes
+        from its column, or from its counter (active over the interval since the row before
+        for at least half of it). A row is unread (None) where a reason read elsewhere in
+        the log is unread in it. Without any, no bit is read."""
+        if self.reasons_read is not None:
+            return self.reasons_read
+        if any(v is not None for v in self.values["clock_reasons"]):
+            self.reasons_read = EVERY_REASON
+            return self.reasons_read
+        states = {b: v for b, v in self.reason_states.items() if any(x is not None for x in v)}
+        for bit, counter in self.reason_counters.items():
+            if bit not in states and any(x is not None for x in counter):
+                states[bit] = _counter_states(self.t, counter)
+        self.reasons_read = 0
+        for bit in states:
+            self.reasons_read |= bit
+        if states:
+            rows: list[float | None] = []
+            for k in range(len(self.t)):
+                row = [v[k] for v in states.values()]
+                if any(v is None for v in row):
+                    rows.append(None)
+                else:
+                    rows.append(float(sum(b for b, v in zip(states, row, strict=True) if v)))
+            self.values["clock_reasons"] = rows
+        return self.reasons_read
+
+
+def _counter_states(t: list[float], counter: list[float | None]) -> list[float | None]:
+    """A cumulative reason counter (seconds) as a state per row: active where it grew by at
+    least half the time since the row before; unread on the first row, around an unread
+    value and where it went back (a reset)."""
+    out: list[float | None] = [None]
+    for k in range(1, len(t)):
+        a, b, dt = counter[k - 1], counter[k], t[k] - t[k - 1]
+        if a is None or b is None or b < a or dt <= 0:
+            out.append(None)
+        else:
+            out.append(1.0 if b - a >= 0.5 * dt else 0.0)
+    return out
 
 
 @dataclass(slots=True)
@@ -161,6 +251,13 @@ class Trace:
     # Where the trace has no device column and is read as one device: what to give instead,
     # named when a time has two rows ("add index to --query-gpu").
     one_device: str | None = None
+    # The columns soak did not use, by name (the import's output and the report list them),
+    # and where two columns gave one field, which was used over which ("power.draw over
+    # power.draw.instant"): no column is dropped without a word.
+    unused: list[str] = field(default_factory=list)
+    preferred: list[str] = field(default_factory=list)
+    serials: dict[int, str] = field(default_factory=dict)
+    drivers: dict[int, str] = field(default_factory=dict)
 
     def add(
         self,
@@ -170,9 +267,13 @@ class Trace:
         line: int,
         rate_interval_s: float | None = None,
         stamp: str | None = None,
+        reasons: Mapping[int, float | None] | None = None,
+        counters: Mapping[int, float | None] | None = None,
     ) -> None:
         """One row: the time must not go backwards and a device appears once per time.
-        ``stamp`` is the time as the file writes it, for the error messages."""
+        ``stamp`` is the time as the file writes it, for the error messages; ``reasons`` and
+        ``counters`` the clock-event reasons read one at a time (by bit: a state, a
+        cumulative time in seconds)."""
         trace = self.devices.setdefault(device, DeviceTrace())
         if trace.t:
             if t < trace.t[-1]:
@@ -193,9 +294,16 @@ class Trace:
                 raise ImportFailed(
                     self.path, line, f"device {device} appears twice at the same time"
                 )
+        rows = len(trace.t)
         trace.t.append(t)
         for name in TELEMETRY_IMPORTED:
             trace.values[name].append(values.get(name))
+        _append(trace.reason_states, reasons or {}, rows)
+        _append(trace.reason_counters, counters or {}, rows)
+        for name in DEVICE_FACTS:
+            value = values.get(name)
+            if value is not None:
+                trace.facts.setdefault(name, value)
         rate = values.get("throughput")
         trace.rate.append(None if rate is None else rate * self.work_scale)
         trace.rate_interval.append(rate_interval_s)
@@ -208,11 +316,51 @@ class Trace:
                 if series.get(t) is None:
                     series[t] = value
 
+    def resolve_reasons(self) -> None:
+        """Every device's reasons folded into its bitmask (``DeviceTrace.resolve_reasons``):
+        a reader calls it once its rows are in."""
+        for device in self.devices.values():
+            device.resolve_reasons()
+
     def check_not_empty(self) -> None:
         if not any(d.t for d in self.devices.values()):
             raise ImportFailed(
                 self.path, None, "no samples: the file is empty or holds only a header"
             )
+
+
+def _append(
+    table: dict[int, list[float | None]], row: Mapping[int, float | None], rows: int
+) -> None:
+    """One row of per-reason values, every reason's list one longer (None where the row has
+    none; a reason first seen now is None for the rows before)."""
+    for bit in row:
+        table.setdefault(bit, [None] * rows)
+    for bit, values in table.items():
+        values.append(row.get(bit))
+
+
+def prefer(
+    names: list[str], ranks: Mapping[str, tuple[str, int]]
+) -> tuple[dict[int, str], list[str], list[str]]:
+    """Which column gives each field where several could (``ranks``: column name ->
+    (field, rank), the lowest rank wins): column index -> field for the winners, the
+    losers' names ("power.draw.instant (power.draw preferred)"), and the precedence used
+    ("power_w from power.draw over power.draw.instant")."""
+    best: dict[str, tuple[int, int]] = {}
+    for k, name in enumerate(names):
+        if name in ranks:
+            target, rank = ranks[name]
+            if target not in best or rank < best[target][1]:
+                best[target] = (k, rank)
+    chosen = {k: target for target, (k, _) in best.items()}
+    unused, preferred = [], []
+    for target, (k, _) in best.items():
+        losers = [n for j, n in enumerate(names) if n in ranks and ranks[n][0] == target and j != k]
+        if losers:
+            unused += [f"{n} ({names[k]} preferred)" for n in losers]
+            preferred.append(f"{target} from {names[k]} over {', '.join(losers)}")
+    return chosen, unused, preferred
 
 
 def throughput_unit(text: str | None) -> tuple[str, float]:
@@ -332,6 +480,7 @@ class ImportOptions:
     load_start_s: float | None = None
     load_end_s: float | None = None
     name: str | None = None  # device model, where the trace does not name it
+    profile: Profile | None = None  # --profile: judged by it, its [sku] over any guess
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +490,25 @@ class ImportResult:
     others: list[Segment]
     frozen: Frozen | None = None  # the freeze the judged load ends at
     frozen_text: str = ""  # what the freeze's event says
+    skus: dict[int, Sku | None] = field(default_factory=dict)  # each device's SKU, or none
+    unused: tuple[str, ...] = ()  # the columns soak did not use
+    preferred: tuple[str, ...] = ()  # where two columns gave one field, which was used
+
+    def sku_lines(self) -> list[str]:
+        """ "SKU h100-sxm for devices 0-7: guessed from the name column (...)", one line per
+        SKU and basis; "SKU: none ..." where none was found."""
+        groups: dict[str, list[int]] = {}
+        for index, sku in sorted(self.skus.items()):
+            key = (
+                f"SKU {sku.profile}: {sku.basis}"
+                if sku is not None
+                else "SKU: not known (no name, memory and clock of a known SKU in the log): "
+                "slowdown temperatures not available; give --profile"
+            )
+            groups.setdefault(key, []).append(index)
+        if len(groups) == 1:
+            return list(groups)
+        return [f"{text} (devices {', '.join(map(str, found))})" for text, found in groups.items()]
 
 
 def _work_samples(
@@ -369,6 +537,7 @@ def write_run(trace: Trace, source: Source, options: ImportOptions) -> ImportRes
     from soak.store import make_run_dir  # the one place run folders are named
 
     trace.check_not_empty()
+    trace.resolve_reasons()
     segment, others = choose_segment(trace, options.load_start_s, options.load_end_s)
     frozen = first_freeze(trace, segment)
     if frozen is not None:
@@ -380,13 +549,31 @@ def write_run(trace: Trace, source: Source, options: ImportOptions) -> ImportRes
         else None
     )
     freeze = None if frozen is None else _freeze_event(frozen, trace, options.workload, segment)
+    skus = {
+        i: settle_sku(
+            options.profile,
+            trace.names.get(i) or options.name,
+            d.facts.get("memory_total_mib"),
+            d.facts.get("max_sm_clock_mhz"),
+        )
+        for i, d in sorted(trace.devices.items())
+    }
     run_dir = make_run_dir(options.out, host, dt.datetime.now(dt.UTC))
     try:
-        _fill_store(run_dir, trace, source, options, segment, others, host, started, freeze)
+        _fill_store(run_dir, trace, source, options, segment, others, host, started, freeze, skus)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    return ImportResult(run_dir, segment, others, frozen, freeze.message if freeze else "")
+    return ImportResult(
+        run_dir,
+        segment,
+        others,
+        frozen,
+        freeze.message if freeze else "",
+        skus,
+        tuple(trace.unused),
+        tuple(trace.preferred),
+    )
 
 
 def first_freeze(trace: Trace, segment: Segment) -> Frozen | None:
@@ -434,25 +621,21 @@ def _fill_store(
     host: str,
     started: dt.datetime | None,
     freeze: Event | None = None,
+    skus: Mapping[int, Sku | None] | None = None,
 ) -> None:
     """A run store holding the trace as a live run of the load segment would have."""
     store = RunStore.create(run_dir / STORE_NAME, max_commit_delay_s=3600.0)
+    skus = skus or {}
     try:
-        run = _run_record(trace, source, options, segment, others, host, started)
+        run = _run_record(trace, source, options, segment, others, host, started, skus)
         store.set_meta(
             run=run.to_json(),
             host={"hostname": host, "soak": __version__},
-            profile=load_profile(None).as_dict(),
+            profile=(options.profile or load_profile(None)).as_dict(),
             load_start_s=segment.start_s,
         )
         infos = [
-            DeviceInfo(
-                index=i,
-                backend="import",
-                name=trace.names.get(i) or options.name or f"unknown ({source.format} trace)",
-                uuid=trace.uuids.get(i),
-            )
-            for i in sorted(trace.devices)
+            _device_info(i, trace, options, source, skus.get(i)) for i in sorted(trace.devices)
         ]
         store.add_devices(infos)
         store.add_capabilities(_capabilities(trace))
@@ -476,6 +659,46 @@ def _fill_store(
         store.close()
 
 
+def _device_info(
+    index: int, trace: Trace, options: ImportOptions, source: Source, sku: Sku | None
+) -> DeviceInfo:
+    """A device as the log names it, with what the log says of it and, for what it does
+    not, its SKU's facts (``soak.importers.sku``)."""
+    facts = trace.devices[index].facts
+    known = sku.facts if sku is not None else None
+
+    def fact(name: str) -> float | None:
+        value = facts.get(name)
+        return value if value is not None else getattr(known, name, None)
+
+    memory = fact("memory_total_mib")
+    extra = {} if sku is None else {"sku": sku.profile, "sku_basis": sku.basis}
+    return DeviceInfo(
+        index=index,
+        backend="import",
+        name=trace.names.get(index) or options.name or f"unknown ({source.format} trace)",
+        uuid=trace.uuids.get(index),
+        serial=trace.serials.get(index),
+        driver_version=trace.drivers.get(index),
+        memory_total_b=None if memory is None else int(memory * 2**20),
+        default_power_limit_w=fact("default_power_limit_w"),
+        max_sm_clock_mhz=fact("max_sm_clock_mhz"),
+        slowdown_temp_c=fact("slowdown_temp_c"),
+        shutdown_temp_c=getattr(known, "shutdown_temp_c", None),
+        max_operating_temp_c=fact("max_operating_temp_c"),
+        extra=extra,
+    )
+
+
+def _sku_record(skus: Mapping[int, Sku | None]) -> list[dict[str, Any]]:
+    """Each SKU the import settled, with how and for which devices (``source.sku``)."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for index, sku in sorted(skus.items()):
+        if sku is not None:
+            groups.setdefault((sku.profile, sku.basis), []).append(index)
+    return [{"profile": p, "basis": b, "devices": d} for (p, b), d in groups.items()]
+
+
 def _run_record(
     trace: Trace,
     source: Source,
@@ -484,8 +707,10 @@ def _run_record(
     others: list[Segment],
     host: str,
     started: dt.datetime | None,
+    skus: Mapping[int, Sku | None] | None = None,
 ) -> RunRecord:
-    """The run record of an import: its source, time basis and load segments."""
+    """The run record of an import: its source, time basis, load segments, the columns it
+    did not use and the precedence it applied, and the SKU of its devices."""
     steps = [np.diff(d.t) for d in trace.devices.values() if len(d.t) > 1]
     return RunRecord(
         backend="import",
@@ -504,6 +729,9 @@ def _run_record(
             "time_basis": trace.time_basis,
             "load_segment": _segment_dict(segment),
             "other_segments": [_segment_dict(s) for s in others],
+            "columns_not_used": list(trace.unused),
+            "column_precedence": list(trace.preferred),
+            "sku": _sku_record(skus or {}),
         },
     )
 
@@ -576,7 +804,9 @@ def _segment_dict(s: Segment) -> dict[str, Any]:
 
 
 def _capabilities(trace: Trace) -> dict[int, dict[str, Capability]]:
-    """A field the trace never reads is "not supported" once, in the table."""
+    """A field the trace never reads is "not supported" once, in the table. Where the
+    clock-event reasons were read one at a time, each reason has its row too: one the log
+    did not hold is "not supported" ("not available" in every figure, never inactive)."""
     table = {}
     for i, device in trace.devices.items():
         row = {
@@ -585,5 +815,11 @@ def _capabilities(trace: Trace) -> dict[int, dict[str, Capability]]:
             else Capability.NOT_SUPPORTED
             for f in TELEMETRY_IMPORTED
         }
+        read = device.resolve_reasons()
+        if read not in (0, EVERY_REASON):  # some reasons, not the whole bitmask
+            for reason in SINGLE_REASONS:
+                known = int(reason.bits) & read
+                status = Capability.SUPPORTED if known else Capability.NOT_SUPPORTED
+                row[REASON_CAPABILITY.format(key=reason.key)] = status
         table[i] = row
     return table

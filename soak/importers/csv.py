@@ -1,6 +1,11 @@
 """Any CSV trace with a header: long (one row per device and time, ``--device-col``), wide
 (one row per time, ``--devices N`` and ``{i}`` in the mapped column names), or neither: one
-device, one row per time."""
+device, one row per time.
+
+The clock-event reasons come from a bitmask column (``--map clock_reasons=COLUMN``) or one
+column per reason (``--map clock_reasons.sw_thermal=COLUMN``: Active / Not Active, 1 / 0);
+a reason not mapped is "not available". Every column that is not mapped (nor the time or
+device column) is named as not used (``Trace.unused``)."""
 
 from __future__ import annotations
 
@@ -12,9 +17,11 @@ from pathlib import Path
 from soak.errors import ConfigError
 from soak.importers.core import (
     FIELDS,
+    REASON_IMPORTED,
     SERVER_IMPORTED,
     Column,
     Trace,
+    parse_state,
     parse_time,
     parse_value,
     throughput_unit,
@@ -89,6 +96,8 @@ def read(path: Path, options: CsvOptions) -> Trace:
         device_ids = [None] if options.devices is None else list(range(options.devices))
     columns = _columns(path, index, options, device_ids)
     trace.server_columns = {n: c for n, c in options.mapping.items() if n in SERVER_IMPORTED}
+    trace.unused = _unused(header, columns, options)
+    reasons_unused = "clock_reasons" in options.mapping  # the bitmask holds them all
     time_k = _need(path, index, options.time_col, "--time-col")
     device_k = (
         None
@@ -121,10 +130,35 @@ def read(path: Path, options: CsvOptions) -> Trace:
                 cols = columns[None]
             else:
                 cols = columns[device]
-            values = {name: parse_value(row[k], units[k], path, line) for name, k in cols.items()}
-            trace.add(device, t - t_first, values, line, stamp=row[time_k])
+            values = {
+                name: parse_value(row[k], units[k], path, line)
+                for name, k in cols.items()
+                if name not in REASON_IMPORTED
+            }
+            states = {
+                int(REASON_IMPORTED[name]): parse_state(row[k], units[k], path, line)
+                for name, k in cols.items()
+                if name in REASON_IMPORTED and not reasons_unused
+            }
+            trace.add(device, t - t_first, values, line, stamp=row[time_k], reasons=states)
     trace.check_not_empty()
+    trace.resolve_reasons()
     return trace
+
+
+def _unused(
+    header: list[str], columns: dict[int | None, dict[str, int]], options: CsvOptions
+) -> list[str]:
+    """The columns soak does not use: not mapped (nor the time or device column), and the
+    per-reason ones where a bitmask is mapped too."""
+    mapped = {k for cols in columns.values() for k in cols.values()}
+    by_reason = {k for cols in columns.values() for n, k in cols.items() if n in REASON_IMPORTED}
+    given = {options.time_col, options.device_col}
+    out = [h for k, h in enumerate(header) if h not in given and k not in mapped]
+    if "clock_reasons" in options.mapping:
+        bitmask = options.mapping["clock_reasons"]
+        out += [f"{header[k]} ({bitmask} preferred)" for k in sorted(by_reason)]
+    return out
 
 
 def _columns(

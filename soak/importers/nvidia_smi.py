@@ -6,6 +6,14 @@ passed to nvidia-smi. ``[N/A]`` and ``[Not Supported]`` are None. Without a ``ti
 column, time is the sample count × ``--interval`` (the ``-l`` period). Without an ``index``,
 ``uuid`` or ``pci.bus_id`` column the log is one GPU (device 0), where every time has one
 row.
+
+Every form of the clock-event reasons ``nvidia-smi --help-query-gpu`` documents is read:
+the bitmask (``clocks_event_reasons.active``, before driver 535 ``clocks_throttle_reasons
+.active``), one column per reason under either name (``Active`` / ``Not Active``), and the
+cumulative counters newer drivers add (``clocks_event_reasons_counters.*``, in µs). A
+partial set is read for what it has: a reason the log does not hold is "not available".
+Where two columns give one field, ``RANKS`` says which is used (the lowest rank); every
+column that is not used is named (``Trace.unused``).
 """
 
 from __future__ import annotations
@@ -14,26 +22,66 @@ import re
 from pathlib import Path
 
 from soak.errors import ConfigError
-from soak.importers.core import Column, Trace, parse_time, parse_value
+from soak.importers.core import Column, Trace, parse_state, parse_time, parse_value, prefer
 from soak.importers.source import ImportFailed, records
+from soak.model import ClockReason
 
-# nvidia-smi's query names (and their aliases) → soak's fields.
-QUERY_FIELDS: dict[str, str] = {
-    "temperature.gpu": "temp_c",
-    "temperature.memory": "mem_temp_c",
-    "clocks.sm": "sm_clock_mhz",
-    "clocks.current.sm": "sm_clock_mhz",
-    "clocks.mem": "mem_clock_mhz",
-    "clocks.current.memory": "mem_clock_mhz",
-    "power.draw": "power_w",
-    "power.draw.instant": "power_w",
-    "power.limit": "power_limit_w",
-    "enforced.power.limit": "power_limit_w",
-    "utilization.gpu": "util_pct",
-    "utilization.memory": "mem_util_pct",
-    "fan.speed": "fan_pct",
-    "clocks_throttle_reasons.active": "clock_reasons",
-    "clocks_event_reasons.active": "clock_reasons",
+# nvidia-smi's query names → (soak's field, rank): where a log has two columns for one
+# field the lower rank is used. Power: the averaged reading over the instantaneous one
+# (power.draw averages over a second on Ampere and later; power.draw.instant's scatter at a
+# fast -lms is several times the average's). Power limit: the enforced one over the one set.
+RANKS: dict[str, tuple[str, int]] = {
+    "temperature.gpu": ("temp_c", 0),
+    "temperature.memory": ("mem_temp_c", 0),
+    "clocks.sm": ("sm_clock_mhz", 0),
+    "clocks.current.sm": ("sm_clock_mhz", 1),
+    "clocks.mem": ("mem_clock_mhz", 0),
+    "clocks.current.memory": ("mem_clock_mhz", 1),
+    "power.draw.average": ("power_w", 0),
+    "power.draw": ("power_w", 1),
+    "power.draw.instant": ("power_w", 2),
+    "enforced.power.limit": ("power_limit_w", 0),
+    "power.limit": ("power_limit_w", 1),
+    "utilization.gpu": ("util_pct", 0),
+    "utilization.memory": ("mem_util_pct", 0),
+    "fan.speed": ("fan_pct", 0),
+    "clocks_event_reasons.active": ("clock_reasons", 0),
+    "clocks_throttle_reasons.active": ("clock_reasons", 1),
+    # what the log says of the device itself, for its inventory and its SKU
+    "memory.total": ("memory_total_mib", 0),
+    "clocks.max.sm": ("max_sm_clock_mhz", 0),
+    "clocks.max.graphics": ("max_sm_clock_mhz", 1),
+    "clocks.max.gr": ("max_sm_clock_mhz", 2),
+    "power.default_limit": ("default_power_limit_w", 0),
+}
+# One column per reason (--help-query-gpu's names), under either era's prefix
+REASON_SUFFIXES: dict[str, ClockReason] = {
+    "gpu_idle": ClockReason.GPU_IDLE,
+    "applications_clocks_setting": ClockReason.APPLICATIONS_CLOCKS_SETTING,
+    "sw_power_cap": ClockReason.SW_POWER_CAP,
+    "hw_slowdown": ClockReason.HW_SLOWDOWN,
+    "hw_thermal_slowdown": ClockReason.HW_THERMAL,
+    "hw_power_brake_slowdown": ClockReason.HW_POWER_BRAKE,
+    "sw_thermal_slowdown": ClockReason.SW_THERMAL,
+    "sync_boost": ClockReason.SYNC_BOOST,
+}
+# The cumulative time each reason was active, in µs (newer drivers; no hw_slowdown one)
+COUNTER_SUFFIXES: dict[str, ClockReason] = {
+    "sw_power_cap": ClockReason.SW_POWER_CAP,
+    "sync_boost": ClockReason.SYNC_BOOST,
+    "sw_thermal_slowdown": ClockReason.SW_THERMAL,
+    "hw_thermal_slowdown": ClockReason.HW_THERMAL,
+    "hw_power_brake_slowdown": ClockReason.HW_POWER_BRAKE,
+}
+EVENT, THROTTLE, COUNTERS = (
+    "clocks_event_reasons",
+    "clocks_throttle_reasons",
+    "clocks_event_reasons_counters",
+)
+REASON_RANKS: dict[str, tuple[str, int]] = {
+    **{f"{EVENT}.{s}": (f"reason:{int(b)}", 0) for s, b in REASON_SUFFIXES.items()},
+    **{f"{THROTTLE}.{s}": (f"reason:{int(b)}", 1) for s, b in REASON_SUFFIXES.items()},
+    **{f"{COUNTERS}.{s}": (f"reason:{int(b)}", 2) for s, b in COUNTER_SUFFIXES.items()},
 }
 # Units nvidia-smi prints for each soak field: a different one is a mixed-units error.
 FIELD_UNITS = {
@@ -47,10 +95,17 @@ FIELD_UNITS = {
     "mem_util_pct": "%",
     "fan_pct": "%",
     "clock_reasons": None,
+    "memory_total_mib": "MiB",
+    "max_sm_clock_mhz": "MHz",
+    "default_power_limit_w": "W",
+    "counter": "us",
 }
 KEYS = ("index", "uuid", "pci.bus_id", "gpu_uuid", "gpu_bus_id")
-TEXT = ("timestamp", "name", "gpu_name", "serial", "driver_version", "pstate", *KEYS)
+NAMES = ("name", "gpu_name")
+UUIDS = ("uuid", "gpu_uuid")
+TEXT = ("timestamp", *NAMES, "serial", "driver_version", "pstate", *KEYS)
 _HEADER = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?:\[([^\]]*)\])?\s*$")
+US = 1e-6  # a counter's µs in seconds
 
 
 def parse_query(text: str) -> list[str]:
@@ -60,12 +115,61 @@ def parse_query(text: str) -> list[str]:
     return names
 
 
+class _Layout:
+    """Which column is which: the device key, the time, the name and identity columns, the
+    fields (with precedence applied), the reasons one at a time, and the columns unused."""
+
+    def __init__(self, path: Path, line: int, names: list[str]) -> None:
+        self.key_k = next((names.index(k) for k in KEYS if k in names), -1)
+        self.time_k = names.index("timestamp") if "timestamp" in names else -1
+        self.name_k = next((names.index(k) for k in NAMES if k in names), -1)
+        self.uuid_k = next((names.index(k) for k in UUIDS if k in names), -1)
+        self.serial_k = names.index("serial") if "serial" in names else -1
+        self.driver_k = names.index("driver_version") if "driver_version" in names else -1
+        fields, unused, preferred = prefer(names, RANKS)
+        bitmask = any(f == "clock_reasons" for f in fields.values())
+        reasons, r_unused, r_preferred = prefer(names, REASON_RANKS)
+        if bitmask:  # the bitmask holds every reason: the columns one at a time add nothing
+            k = next(k for k, f in fields.items() if f == "clock_reasons")
+            r_unused = [f"{n} ({names[k]} preferred)" for n in names if n in REASON_RANKS]
+            reasons, r_preferred = {}, []
+        self.fields = fields
+        self.states = {
+            k: int(t.split(":")[1]) for k, t in reasons.items() if not _is_counter(names[k])
+        }
+        self.counters = {
+            k: int(t.split(":")[1]) for k, t in reasons.items() if _is_counter(names[k])
+        }
+        used = {
+            self.key_k,
+            self.time_k,
+            self.name_k,
+            self.uuid_k,
+            self.serial_k,
+            self.driver_k,
+            *fields,
+            *reasons,
+        }
+        loser = {u.split(" (")[0] for u in [*unused, *r_unused]}
+        self.unused = [*unused, *r_unused] + [
+            n for k, n in enumerate(names) if k not in used and n not in loser
+        ]
+        self.preferred = preferred + r_preferred
+        if not fields and not reasons:
+            raise ImportFailed(
+                path, line, f"none of the columns is a known metric ({', '.join(names)})"
+            )
+
+
+def _is_counter(name: str) -> bool:
+    return name.startswith(f"{COUNTERS}.")
+
+
 def read(path: Path, query: list[str] | None, interval_s: float) -> Trace:
     trace = Trace(path, "nvidia-smi", "")
     names: list[str] | None = None
     columns: list[Column] = []
-    key_k = time_k = name_k = uuid_k = -1
-    fields: dict[int, str] = {}
+    layout: _Layout | None = None
     keys: dict[str, int] = {}
     sample = -1
     seen: set[int] = set()
@@ -91,17 +195,19 @@ def read(path: Path, query: list[str] | None, interval_s: float) -> Trace:
                 )
             names = query
             columns = [Column(n) for n in names]
-        if names is not None and not fields and key_k == -1:
-            key_k, time_k, name_k, uuid_k, fields = _layout(path, line, names)
+        if layout is None:
+            layout = _Layout(path, line, names)
+            trace.unused, trace.preferred = layout.unused, layout.preferred
         if len(cells) != len(names):
             what = "truncated last line" if not record.complete else "wrong number of fields"
             raise ImportFailed(path, line, f"{what} ({len(cells)} of {len(names)} fields)")
-        if key_k < 0:  # no device column: one GPU (a workstation, a one-GPU VM)
+        if layout.key_k < 0:  # no device column: one GPU (a workstation, a one-GPU VM)
             device = 0
             trace.one_device = "add index to --query-gpu to tell the GPUs apart"
         else:
-            key = cells[key_k]
+            key = cells[layout.key_k]
             device = keys.setdefault(key, len(keys)) if not key.isdigit() else int(key)
+        time_k = layout.time_k
         if time_k >= 0:
             t_abs = parse_time(cells[time_k], "iso", path, line)
             if t_first is None:
@@ -112,22 +218,36 @@ def read(path: Path, query: list[str] | None, interval_s: float) -> Trace:
                 sample, seen = sample + 1, set()
             seen.add(device)
             t = sample * interval_s
-        if name_k >= 0:
-            trace.names.setdefault(device, cells[name_k])
-        if uuid_k >= 0:
-            trace.uuids.setdefault(device, cells[uuid_k])
+        for k, table in (
+            (layout.name_k, trace.names),
+            (layout.uuid_k, trace.uuids),
+            (layout.serial_k, trace.serials),
+            (layout.driver_k, trace.drivers),
+        ):
+            if k >= 0 and cells[k].strip().lower() not in ("", "[n/a]", "n/a"):
+                table.setdefault(device, cells[k])
         values = {}
-        for k, field in fields.items():
+        for k, field in layout.fields.items():
             value = parse_value(cells[k], columns[k], path, line)
             _check_unit(path, line, columns[k], field)
             values[field] = value
-        trace.add(device, t, values, line, stamp=cells[time_k] if time_k >= 0 else None)
+        states = {
+            b: parse_state(cells[k], columns[k], path, line) for k, b in layout.states.items()
+        }
+        counters = {}
+        for k, bit in layout.counters.items():
+            value = parse_value(cells[k], columns[k], path, line)
+            _check_unit(path, line, columns[k], "counter")
+            counters[bit] = None if value is None else value * US
+        stamp = cells[time_k] if time_k >= 0 else None
+        trace.add(device, t, values, line, stamp=stamp, reasons=states, counters=counters)
     if names is None:
         raise ImportFailed(path, 1, "empty file")
     trace.check_not_empty()
+    trace.resolve_reasons()
     trace.time_basis = (
         "nvidia-smi's timestamp column"
-        if time_k >= 0
+        if layout is not None and layout.time_k >= 0
         else f"sample count × {interval_s:g} s (no timestamp column; --interval)"
     )
     return trace
@@ -141,21 +261,8 @@ def _header(cells: list[str]) -> list[tuple[str, str | None]] | None:
         if match is None:
             return None
         out.append((match.group(1), match.group(2)))
-    known = set(QUERY_FIELDS) | set(TEXT)
+    known = set(RANKS) | set(REASON_RANKS) | set(TEXT)
     return out if any(name in known for name, _ in out) else None
-
-
-def _layout(path: Path, line: int, names: list[str]) -> tuple[int, int, int, int, dict[int, str]]:
-    key_k = next((names.index(k) for k in KEYS if k in names), -1)
-    time_k = names.index("timestamp") if "timestamp" in names else -1
-    name_k = names.index("name") if "name" in names else -1
-    uuid_k = names.index("uuid") if "uuid" in names else -1
-    fields = {k: QUERY_FIELDS[n] for k, n in enumerate(names) if n in QUERY_FIELDS}
-    if not fields:
-        raise ImportFailed(
-            path, line, f"none of the columns is a known metric ({', '.join(names)})"
-        )
-    return key_k, time_k, name_k, uuid_k, fields
 
 
 def _check_unit(path: Path, line: int, column: Column, field: str) -> None:

@@ -242,7 +242,11 @@ def _runs(active: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(change[::2], change[1::2] - 1, strict=True))
 
 
-def _reason_strip(ax: Axes, t: np.ndarray, reasons: np.ndarray, t0: float, scale: float) -> None:
+def _reason_strip(
+    ax: Axes, t: np.ndarray, reasons: np.ndarray, t0: float, scale: float, unread: int = 0
+) -> None:
+    """The reasons as bands; a row whose reason was not read (``unread``: an imported log
+    without its column) says so, so that its empty row cannot read as "never set"."""
     t_start, t_end, bins = reason_bins(t, reasons)
     min_width = 0.002 * float(t_end[-1] - t_start[0]) / scale if t_start.size else 0.0
     rows = [(name, int(bit), color) for name, bit, color in REASON_ROWS]
@@ -260,7 +264,8 @@ def _reason_strip(ax: Axes, t: np.ndarray, reasons: np.ndarray, t0: float, scale
             for a, b in _runs(active)
         ]
         ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=color, linewidth=0)
-    ax.set_yticks(range(len(rows)), [name for name, _, _ in rows])
+    names = [f"{name} (not read)" if bit & unread else name for name, bit, _ in rows]
+    ax.set_yticks(range(len(rows)), names)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.grid(False, axis="y")
     ax.set_ylabel("clock-event\nreasons")
@@ -316,7 +321,8 @@ def device_timeline(d: DeviceResult, tele: Columns) -> str:
         _power_panel(ax["power"], power, envelope(rel, tele.power_limit_w), scale)
     _throughput_panel(ax["throughput"], d, t0, scale)
     if "clock-event reasons" in ax:
-        _reason_strip(ax["clock-event reasons"], t, tele.clock_reasons, t0, scale)
+        strip = ax["clock-event reasons"]
+        _reason_strip(strip, t, tele.clock_reasons, t0, scale, d.facts.reasons_unread)
     handles, _ = first.get_legend_handles_labels()
     handles += [
         Patch(color=COLD_COLOR, alpha=0.35, label="cold window"),

@@ -142,7 +142,8 @@ def _metric_rows(d: DeviceResult, analysis: Analysis, missing: list[str]) -> lis
                 "label": label,
                 "cold": fmt(cold),
                 "steady": fmt(steady),
-                "ratio": _change(key, cold, steady),
+                # windows that overlap (or no cold window) give no ratio
+                "ratio": _change(key, cold, steady) if f.windows_apart else NOT_AVAILABLE,
                 "spread": spread,
             }
         )
@@ -176,7 +177,7 @@ def _part_rows(
                 "label": f"{part} throughput",
                 "cold": si(cold, per_s),
                 "steady": si(steady, per_s),
-                "ratio": _ratio(cold, steady),
+                "ratio": _ratio(cold, steady) if f.windows_apart else NOT_AVAILABLE,
                 "spread": f"CV {pct(cv, 2)}" if cv is not None else NOT_AVAILABLE,
             }
         )
@@ -188,7 +189,7 @@ def _part_rows(
                 "label": f"energy per {unit or 'unit'} ({part})",
                 "cold": small_si(e_cold, f"J/{unit}"),
                 "steady": small_si(e_steady, f"J/{unit}"),
-                "ratio": _ratio(e_cold, e_steady),
+                "ratio": _ratio(e_cold, e_steady) if f.windows_apart else NOT_AVAILABLE,
                 "spread": "",
             }
         )
@@ -274,6 +275,8 @@ def _device(d: DeviceResult, analysis: Analysis, tele: Columns) -> dict[str, Any
             if stats is not None
             else NOT_AVAILABLE
         )
+    if f.warm_start is not None and f.warm_start.begun:
+        windows["cold"] = "none: the trace begins under load"
     return {
         "index": d.index,
         "info": d.info,
@@ -326,7 +329,7 @@ def _overview(d: DeviceResult, part: str | None, units: dict[str, str]) -> dict[
         "diagnosis": d.diagnosis,
         "cold": si(cold, per_s),
         "steady": si(steady, per_s),
-        "ratio": pct(steady / cold if cold and steady is not None else None),
+        "ratio": pct(steady / cold if cold and steady is not None and f.windows_apart else None),
         "temp": num(temp, ".0f", " °C"),
         "margin": num(margin, ".0f", " °C"),
         "clock": num(_stat(f.steady, "median", "sm_clock_mhz"), ".0f", " MHz"),
@@ -659,6 +662,15 @@ def _imported(source: Any) -> str:
     others = source.get("other_segments") or []
     if others:
         parts.append(f"{len(others)} other load segment(s) not imported")
+    if "sku" in source and not source["sku"]:
+        parts.append("SKU not known (slowdown temperatures not available; give --profile)")
+    for sku in source.get("sku") or []:
+        devices = ", ".join(str(i) for i in sku.get("devices") or [])
+        parts.append(f"SKU {text(sku.get('profile'))}, {text(sku.get('basis'))}, devices {devices}")
+    if source.get("column_precedence"):
+        parts.append(f"column precedence: {'; '.join(source['column_precedence'])}")
+    if source.get("columns_not_used"):
+        parts.append(f"columns not used: {', '.join(source['columns_not_used'])}")
     return " · ".join(parts)
 
 

@@ -26,6 +26,10 @@ Schema versions (a later version may add keys; removing or renaming one bumps th
      Then, still version 1: top-level "stop_decision" (a run made with --until-steady, or
      an import replayed with --stop steady, only: why and when the sequential stop fell,
      soak.analysis.decision).
+     Then, still version 1: per device "cold" null where the trace began under load (no
+     cold window; check "cold_window") and "ratio" null where there is no cold window or
+     it overlaps the steady one; diagnosis "thermal-limited (inferred from temperature)";
+     check names "slowdown_temp", "cold_window", "implausible".
 """
 
 from __future__ import annotations
@@ -132,6 +136,8 @@ def _device(d: DeviceResult, units: dict[str, str], noise: Noise | None) -> dict
     eq = f.equilibrium
     cold = _window(f.cold)
     steady = _window(f.steady)
+    # a trace begun under load has no cold window: null, not a window of nulls
+    began = f.warm_start is not None and f.warm_start.begun
     return {
         "index": d.info.index,
         "name": d.info.name,
@@ -148,9 +154,10 @@ def _device(d: DeviceResult, units: dict[str, str], noise: Noise | None) -> dict
             "basis": eq.basis if eq else None,
             "confirmed_s": eq.confirmed_s if eq else None,
         },
-        "cold": cold,
+        "cold": None if began else cold,
         "steady": steady,
-        "ratio": _ratio(cold, steady),
+        # no ratio where the windows do not lie apart (or there is no cold window)
+        "ratio": _ratio(cold, steady) if f.windows_apart else None,
         "throughput_units": {p: rate_unit(units.get(p)) for p in f.units},
         "windows": {
             name: None if s is None else {"start_s": s.window.start_s, "end_s": s.window.end_s}

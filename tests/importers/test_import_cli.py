@@ -97,6 +97,7 @@ def test_unknown_map_column_names_the_file_and_header_line(tmp_path, capsys):
         (["--map", "temp_c"], "is not FIELD=COLUMN"),
         (["--devices", "2"], "at most one of --device-col COL and --devices N"),
         (["--throughput-unit", "furlong/s", "--map", "throughput=power"], "--throughput-unit"),
+        (["--profile", "nosuch"], "--profile nosuch: no such file or built-in profile"),
     ],
 )
 def test_bad_options_exit_2(extra, needle, tmp_path, capsys):

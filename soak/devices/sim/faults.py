@@ -7,7 +7,10 @@ only knows the kinds, their keys and their rules.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from soak.errors import ConfigError
 
@@ -128,6 +131,13 @@ FAULT_KINDS: dict[str, _Kind] = {
         "the device's cumulative counters restart from 0 at at= (a driver reload)",
         {"gpu": _GPU, "at": _AT},
     ),
+    "sw-thermal": _Kind(
+        "SW thermal slowdown as the driver does it (every GPU, or gpu=): heat-sink-to-air "
+        "resistance x factor (default 3) holds the die at its max operating temperature, the "
+        "clock alternating sub-second between its floor and its maximum",
+        {},
+        {"gpu": _GPU, "factor": _Rule(low=0, low_open=True, high=20)},
+    ),
 }
 
 # Kinds that act at a time after the load starts; the others hold from the start.
@@ -218,6 +228,8 @@ def parse_fault(spec: str) -> Fault:
     at_s = v.get("at")
     if kind in ("stall", "glitch") and at_s is None:
         at_s = 0.0
+    if kind == "sw-thermal":
+        v.setdefault("factor", SW_THERMAL_FACTOR)
     return Fault(
         kind=kind,
         spec=spec,
@@ -232,3 +244,35 @@ def parse_fault(spec: str) -> Fault:
         fraction=v.get("fraction"),
         delta_c=v.get("delta"),
     )
+
+
+# -- SW thermal slowdown as the driver does it (``sw-thermal``) -----------------------------
+#
+# Held at its max operating temperature, the driver does not set a lower clock and keep it:
+# it alternates between the clock's floor and its maximum many times a second (a real 8-GPU
+# node logged 210 and 1410 MHz from one 1-s read to the next at 84-86 °C). A read is then
+# one of a few levels between the two: SW_THERMAL_SLICES slices of the read's interval, each
+# at the floor or the maximum, in the proportion that gives the governor's mean clock. At a
+# mean 60 % of the way up an H100's 345-1980 MHz, reads scatter by ~360 MHz.
+SW_THERMAL_FACTOR = 3.0  # sink-to-air resistance x this: a device held at its thermal limit
+SW_THERMAL_SLICES = 5  # 200-ms slices of a 1-s read, each at the floor or the maximum
+
+
+def swinging(faults: Sequence[Fault], gpus: int) -> np.ndarray:
+    """Per GPU, whether a ``sw-thermal`` fault makes its clock swing when thermally held."""
+    out = np.zeros(gpus, dtype=bool)
+    for f in faults:
+        if f.kind == "sw-thermal":
+            out[slice(None) if f.gpu is None else f.gpu] = True
+    return out
+
+
+def swung_clock(
+    mean_mhz: np.ndarray, floor_mhz: float, top_mhz: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Clock reads of devices alternating between ``floor_mhz`` and ``top_mhz``: each the
+    mean of SW_THERMAL_SLICES slices at one or the other, the share at the top drawn so
+    that the reads average to ``mean_mhz``."""
+    up = np.clip((mean_mhz - floor_mhz) / (top_mhz - floor_mhz), 0.0, 1.0)
+    slices = rng.binomial(SW_THERMAL_SLICES, up)
+    return floor_mhz + (top_mhz - floor_mhz) * slices / SW_THERMAL_SLICES

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from soak.devices.common import select
-from soak.devices.sim.faults import Fault, fault_error, parse_fault
+from soak.devices.sim.faults import Fault, fault_error, parse_fault, swinging, swung_clock
 from soak.devices.sim.load import SimLoad
 from soak.devices.sim.params import CHASSIS, DEFAULT_SKU, SKUS, WORKLOADS, Chassis
 from soak.devices.sim.physics import EPS, Physics
@@ -26,6 +26,7 @@ from soak.errors import ConfigError
 from soak.model import (
     TELEMETRY_METRICS,
     Capability,
+    ClockReason,
     DeviceInfo,
     Event,
     EventKind,
@@ -117,6 +118,9 @@ class SimServer:
         self._glitch_rng = np.random.default_rng([seed, 0x611C, gpus])
         self._counter_zero: dict[int, Telemetry | None] = {}
         self._gap_until: float | None = None
+        # SW thermal slowdown as the driver does it (sw-thermal): the clock reads swing
+        self._swing = swinging(self.faults, gpus)
+        self._swing_rng = np.random.default_rng([seed, 0x5377, gpus])
 
     # -- construction helpers ---------------------------------------------------------------
 
@@ -152,6 +156,8 @@ class SimServer:
                 self.link_factor[g] *= f.factor
             elif f.kind == "sdc":
                 p.sdc_rate[g] = 1 - (1 - p.sdc_rate[g]) * (1 - f.rate)
+            elif f.kind == "sw-thermal":  # a sink that cannot shed the heat: held hot
+                airflow[g] *= f.factor
         p.set_airflow(airflow)
 
     # -- Backend protocol -------------------------------------------------------------------
@@ -535,7 +541,12 @@ class SimServer:
         below = (s.max_sm_clock_mhz - p.sm_mhz) / s.clock_step_mhz
         bins = np.floor(below + u)
         clock = s.max_sm_clock_mhz - bins * s.clock_step_mhz
-        return np.where(p.loaded, clock, p.sm_mhz)
+        clock = np.where(p.loaded, clock, p.sm_mhz)
+        if self._swing.any():  # sw-thermal: held by SW thermal slowdown, the clock swings
+            held = self._swing & p.loaded & ((p.reasons & int(ClockReason.SW_THERMAL)) != 0)
+            swung = swung_clock(p.sm_mhz, s.idle_sm_clock_mhz, s.max_sm_clock_mhz, self._swing_rng)
+            clock = np.where(held, swung, clock)
+        return clock
 
 
 GLITCH_TEMP_C = -75.0  # what a glitching sensor reads: below any room a server runs in
