@@ -30,7 +30,7 @@ CHILD = """
 import importlib, json, sys, time
 from pathlib import Path
 analyze = importlib.import_module("soak.analysis.analyze")
-from soak.config import Profile
+from soak.profile import Profile
 from soak.store import RunStore
 spent, dates = [0.0, 0.0], []
 inner = analyze.detect

@@ -39,8 +39,8 @@ from soak.analysis.analyze import analyze_run
 from soak.analysis.decision import replay, truncated, verdict_eta_s
 from soak.analysis.equilibrium import OnlineDetector
 from soak.analysis.windows import work_rates
-from soak.config import load_profile
 from soak.model import EventKind
+from soak.profile import load_profile
 from soak.runner import PREDICTED_AT_S
 from testkit.cases import CASES, HEALTHY, gpu_for, telemetry_timing, timing
 from testkit.sim import BASELINE_S, simulate

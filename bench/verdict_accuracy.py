@@ -68,9 +68,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from soak.analysis.analyze import Analysis, DeviceResult, analyze_run
 from soak.analysis.checks import retention_split
-from soak.config import Profile, load_profile
 from soak.devices.sim.params import SENSORS
 from soak.model import EventKind
+from soak.profile import Profile, load_profile
 from testkit.cases import CASES, HEALTHY, Case, Healthy
 from testkit.cases import gpu_for as _gpu_for
 from testkit.cases import telemetry_timing as _telemetry_timing

@@ -6,7 +6,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from soak.config import Profile, RunConfig
+from soak.config import RunConfig
+from soak.profile import Profile
 
 SIM_DEFAULTS: dict[str, Any] = {
     "backend": "sim",

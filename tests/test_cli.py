@@ -224,7 +224,7 @@ def test_a_load_too_short_to_judge_runs_says_so_and_is_no_pass(tmp_path, capsys)
 
 def test_a_load_long_enough_for_equilibrium_gets_no_note():
     from soak.cli.run import length_note
-    from soak.config import Windows
+    from soak.profile import Windows
 
     assert length_note(11 * 60, Windows()) is None
     assert "--minutes 11" in length_note(3 * 60, Windows())

@@ -8,18 +8,18 @@ from pathlib import Path
 import pytest
 
 from soak.bmc import BmcOptions
-from soak.config import (
+from soak.config import RunConfig
+from soak.errors import ConfigError
+from soak.nodegroup import NodeGroup
+from soak.profile import (
     Checks,
     Profile,
-    RunConfig,
     Windows,
     builtin_profiles,
     load_profile,
     meaning,
     parse_profile,
 )
-from soak.errors import ConfigError
-from soak.nodegroup import NodeGroup
 from workloads.base import OptionError, WorkloadOptions
 
 SKU_PROFILES = ("h100-sxm", "h200", "a100-sxm", "mi300x")

@@ -111,7 +111,7 @@ def test_at_its_power_cap_an_h200s_sm_clock_cannot_pass_the_one_percent_test():
     from soak.analysis.equilibrium import Signals, check_window, clauses_off, detect
     from soak.analysis.equilibrium.check import check_times
     from soak.analysis.equilibrium.levels import Series
-    from soak.config import Windows
+    from soak.profile import Windows
 
     store = RunStore.open(H200_MIX / "mix.sqlite")
     tele, work = store.telemetry(0), store.work(0)["mix"]

@@ -15,9 +15,9 @@ import pytest
 
 from soak.analysis.analyze import analyze
 from soak.cli import main
-from soak.config import load_profile
 from soak.errors import StoreError
 from soak.model import StopReason
+from soak.profile import load_profile
 from soak.record import RunMeta, RunRecord, SimRecord, StopRecord
 from soak.report.junit import build_junit
 from soak.report.summary import build_summary

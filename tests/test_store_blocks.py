@@ -419,7 +419,7 @@ def test_a_version_3_store_of_the_first_columnar_release_reads_back(tmp_path):
     """The block layout as first written (tests/fixtures/old-store/README.md): a later soak
     reads its blocks and tails as this one did, and judges it the same."""
     from soak.analysis import analyze
-    from soak.config import load_profile
+    from soak.profile import load_profile
 
     fixture = Path(__file__).parent / "fixtures" / "old-store" / "v3-blocks" / STORE_NAME
     path = tmp_path / STORE_NAME

@@ -41,7 +41,6 @@ from soak.analysis.windows import (
     window_stats,
     work_rates,
 )
-from soak.config import Profile, Windows
 from soak.fields import FOLLOWED, Columns, unread_reasons
 from soak.model import (
     HW_REASONS,
@@ -52,6 +51,7 @@ from soak.model import (
     Verdict,
     WorkerOutcome,
 )
+from soak.profile import Profile, Windows
 from soak.record import RunMeta, RunRecord, StopRecord
 from soak.store import RunStore
 from soak.validity import (

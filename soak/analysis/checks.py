@@ -30,8 +30,8 @@ from soak.analysis.equilibrium import Equilibrium, shortest_confirmation_s
 from soak.analysis.intervals import ratio_bounds
 from soak.analysis.warmstart import WarmStart
 from soak.analysis.windows import MIN_SEPARATE_STEADY_S, WindowName, WindowStats
-from soak.config import Profile
 from soak.model import WorkerOutcome
+from soak.profile import Profile
 from soak.units import minutes, pct, rate_unit, si
 
 

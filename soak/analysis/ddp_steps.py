@@ -21,8 +21,8 @@ from soak.analysis.checks import (
     split_by_cause,
 )
 from soak.analysis.windows import Window, window_stats
-from soak.config import Checks, Profile
 from soak.model import Event, EventKind
+from soak.profile import Checks, Profile
 from soak.units import NOT_AVAILABLE, pct, si
 
 BUSBW_FORMULA = "busbw = bytes / time x 2(n-1)/n (nccl-tests' all-reduce bus bandwidth)"

@@ -34,8 +34,8 @@ from soak.analysis.equilibrium import OnlineDetector
 from soak.analysis.intervals import CONFIDENCE, Interval, mean_interval, ratio_interval, scaled
 from soak.analysis.noise import Noise, noise
 from soak.analysis.windows import WindowName, WindowStats
-from soak.config import Profile, Windows
 from soak.model import StopReason
+from soak.profile import Profile, Windows
 from soak.record import StopRecord
 from soak.units import pct, rate_unit, si
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from soak.analysis.intervals import median_interval
-from soak.config import Windows
 from soak.fields import FIELDS, REASONS, WINDOW_METRICS, Columns
 from soak.model import ClockReason
+from soak.profile import Windows
 
 MIN_SEPARATE_STEADY_S = 60.0  # shortest steady window worth keeping apart from the cold one
 ENERGY_COUNTER, POWER_INTEGRAL = "energy counter", "power integral"

@@ -9,9 +9,9 @@ import difflib
 import math
 from collections.abc import Sequence
 
-from soak.config import DESIGN_INLET_RANGE_C, check_design_inlet
 from soak.errors import ConfigError
 from soak.model import Verdict
+from soak.profile import DESIGN_INLET_RANGE_C, check_design_inlet
 
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 VERDICT_EXIT = {

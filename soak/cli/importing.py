@@ -246,9 +246,9 @@ def _common_arguments(p: argparse.ArgumentParser, fmt: ImportFormat) -> None:
 
 
 def command(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from soak.config import load_profile
     from soak.importers.core import FROZEN_BASIS, ImportOptions, write_run
     from soak.importers.source import describe
+    from soak.profile import load_profile
     from soak.report import build_outputs
 
     profile = load_profile(args.profile) if args.profile else None
@@ -293,8 +293,8 @@ def replay_stop(run_dir: Path) -> str:
     carry) and return its line."""
     from soak.analysis.analyze import RunData, analyze_run
     from soak.analysis.decision import META_KEY, replay
-    from soak.config import Profile, load_profile
     from soak.model import Event, EventKind
+    from soak.profile import Profile, load_profile
     from soak.store import RunStore
 
     store = RunStore.open(run_dir)

@@ -16,9 +16,9 @@ from soak.cli.args import (
     print_verdict,
     subcommand,
 )
-from soak.config import load_profile
 from soak.devices.base import BACKEND_NAMES
 from soak.errors import ConfigError
+from soak.profile import load_profile
 
 
 def add_report_parser(sub: argparse._SubParsersAction) -> None:

@@ -23,9 +23,10 @@ from soak.cli.args import (
     tag,
     workload_option,
 )
-from soak.config import RunConfig, load_profile
+from soak.config import RunConfig
 from soak.devices.base import BACKEND_NAMES, WORKLOAD_NAMES
 from soak.errors import ConfigError, SoakError
+from soak.profile import load_profile
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

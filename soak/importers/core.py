@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from soak import __version__
-from soak.config import Profile, load_profile
 from soak.errors import ConfigError
 from soak.fields import IMPORTABLE, REASON_CAPABILITY, SINGLE_REASONS
 from soak.importers.sku import Sku, settle_sku
@@ -37,6 +36,7 @@ from soak.model import (
     Telemetry,
     WorkSample,
 )
+from soak.profile import Profile, load_profile
 from soak.record import BmcProbe, RunRecord, StopRecord
 from soak.store import STORE_NAME, RunStore
 from soak.validity import Frozen, frozen_spans

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from soak.config import Profile, SkuFacts, builtin_profiles, load_profile
+from soak.profile import Profile, SkuFacts, builtin_profiles, load_profile
 
 MATCH = 0.01  # relative: a memory size or clock this close to a SKU's is that SKU's
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from soak.analysis import Analysis, RunData, analyze_run
-from soak.config import Profile, load_profile
+from soak.profile import Profile, load_profile
 from soak.report.html import write_report
 from soak.report.junit import write_junit
 from soak.report.summary import build_summary, write_summary

@@ -27,9 +27,9 @@ from soak.analysis.decision import stored as stored_decision
 from soak.analysis.diagnosis import MEANINGS, NEXT_STEPS
 from soak.analysis.equilibrium.fit import TAU_MIN_S, Fit
 from soak.analysis.windows import WindowName, WindowStats
-from soak.config import Checks, Windows, meaning
 from soak.fields import REASONS, Columns
 from soak.model import DeviceInfo, EventKind
+from soak.profile import Checks, Windows, meaning
 from soak.record import BmcProbe, Salvage, StopRecord
 from soak.report import figures
 from soak.report.ddp_section import ddp_context

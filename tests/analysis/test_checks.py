@@ -7,8 +7,8 @@ import pytest
 
 from soak.analysis import checks as c
 from soak.analysis.checks import CounterSpan, Status
-from soak.config import Checks, Profile, load_profile
 from soak.model import WorkerOutcome
+from soak.profile import Checks, Profile, load_profile
 from tests.analysis.facts import cold, facts, server, stats
 
 P = Profile()

@@ -20,7 +20,6 @@ from soak.analysis.contention import (
     window_contention,
 )
 from soak.analysis.windows import Window
-from soak.config import load_profile
 from soak.fields import Columns
 from soak.model import (
     TELEMETRY_METRICS,
@@ -30,6 +29,7 @@ from soak.model import (
     StopReason,
     Verdict,
 )
+from soak.profile import load_profile
 from soak.record import RunMeta, RunRecord, StopRecord
 from soak.report.junit import write_junit
 

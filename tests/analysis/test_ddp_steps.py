@@ -19,9 +19,9 @@ from soak.analysis.ddp_steps import (
     sync_facts,
 )
 from soak.analysis.windows import Window
-from soak.config import Checks, Profile
 from soak.fields import Columns
 from soak.model import ClockReason, Event, EventKind
+from soak.profile import Checks, Profile
 from workloads.ddp import bus_bandwidth, odd_ranks
 
 LIMITS = Checks()

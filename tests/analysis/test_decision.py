@@ -12,7 +12,7 @@ import pytest
 from soak.analysis.analyze import analyze_run
 from soak.analysis.decision import Decision, Judged, Outcome, decide, replay, truncated
 from soak.analysis.intervals import Interval, mean_interval, ratio_interval, t_quantile
-from soak.config import load_profile
+from soak.profile import load_profile
 from testkit.sim import simulate
 
 

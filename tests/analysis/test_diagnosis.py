@@ -4,8 +4,8 @@ import dataclasses
 
 from soak.analysis.checks import CounterSpan, HwEpisode, run_checks
 from soak.analysis.diagnosis import diagnose, peers_of, per_clock
-from soak.config import Profile
 from soak.model import WorkerOutcome
+from soak.profile import Profile
 from tests.analysis.facts import cold, facts, server, stats
 
 P = Profile()

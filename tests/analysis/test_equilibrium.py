@@ -14,7 +14,7 @@ from soak.analysis.equilibrium import (
     fit_exponential,
     not_reached_reason,
 )
-from soak.config import Profile, Windows
+from soak.profile import Profile, Windows
 from tests.analysis.facts import facts
 
 W = Windows()

@@ -14,7 +14,7 @@ from soak.analysis.equilibrium import (
     clauses_off,
     detect,
 )
-from soak.config import Windows
+from soak.profile import Windows
 from testkit.reference import reference_time
 from testkit.traces import missing_reason, trace_dir
 

@@ -4,7 +4,7 @@ import numpy as np
 
 from soak.analysis.equilibrium import Series, level_of
 from soak.analysis.equilibrium.levels import BATCHES, Rings, pieces
-from soak.config import Windows
+from soak.profile import Windows
 
 W = Windows()
 

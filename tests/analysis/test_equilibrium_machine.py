@@ -4,7 +4,7 @@ import numpy as np
 
 from soak.analysis.equilibrium import Dated, Machine, Phase, Series, Signals, Withdrawn, detect
 from soak.analysis.equilibrium.check import check_times
-from soak.config import Windows
+from soak.profile import Windows
 
 W = Windows()
 

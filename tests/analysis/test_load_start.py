@@ -5,7 +5,7 @@ import numpy as np
 
 from soak.analysis.analyze import _load_span
 from soak.analysis.windows import cold_window
-from soak.config import Windows
+from soak.profile import Windows
 
 
 def _part(spans):

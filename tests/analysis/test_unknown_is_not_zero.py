@@ -17,9 +17,9 @@ from soak.analysis.analyze import analyze_run
 from soak.analysis.checks import Status, run_checks
 from soak.analysis.diagnosis import diagnose, peers_of
 from soak.analysis.warmstart import warm_start
-from soak.config import Profile, load_profile
 from soak.fields import Columns
 from soak.model import ClockReason
+from soak.profile import Profile, load_profile
 from testkit.sim import simulate
 from tests.analysis.facts import cold, facts, server, stats
 

@@ -12,7 +12,7 @@ from soak.analysis import checks as c
 from soak.analysis.analyze import hw_episodes, records_throughput
 from soak.analysis.checks import HwEpisode, Status
 from soak.analysis.diagnosis import CAUSES, MEANINGS, NEXT_STEPS, diagnose, peers_of
-from soak.config import Checks, Profile
+from soak.profile import Checks, Profile
 from soak.record import RunRecord
 from tests.analysis.facts import cold, facts, server, stats
 

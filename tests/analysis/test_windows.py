@@ -11,10 +11,10 @@ from soak.analysis.windows import (
     window_stats,
     window_throughput,
 )
-from soak.config import Windows
 from soak.fields import WINDOW_METRICS as METRICS
 from soak.fields import Columns
 from soak.model import ClockReason
+from soak.profile import Windows
 
 W = Windows()
 

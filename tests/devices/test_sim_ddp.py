@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from soak.analysis.analyze import RunData, analyze_run
-from soak.config import RunConfig, load_profile
+from soak.config import RunConfig
+from soak.profile import load_profile
 from soak.runner import Runner, run
 from soak.store import RunStore
 

@@ -7,12 +7,12 @@ import pytest
 
 from soak.analysis.analyze import RunData, analyze_run
 from soak.analysis.checks import Status
-from soak.config import load_profile
 from soak.importers import core
 from soak.importers import csv as csv_import
 from soak.importers.core import FROZEN_BASIS, ImportOptions, write_run
 from soak.importers.source import ImportFailed, describe
 from soak.model import EventKind, Verdict
+from soak.profile import load_profile
 from soak.store import RunStore
 from testkit.traces import h100_csv_options
 from tests.importers.conftest import FIXTURES

@@ -15,9 +15,9 @@ import pytest
 from soak.analysis.analyze import Analysis, analyze
 from soak.analysis.checks import Status
 from soak.cli import main
-from soak.config import Profile, load_profile
 from soak.importers.core import ImportOptions, ImportResult, write_run
 from soak.importers.source import describe
+from soak.profile import Profile, load_profile
 from soak.report.summary import build_summary
 from soak.store import RunStore
 from testkit.logs import CSV_MAPPING, FORMS_BY_NAME, LogForm, read_log, write_log

@@ -2,8 +2,8 @@
 guessed from the name column, else from memory.total and clocks.max.sm; never a guess
 where two SKUs would fit or none does."""
 
-from soak.config import load_profile
 from soak.importers.sku import guess_sku, settle_sku
+from soak.profile import load_profile
 
 
 def test_the_name_column_names_the_sku():

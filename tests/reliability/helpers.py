@@ -14,8 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from soak.config import RunConfig, load_profile
+from soak.config import RunConfig
 from soak.model import EventKind
+from soak.profile import load_profile
 from soak.progress import Progress
 from soak.store import RunStore
 

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from soak.analysis import analyze
 from soak.analysis.equilibrium import OnlineDetector
 from soak.cli import main
-from soak.config import Checks, Windows, load_profile, parse_profile
 from soak.devices.sim import FAULT_KINDS, SimServer, parse_fault
 from soak.errors import ConfigError, StoreError
+from soak.profile import Checks, Windows, load_profile, parse_profile
 from soak.report.summary import load_summary
 from soak.store import STORE_NAME, RunStore
 

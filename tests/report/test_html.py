@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
-from soak.config import load_profile
+from soak.profile import load_profile
 from soak.report import build_outputs
 from soak.store import STORE_NAME
 from soak.units import small_si
@@ -153,7 +153,7 @@ def test_every_profile_setting_has_a_meaning(faulty_run):
     """The profile table explains each setting with the meaning the setting declares."""
     import dataclasses
 
-    from soak.config import Checks, Windows, meaning
+    from soak.profile import Checks, Windows, meaning
 
     text = _visible_text((faulty_run / "report.html").read_text())
     for cls in (Windows, Checks):

@@ -9,8 +9,8 @@ import pytest
 
 from soak.analysis import analyze
 from soak.analysis.analyze import analyze_run
-from soak.config import load_profile
 from soak.devices.sim.params import IDEAL_CHASSIS
+from soak.profile import load_profile
 from soak.runner import run
 from soak.store import RunStore
 from testkit.sim import at_time, settled_at, simulate

@@ -11,8 +11,8 @@ import pytest
 
 from soak.analysis import analyze
 from soak.analysis.checks import Status
-from soak.config import Profile
 from soak.model import DeviceInfo, Telemetry
+from soak.profile import Profile
 from soak.store import RunStore
 from testkit.traces import missing_reason, trace_dir
 

@@ -12,7 +12,7 @@ import pytest
 
 from soak.analysis import analyze
 from soak.analysis.checks import Status
-from soak.config import Profile, load_profile
+from soak.profile import Profile, load_profile
 from soak.runner import run
 from soak.store import RunStore
 from tests.factories import sim_config

@@ -10,8 +10,8 @@ import pytest
 
 from soak.analysis import analyze
 from soak.analysis.checks import Status
-from soak.config import Profile
 from soak.model import DeviceInfo, Telemetry
+from soak.profile import Profile
 from soak.runner import run
 from soak.store import RunStore
 from tests.factories import sim_config

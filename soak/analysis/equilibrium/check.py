@@ -20,7 +20,7 @@ from soak.analysis.equilibrium.levels import (
     t_quantile,
 )
 from soak.analysis.equilibrium.signals import Signals
-from soak.config import Windows
+from soak.profile import Windows
 
 
 @dataclass(frozen=True, slots=True)

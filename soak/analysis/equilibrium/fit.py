@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 
 from soak.analysis.equilibrium.levels import MIN_POINTS
-from soak.config import Windows
+from soak.profile import Windows
 
 # The shortest τ searched: a sensor refreshed every few seconds shows no faster rise.
 TAU_MIN_S = 5.0

@@ -15,7 +15,7 @@ from functools import cache
 import numpy as np
 from scipy import special
 
-from soak.config import Windows
+from soak.profile import Windows
 
 MIN_POINTS = 10  # fewer readings than this in a window and its level cannot be judged
 BATCHES = 10  # batches per window: the usual 10–30 of batch means, the fewest that leave df

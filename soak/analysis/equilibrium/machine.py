@@ -17,7 +17,7 @@ from soak.analysis.equilibrium.check import CheckResult, check_window, drift
 from soak.analysis.equilibrium.levels import LONG_SCALE, Level, level_of
 from soak.analysis.equilibrium.refutation import MOVED, STEPPED, Refutation, Withdrawal, compare
 from soak.analysis.equilibrium.signals import Signals
-from soak.config import Windows
+from soak.profile import Windows
 
 
 class Phase(enum.StrEnum):

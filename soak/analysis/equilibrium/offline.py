@@ -9,7 +9,7 @@ from soak.analysis.equilibrium.fit import Fit, fit_exponential
 from soak.analysis.equilibrium.machine import Machine, look_back_s
 from soak.analysis.equilibrium.refutation import Withdrawal
 from soak.analysis.equilibrium.signals import Signals, choose_basis
-from soak.config import Windows
+from soak.profile import Windows
 
 
 @dataclass(frozen=True, slots=True)

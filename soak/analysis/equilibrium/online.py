@@ -11,7 +11,7 @@ from soak.analysis.equilibrium.fit import CoarseHistory, Fit, fit_exponential
 from soak.analysis.equilibrium.levels import Rings, Series
 from soak.analysis.equilibrium.machine import Dated, Event, Machine, look_back_s
 from soak.analysis.equilibrium.signals import Signals
-from soak.config import Windows
+from soak.profile import Windows
 
 
 class OnlineDetector:

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from soak.analysis.equilibrium.levels import Level, t_quantile
-from soak.config import Windows
+from soak.profile import Windows
 from soak.units import minutes
 
 STEPPED = "stepped"  # a 10-min level the tolerance or more from the 5 min from the date

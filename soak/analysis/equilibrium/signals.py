@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from soak.analysis.equilibrium.levels import MIN_POINTS, Series
-from soak.config import Windows
+from soak.profile import Windows
 
 _EMPTY = Series(np.empty(0), np.empty(0))
 
