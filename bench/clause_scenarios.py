@@ -1,6 +1,6 @@
 """What each clause of the equilibrium rule pays on the simulator: the pytest files named
 after ``--`` (the equilibrium scenario tests, say) run with every clause on, then with each
-clause off in turn (``soak.analysis.equilibrium.clauses_off``, in this process), and the
+clause off in turn (``testkit.clauses.clauses_off``, in this process), and the
 tests that fail without it listed. ``bench/real_traces.py --without CLAUSE`` is the same on
 real data.
 
@@ -21,7 +21,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from soak.analysis.equilibrium import CLAUSE_NAMES, clauses_off  # noqa: E402
+from soak.analysis.equilibrium import CLAUSE_NAMES  # noqa: E402
+from testkit.clauses import clauses_off  # noqa: E402
 
 
 class Outcomes:

@@ -51,13 +51,14 @@ sys.path.insert(0, str(ROOT))
 
 from soak.analysis.analyze import RunData, analyze_run  # noqa: E402
 from soak.analysis.decision import replay  # noqa: E402
-from soak.analysis.equilibrium import CLAUSE_NAMES, clauses_off  # noqa: E402
+from soak.analysis.equilibrium import CLAUSE_NAMES  # noqa: E402
 from soak.importers import csv as csv_import  # noqa: E402
 from soak.importers import gpu_burn  # noqa: E402
 from soak.importers.core import ImportOptions, Trace, write_run  # noqa: E402
 from soak.importers.source import describe  # noqa: E402
 from soak.profile import load_profile  # noqa: E402
 from soak.store import RunStore  # noqa: E402
+from testkit.clauses import clauses_off  # noqa: E402
 from testkit.reference import reference_time  # noqa: E402
 from testkit.traces import h100_csv_options, missing_reason, trace_dir  # noqa: E402
 

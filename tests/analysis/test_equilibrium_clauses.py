@@ -1,5 +1,6 @@
 """Each clause of the equilibrium rule beyond the two-window test, switched off: what it
-does shows as what goes missing (the switches a bench measures a clause by)."""
+does shows as what goes missing (the switches a bench measures a clause by), passed to
+``detect`` and the online detector as a ``Clauses`` value."""
 
 import numpy as np
 import pytest
@@ -11,7 +12,6 @@ from soak.analysis.equilibrium import (
     Series,
     Signals,
     Withdrawn,
-    clauses_off,
     detect,
 )
 from soak.profile import Windows
@@ -58,8 +58,7 @@ def _governed() -> tuple[np.ndarray, Signals]:
 
 def _detect(case, *off: str):
     t, signals = case
-    with clauses_off(*off):
-        return detect(0.0, float(t[-1]), signals, W)
+    return detect(0.0, float(t[-1]), signals, W, Clauses().without(*off))
 
 
 def test_without_the_10_min_scale_a_clock_cycled_by_the_fans_never_settles():
@@ -110,8 +109,7 @@ def test_without_replay_a_device_settled_before_its_withdrawal_is_dated_again_la
 def test_the_online_detector_switches_the_same_clauses_off():
     t, signals = _plateau()
     offline = _detect((t, signals), "step")
-    with clauses_off("step"):
-        online = OnlineDetector(W, lag_s=0.0)
+    online = OnlineDetector(W, lag_s=0.0, clauses=Clauses().without("step"))
     online.start(0.0)
     changes = []
     for i in range(t.size):
@@ -123,7 +121,19 @@ def test_the_online_detector_switches_the_same_clauses_off():
 
 def test_clauses_are_all_on_unless_switched_off_and_a_wrong_name_is_refused():
     assert all(getattr(Clauses(), name) for name in CLAUSE_NAMES)
-    with clauses_off("step", "agree") as clauses:
-        assert not clauses.step and not clauses.agree and clauses.withdrawal
+    clauses = Clauses().without("step", "agree")
+    assert not clauses.step and not clauses.agree and clauses.withdrawal
     with pytest.raises(ValueError, match="no clause named floor"):
         Clauses().without("floor")  # removed: it paid on no real trace and no scenario
+
+
+def test_the_benches_switch_turns_a_clause_off_only_inside_its_block():
+    """``testkit.clauses.clauses_off``: what a bench turns a clause off by where the analysis
+    makes its own machines; production code keeps no switch, so outside it all are on."""
+    from testkit.clauses import clauses_off
+
+    with clauses_off("step") as off:
+        assert not off.step and not OnlineDetector(W)._machine.clauses.step
+        t, signals = _plateau()
+        assert detect(0.0, float(t[-1]), signals, W) == _detect(_plateau(), "step")
+    assert OnlineDetector(W)._machine.clauses == Clauses()

@@ -77,9 +77,9 @@ Constants, and why:
 Modules: ``levels`` (levels and their noise, kept in rings of fixed size), ``check`` (the
 test and dating), ``refutation`` (how a date is withdrawn), ``machine`` (the state machine,
 and ``Clauses``: the switch of each clause beyond the two-window test, lines 7, 9's
-overruling and 10–13, that benches and tests measure it by; docs/equilibrium.md says what
-each pays), ``offline`` (``detect``), ``online`` (the detector fed every tick), ``fit`` (the
-live forecast; not part of the rule).
+overruling and 10–13, that benches and tests measure it by, passed to ``detect`` and the
+online detector; docs/equilibrium.md says what each pays), ``offline`` (``detect``),
+``online`` (the detector fed every tick), ``fit`` (the live forecast; not part of the rule).
 """
 
 from soak.analysis.equilibrium.check import (
@@ -99,7 +99,6 @@ from soak.analysis.equilibrium.machine import (
     Machine,
     Phase,
     Withdrawn,
-    clauses_off,
     not_reached_reason,
 )
 from soak.analysis.equilibrium.offline import Equilibrium, detect
@@ -127,7 +126,6 @@ __all__ = [
     "Withdrawn",
     "check_window",
     "choose_basis",
-    "clauses_off",
     "detect",
     "drift",
     "fit_exponential",

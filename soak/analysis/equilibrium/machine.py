@@ -7,10 +7,8 @@ replays it over the stored series, so both find the same times by construction.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import enum
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from soak.analysis.equilibrium.check import CheckResult, check_window, drift
@@ -67,17 +65,6 @@ class Clauses:
 
 
 CLAUSE_NAMES = tuple(f.name for f in dataclasses.fields(Clauses))
-_clauses = [Clauses()]  # what machines made now use: all on, but inside ``clauses_off``
-
-
-@contextlib.contextmanager
-def clauses_off(*names: str) -> Iterator[Clauses]:
-    """Machines made inside (online and offline) switch the clauses ``names`` off."""
-    _clauses.append(_clauses[-1].without(*names))
-    try:
-        yield _clauses[-1]
-    finally:
-        _clauses.pop()
 
 
 def look_back_s(windows: Windows) -> float:
@@ -93,7 +80,7 @@ class Machine:
         self, windows: Windows, load_start_s: float | None = None, clauses: Clauses | None = None
     ) -> None:
         self.windows = windows
-        self.clauses = _clauses[-1] if clauses is None else clauses
+        self.clauses = Clauses() if clauses is None else clauses  # all on, unless given
         self.load_start_s = load_start_s  # the longer scale needs 4 windows of load
         self.basis: str | None = None
         self.last: CheckResult | None = None

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from soak.analysis.equilibrium.check import CheckResult, check_times
 from soak.analysis.equilibrium.fit import Fit, fit_exponential
-from soak.analysis.equilibrium.machine import Machine, look_back_s
+from soak.analysis.equilibrium.machine import Clauses, Machine, look_back_s
 from soak.analysis.equilibrium.refutation import Withdrawal
 from soak.analysis.equilibrium.signals import Signals, choose_basis
 from soak.profile import Windows
@@ -24,9 +24,16 @@ class Equilibrium:
     withdrawn: tuple[Withdrawal, ...] = ()  # earlier dates later levels refuted
 
 
-def detect(load_start_s: float, end_s: float, signals: Signals, windows: Windows) -> Equilibrium:
-    """The same checks the online detector makes, replayed over stored series."""
-    machine = Machine(windows, load_start_s)
+def detect(
+    load_start_s: float,
+    end_s: float,
+    signals: Signals,
+    windows: Windows,
+    clauses: Clauses | None = None,
+) -> Equilibrium:
+    """The same checks the online detector makes, replayed over stored series; ``clauses``:
+    the rule's clauses (None: all on; a bench or a test switches one off to measure it)."""
+    machine = Machine(windows, load_start_s, clauses)
     cached = signals.cached(look_back_s(windows) + windows.eq_window_s)
     for t_check in check_times(load_start_s, end_s, windows):
         machine.step(float(t_check), cached)

@@ -9,7 +9,7 @@ import numpy as np
 from soak.analysis.equilibrium.check import CheckResult, first_check_s
 from soak.analysis.equilibrium.fit import CoarseHistory, Fit, fit_exponential
 from soak.analysis.equilibrium.levels import Rings, Series
-from soak.analysis.equilibrium.machine import Dated, Event, Machine, look_back_s
+from soak.analysis.equilibrium.machine import Clauses, Dated, Event, Machine, look_back_s
 from soak.analysis.equilibrium.signals import Signals
 from soak.profile import Windows
 
@@ -18,11 +18,17 @@ class OnlineDetector:
     """Per-device equilibrium detector fed every tick; memory stays bounded (the trailing
     windows plus a coarse history for the fit), so a week-long soak does not grow it."""
 
-    def __init__(self, windows: Windows, fit_every_s: float = 60.0, lag_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        windows: Windows,
+        fit_every_s: float = 60.0,
+        lag_s: float = 5.0,
+        clauses: Clauses | None = None,
+    ) -> None:
         self.windows = windows
         self.load_start_s: float | None = None
         self.fit: Fit | None = None
-        self._machine = Machine(windows)
+        self._machine = Machine(windows, clauses=clauses)  # clauses: None, all on
         self._dated: Dated | None = None
         # A check runs lag_s after its time, so that work finished before it but delivered
         # a little later by a worker is in, as it is in the offline pass.
