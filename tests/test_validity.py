@@ -196,3 +196,40 @@ def test_a_devices_columns_screened_at_once_find_what_its_rows_screened_one_by_o
     # a field the block does not give is not read: nothing to flag in it
     assert validity.screen_columns(0, {"t_s": np.arange(3.0)}) == []
     assert validity.screen_columns(0, {"t_s": np.empty(0), "temp_c": np.empty(0)}) == []
+
+
+def _watched(device: int, t, columns, loaded) -> list:
+    """``frozen_spans`` as the watch finds them fed one row at a time."""
+    watch, out = FrozenWatch(device), []
+    for k, time in enumerate(t):
+        row = {n: (None if not np.isfinite(c[k]) else float(c[k])) for n, c in columns.items()}
+        before = watch.span
+        watch.add(float(time), row, bool(loaded[k]))
+        if before is not None and watch.span is None:
+            out.append(before)
+    return [*out, watch.span] if watch.span is not None else out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_frozen_spans_over_columns_are_the_watchs_row_by_row(seed: int):
+    """Still stretches, NaN, loads off, whole-watt power turning fine, throughput without a
+    temperature: the columns read at once find what the watch fed each row finds."""
+    rng = np.random.default_rng(seed)
+    n = 4000
+    t = np.cumsum(rng.choice([1.0, 1.0, 1.0, 7.0, 30.0], n))
+    columns = {
+        name: np.round(rng.normal(100, 3, n), digits)
+        for name, digits in (("power_w", 2 if seed % 2 else 0), ("temp_c", 0), ("energy_j", 0))
+    }
+    columns["throughput"] = rng.normal(1e12, 1e9, n)
+    for _ in range(8):  # every signal held still for a while, some long enough to count
+        at, length = int(rng.integers(n)), int(rng.integers(5, 600))
+        names = [name for name in columns if rng.random() < 0.8]
+        for name in names:
+            columns[name][at : at + length] = columns[name][at]
+    for name, values in columns.items():
+        values[rng.random(n) < 0.002 * (name != "power_w")] = np.nan
+    loaded = rng.random(n) > 0.01
+    loaded[rng.integers(n) :][:300] = False
+    found = frozen_spans(seed, t, columns, loaded)
+    assert found and found == _watched(seed, t, columns, loaded)
