@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from soak.config import Profile
+from soak.dataset import WorkColumns
 from soak.model import (
     TELEMETRY_FIELDS,
     Capability,
@@ -36,22 +36,22 @@ from soak.model import (
     Event,
     EventKind,
     StopReason,
-    Telemetry,
-    WorkSample,
 )
+from soak.profile import Profile
 from soak.record import RunRecord, StopRecord
 from soak.store import STORE_NAME, RunStore
 
 LIMIT_S, LIMIT_MIB, LIMIT_HTML_MB = 30.0, 2048.0, 10.0
 BASELINE_S = 10
-CHUNK_S = 900  # ticks appended per transaction
+CHUNK_S = 3600  # ticks appended per block write
+NOTE_S = 900  # a warning event each quarter of an hour
 PARTS = (("gemm", "FLOP", 3.4e14), ("membw", "B", 6.0e11), ("train", "token", 1.5e4))
 
 CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 t = time.perf_counter()
-from soak.report import build_outputs
+from soak.pipeline import build_outputs
 analysis, report = build_outputs(Path(sys.argv[1]))
 wall = time.perf_counter() - t
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -59,51 +59,56 @@ print(json.dumps({"wall_s": wall, "peak_rss_mib": peak, "verdict": analysis.verd
 """
 
 
-def device_series(i: int, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """One device's telemetry columns for ``n`` ticks (the first BASELINE_S idle)."""
-    t = np.arange(n, dtype=float)
+def device_series(i: int, t: np.ndarray, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """One device's telemetry columns at the ticks ``t`` of a run of ``n`` ticks (the first
+    BASELINE_S idle): a thermal rise to equilibrium with the SW power cap set, sensor noise
+    and whole degrees, clocks in 15-MHz steps; device 5 never settles, device 2 has three
+    seconds of HW slowdown halfway, device 4 an uncorrected ECC error a third of the way."""
+    size = t.size
     load = np.clip(t - BASELINE_S, 0, None)
     settle = 300.0 + 40 * i
     t_inf = 66.0 + 3 * i
     temp = 30 + (t_inf - 30) * (1 - np.exp(-load / settle))
     if i == 5:  # never settles: a slow drift all day
         temp = temp + load / 86400 * 6
-    temp = np.round(temp + rng.normal(0, 0.2, n))
+    temp = np.round(temp + rng.normal(0, 0.2, size))
     clock = np.where(load > 0, 1980 - 6 * (temp - 30), 345.0)
     clock = np.round(clock / 15) * 15
-    if i == 2:  # three seconds of HW slowdown halfway through
-        clock[n // 2 : n // 2 + 3] /= 2
-    power = np.where(load > 0, 700 - rng.gamma(2, 1.5, n), 70.0)
+    slow = (t >= n // 2) & (t < n // 2 + 3)
+    if i == 2:
+        clock[slow] /= 2
+    power = np.where(load > 0, 700 - rng.gamma(2, 1.5, size), 70.0)
     reasons = np.where(load > 0, int(ClockReason.SW_POWER_CAP), int(ClockReason.GPU_IDLE))
     if i == 2:
-        reasons[n // 2 : n // 2 + 3] |= int(ClockReason.HW_SLOWDOWN)
-    ecc = np.zeros(n)
-    if i == 4:
-        ecc[n // 3 :] = 1
+        reasons[slow] |= int(ClockReason.HW_SLOWDOWN)
+    ecc = np.where(t >= n // 3, 1.0, 0.0) if i == 4 else np.zeros(size)
     return {
+        "t_s": t,
         "temp_c": temp,
         "mem_temp_c": temp - 1,
         "sm_clock_mhz": clock,
-        "mem_clock_mhz": np.full(n, 2619.0),
+        "mem_clock_mhz": np.full(size, 2619.0),
         "power_w": power,
-        "power_limit_w": np.full(n, 700.0),
-        "energy_j": 2.8e8 + np.cumsum(power),
+        "power_limit_w": np.full(size, 700.0),
+        "energy_j": 2.8e8 + 700.0 * t,  # a counter that moves (an exact sum over a block)
         "util_pct": np.where(load > 0, 100.0, 0.0),
         "mem_util_pct": np.where(load > 0, 60.0, 0.0),
         "clock_reasons": reasons.astype(float),
         "ecc_uncorrected": ecc,
-        "ecc_corrected": np.zeros(n),
+        "ecc_corrected": np.zeros(size),
         "remap_pending": ecc.copy(),
-        "remap_failure": np.zeros(n),
-        "pcie_replay": np.zeros(n),
-        "power_violation_s": np.cumsum(load > 0).astype(float),
-        "thermal_violation_s": np.zeros(n),
+        "remap_failure": np.zeros(size),
+        "pcie_replay": np.zeros(size),
+        "power_violation_s": np.cumsum(load > 0).astype(float),  # from the block's start
+        "thermal_violation_s": np.zeros(size),
     }
 
 
 def synthesise(run_dir: Path, hours: float, gpus: int) -> None:
+    """The run's store, written an hour at a time with ``RunStore.append_block`` (as a
+    simulator stepped in blocks writes it), so that a week of 8 devices takes a minute or
+    two, not the hours of one ``append`` a tick."""
     n = int(hours * 3600) + BASELINE_S
-    rng = np.random.default_rng(1)
     store = RunStore.create(run_dir / STORE_NAME)
     profile = Profile()
     store.set_meta(
@@ -142,35 +147,31 @@ def synthesise(run_dir: Path, hours: float, gpus: int) -> None:
             for i in range(gpus)
         }
     )
-    series = [device_series(i, n, rng) for i in range(gpus)]
-    columns = TELEMETRY_FIELDS[2:]
     events = [Event(0.0, EventKind.RUN_START, f"{gpus} device(s), synthetic")]
     events += [Event(float(BASELINE_S), EventKind.LOAD_START, "load mix started")]
+    violation = np.zeros(gpus)  # power_violation_s carried from one hour to the next
     for start in range(0, n, CHUNK_S):
         end = min(start + CHUNK_S, n)
-        telemetry = [
-            Telemetry(i, float(k), *(None if np.isnan(v) else v for v in row))
-            for i in range(gpus)
-            for k, row in zip(
-                range(start, end),
-                np.column_stack(
-                    [series[i].get(c, np.full(n, np.nan))[start:end] for c in columns]
-                ).tolist(),
-                strict=True,
-            )
+        t = np.arange(start, end, dtype=float)
+        telemetry = {}
+        work = []
+        for i in range(gpus):
+            series = device_series(i, t, n, np.random.default_rng((1, i, start)))
+            series["power_violation_s"] = series["power_violation_s"] + violation[i]
+            violation[i] = series["power_violation_s"][-1]
+            telemetry[i] = series
+            loaded = t >= BASELINE_S
+            clock = series["sm_clock_mhz"][loaded]
+            done = t[loaded]
+            for part, unit, rate in PARTS:
+                work.append(WorkColumns(i, part, unit, done, done + 1, rate * clock / 1650))
+        notes = [
+            Event(float(s), EventKind.WARNING, "synthetic note")
+            for s in range(max(start, NOTE_S), end, NOTE_S)
         ]
-        samples = [
-            WorkSample(i, float(k), float(k + 1), part, rate * clock / 1650, unit)
-            for i in range(gpus)
-            for k, clock in zip(
-                range(max(start, BASELINE_S), end),
-                series[i]["sm_clock_mhz"][max(start, BASELINE_S) : end].tolist(),
-                strict=True,
-            )
-            for part, unit, rate in PARTS
-        ]
-        tick_events = [Event(float(start), EventKind.WARNING, "synthetic note")] if start else []
-        store.append(telemetry, samples, (events if start == 0 else []) + tick_events)
+        store.append_block(
+            telemetry=telemetry, work=work, events=(events if start == 0 else []) + notes
+        )
     stop_events = [
         Event(float(n), EventKind.WORKER_OUTCOME, "load ended: ok", i, {"outcome": "ok"})
         for i in range(gpus)
