@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from soak.analysis.analyze import analyze
 from soak.config import RunConfig
+from soak.pipeline import analyze
 from soak.profile import load_profile
 from soak.runner import run
 from soak.store import RunStore

@@ -30,9 +30,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from soak.analysis.analyze import Analysis, analyze
+from soak.analysis.analyze import Analysis
 from soak.config import RunConfig
 from soak.devices.sim.params import SKUS
+from soak.pipeline import analyze
 from soak.profile import load_profile
 from soak.runner import run
 from soak.store import STORE_NAME, RunStore

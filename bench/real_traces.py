@@ -49,9 +49,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from soak.analysis.analyze import RunData, analyze_run  # noqa: E402
+from soak.analysis.analyze import analyze_run  # noqa: E402
 from soak.analysis.decision import replay  # noqa: E402
 from soak.analysis.equilibrium import CLAUSE_NAMES  # noqa: E402
+from soak.dataset import RunData  # noqa: E402
 from soak.importers import csv as csv_import  # noqa: E402
 from soak.importers import gpu_burn  # noqa: E402
 from soak.importers.core import ImportOptions, Trace, write_run  # noqa: E402

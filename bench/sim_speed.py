@@ -57,7 +57,7 @@ class HourlyRss:
 
 
 def one(hours: float, gpus: int, out: Path) -> dict:
-    from soak.report import build_outputs
+    from soak.pipeline import build_outputs
 
     config = RunConfig(
         backend="sim", workload="mix", duration_s=hours * 3600, seed=1, out=out, sim_gpus=gpus

@@ -36,8 +36,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from soak.dataset import WorkColumns
 from soak.model import TELEMETRY_FIELDS, DeviceInfo, Telemetry, WorkSample
-from soak.store import BLOCK_ROWS, STORE_NAME, RunStore, WorkColumns
+from soak.store import BLOCK_ROWS, STORE_NAME, RunStore
 from soak.validity import screen_all
 
 GPUS = 8

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from soak.analysis.analyze import analyze_run
 from soak.analysis.decision import replay, truncated, verdict_eta_s
 from soak.analysis.equilibrium import OnlineDetector
-from soak.analysis.windows import work_rates
+from soak.dataset import work_rates
 from soak.model import EventKind
 from soak.profile import load_profile
 from soak.runner import PREDICTED_AT_S

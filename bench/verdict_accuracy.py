@@ -240,9 +240,9 @@ CUT_S = (600.0, 1200.0)  # a begun-under-load log starts this far into the load
 
 def _import_log(run, form, start_s: float, folder: Path) -> Analysis:
     """``run`` written in ``form`` from ``start_s``, imported and analysed as soak does."""
-    from soak.analysis.analyze import analyze
     from soak.importers.core import ImportOptions, write_run
     from soak.importers.source import describe
+    from soak.pipeline import analyze
     from soak.store import RunStore
 
     path = write_log(run.data, form, folder / f"log-{start_s:.0f}", start_s=start_s)

@@ -88,8 +88,9 @@ class Block:
     still: frozenset[str]
 
 
-def decode(blob: bytes) -> Block:
-    """The columns of one block; BlockDamaged where its bytes do not hold together."""
+def decode(blob: bytes, names: Collection[str] | None = None) -> Block:
+    """The columns of one block (``names``: those only, the rest checked but not decoded);
+    BlockDamaged where its bytes do not hold together."""
     if not isinstance(blob, bytes) or len(blob) < len(MAGIC) + 2 * _LENGTH.size:
         raise BlockDamaged("not a column block")
     body, (crc,) = blob[:-4], _LENGTH.unpack(blob[-4:])
@@ -112,9 +113,10 @@ def decode(blob: bytes) -> Block:
         raise BlockDamaged("column block lengths do not add up")
     columns, still = {}, set()
     for name, tag, size in described:
-        columns[name] = _decoded(tag, body[at : at + size], rows)
-        if tag == "c":
-            still.add(name)
+        if names is None or name in names:
+            columns[name] = _decoded(tag, body[at : at + size], rows)
+            if tag == "c":
+                still.add(name)
         at += size
     return Block(rows, columns, frozenset(still))
 

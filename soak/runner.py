@@ -27,7 +27,6 @@ from pathlib import Path
 from types import FrameType
 
 from soak import __version__
-from soak.analysis.analyze import RunData
 from soak.analysis.contention import FOREIGN_MIN_PCT
 from soak.analysis.decision import DECIDE_EVERY_S, Decision, decide, verdict_eta_s
 from soak.analysis.decision import META_KEY as DECISION_KEY
@@ -36,6 +35,7 @@ from soak.analysis.windows import LiveWork
 from soak.bmc import BmcOptions, ServerSensors, open_bmc
 from soak.clock import Clock, VirtualClock, WallClock
 from soak.config import RunConfig
+from soak.dataset import RunData
 from soak.devices import BackendOptions, open_backend
 from soak.devices.base import Backend, Load, LoadUpdate
 from soak.errors import ConfigError, StoreError

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from soak.blocks import Assembler, Block, decode, encode
+from soak.dataset import WORK_COLUMNS, DeviceSeries, WorkColumns, work_of
 from soak.errors import ConfigError, StoreError
 from soak.fields import INTEGER_COLUMNS, Columns
 from soak.model import (
@@ -162,7 +163,7 @@ class _Series:
         return " AND ".join(f"{key}=?" for key in self.keys)
 
 
-_WORK_COLUMNS = ("t_start_s", "t_end_s", "work", "verified", "verify_error")
+_WORK_COLUMNS = WORK_COLUMNS
 _TELEMETRY = _Series("telemetry", ("device",), "t_s", TELEMETRY_FIELDS[1:])
 _WORK = _Series("work", ("device", "part", "unit"), "t_end_s", _WORK_COLUMNS)
 _SYNC = _Series("sync_steps", ("device",), "t_end_s", _SYNC_COLUMNS)
@@ -187,25 +188,6 @@ class _Packing:
     todo: tuple[tuple[_Series, int], ...] = ()
     trim_to: int = 0  # the tail rows up to here are in blocks (where the blocks say so)
     trimmed: int = 0  # the tail rows up to here are deleted (where the blocks hold them)
-
-
-@dataclass(frozen=True, slots=True)
-class WorkColumns:
-    """Many work samples of one device and workload part as column arrays: the block write's
-    form of ``WorkSample`` (``verified`` 1/0/NaN; None: not checked, NaN throughout)."""
-
-    device: int
-    part: str
-    unit: str
-    t_start_s: np.ndarray
-    t_end_s: np.ndarray
-    work: np.ndarray
-    verified: np.ndarray | None = None
-    verify_error: np.ndarray | None = None
-
-    def columns(self) -> dict[str, np.ndarray]:
-        found = {name: getattr(self, name) for name in _WORK_COLUMNS}
-        return {name: column for name, column in found.items() if column is not None}
 
 
 def _json_default(value: Any) -> Any:
@@ -838,20 +820,47 @@ class RunStore:
         flagged = {flag.field for flag in flags if flag.field in columns}
         return Columns({name: _compact(c) if name in flagged else c for name, c in columns.items()})
 
-    def _series(self, series: _Series, key: Key, compact: bool = True) -> dict[str, np.ndarray]:
-        """One key's columns: its blocks in time order, then its tail's rows, read in chunks
-        into arrays allocated once (a still column as one value where ``compact``). Rows
-        out of time order (blocks written out of order) are put in it, ties as written."""
+    def device_series(self, info: DeviceInfo, units: Mapping[str, str]) -> DeviceSeries:
+        """One device's series for the run dataset (``soak.dataset``): its telemetry, its
+        work per part (``units``: each part's unit), its ddp steps and its readings flagged
+        impossible. Memory: this device's columns that move, once."""
+        index = info.index
+        return DeviceSeries(
+            info,
+            self.telemetry(index),
+            work_of(index, self.work(index), units),
+            self.sync_steps(index),
+            tuple(self.implausible(index)),
+        )
+
+    def telemetry_times(self, device: int) -> np.ndarray:
+        """One device's telemetry times alone, in order (its one column read and decoded):
+        what sets a figure's time axis before any device's series is read."""
+        with _reading(self.path), self._snapshot():
+            return self._series(_TELEMETRY, (device,), names=("t_s",))["t_s"]
+
+    def _series(
+        self,
+        series: _Series,
+        key: Key,
+        compact: bool = True,
+        names: Sequence[str] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """One key's columns (``names``: those only, the time column among them; None:
+        all): its blocks in time order, then its tail's rows, read in chunks into arrays
+        allocated once (a still column as one value where ``compact``). Rows out of time
+        order (blocks written out of order) are put in it, ties as written."""
+        wanted = tuple(series.columns if names is None else names)
         blocks = self._block_list(series, key)
-        tail = [name for name in series.columns if name in self._table_columns(series.table)]
+        tail = [name for name in wanted if name in self._table_columns(series.table)]
         where = f"WHERE {series.where} AND rowid > ?"
         key = (*key, self._packed_to(series, key[0]))
         (count,) = self._conn.execute(
             f"SELECT COUNT(*) FROM {series.table} {where}", key
         ).fetchone()
-        assembler = Assembler(series.columns, count + sum(rows for _, rows in blocks))
+        assembler = Assembler(wanted, count + sum(rows for _, rows in blocks))
         for rowid, rows in blocks:
-            block = self._block(series, rowid, rows)
+            block = self._block(series, rowid, rows, names)
             assembler.add(block.rows, block.columns, block.still)
         select = f"SELECT {', '.join(tail)} FROM {series.table} {where} ORDER BY {series.time}"
         cursor = self._conn.execute(select, key)
@@ -880,11 +889,13 @@ class RunStore:
         ).fetchone()
         return int(top or 0)
 
-    def _block(self, series: _Series, rowid: int, rows: int) -> Block:
+    def _block(
+        self, series: _Series, rowid: int, rows: int, names: Sequence[str] | None = None
+    ) -> Block:
         (data,) = self._conn.execute(
             f"SELECT data FROM {series.blocks} WHERE rowid=?", (rowid,)
         ).fetchone()
-        return _block(rows, data)
+        return _block(rows, data, names)
 
     def implausible(self, device: int) -> list[Implausible]:
         """The readings of one device flagged as impossible, in time order."""
@@ -1125,9 +1136,10 @@ def _checked(series: _Series, columns: Mapping[str, np.ndarray]) -> dict[str, np
     return out
 
 
-def _block(rows: int, data: Any) -> Block:
-    """A block as read, checked against the row count its table gives it."""
-    block = decode(data)
+def _block(rows: int, data: Any, names: Sequence[str] | None = None) -> Block:
+    """A block as read (``names``: those columns only), checked against the row count its
+    table gives it."""
+    block = decode(data, names)
     if block.rows != rows:
         raise ValueError(f"a column block of {block.rows} rows where its table says {rows}")
     return block

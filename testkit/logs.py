@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from soak.analysis.analyze import RunData
+from soak.dataset import RunData
 from soak.devices.sim.params import CHASSIS
 from soak.fields import REASONS_BY_KEY
 from soak.importers import csv as csv_import

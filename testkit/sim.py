@@ -11,7 +11,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from soak.analysis.analyze import RunData
+from soak.dataset import RunData
 from soak.devices.sim import SimServer
 from soak.devices.sim.params import CHASSIS, Chassis
 from soak.model import TELEMETRY_FIELDS, Event, StopReason, Telemetry, WorkSample
@@ -147,7 +147,7 @@ def simulate(
         else rec.tele.get(d.index, [])
         for d in infos
     }
-    data = RunData(
+    data = RunData.held(
         meta=meta,
         devices=infos,
         implausible=flagged,

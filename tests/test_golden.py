@@ -25,7 +25,7 @@ import pytest
 
 from soak import runner, store
 from soak.config import RunConfig
-from soak.report import build_outputs
+from soak.pipeline import build_outputs
 from soak.runner import run
 
 pytestmark = pytest.mark.slow

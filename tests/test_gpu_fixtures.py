@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from soak.model import ClockReason
-from soak.report import build_outputs
+from soak.pipeline import build_outputs
 from soak.store import STORE_NAME, RunStore
 
 H200 = Path(__file__).parent / "fixtures" / "gpu" / "h200-2026-11-30"

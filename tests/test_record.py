@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from soak.analysis.analyze import analyze
 from soak.cli import main
 from soak.errors import StoreError
 from soak.model import StopReason
+from soak.pipeline import analyze
 from soak.profile import load_profile
 from soak.record import RunMeta, RunRecord, SimRecord, StopRecord
 from soak.report.junit import build_junit

@@ -7,8 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from soak.analysis import analyze
-from soak.report import build_outputs
+from soak.pipeline import analyze, build_outputs
 from soak.runner import run
 from soak.store import RunStore
 

@@ -12,8 +12,8 @@ import pytest
 from soak.devices.sim import SimServer
 from soak.live.view import PlainView, Tracker, device_line
 from soak.model import Telemetry
+from soak.pipeline import build_outputs
 from soak.progress import Progress
-from soak.report import build_outputs
 from soak.runner import run
 from tests.factories import any_length
 

@@ -12,7 +12,7 @@ from soak.config import RunConfig
 from soak.devices.base import LoadUpdate
 from soak.devices.nvml import NvmlBackend
 from soak.model import ClockReason, Event, EventKind, WorkerOutcome, WorkSample
-from soak.report import build_outputs
+from soak.pipeline import build_outputs
 from soak.runner import Runner, Stopper
 from soak.store import RunStore
 from tests.devices.fake_pynvml import FakeNvml, baseline_gpu, err, fv

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from soak import blocks, store
+from soak.dataset import WorkColumns
 from soak.errors import StoreError
 from soak.model import (
     TELEMETRY_FIELDS,
@@ -30,7 +31,7 @@ from soak.model import (
     Telemetry,
     WorkSample,
 )
-from soak.store import STORE_NAME, RunStore, StoreDamaged, WorkColumns, salvage
+from soak.store import STORE_NAME, RunStore, StoreDamaged, salvage
 from tests.factories import any_length
 
 ROWS_ONLY = 10**9  # a block never fills: the version-2 layout of rows
@@ -418,7 +419,7 @@ def test_a_store_of_an_unknown_block_version_is_refused_in_one_line(tmp_path):
 def test_a_version_3_store_of_the_first_columnar_release_reads_back(tmp_path):
     """The block layout as first written (tests/fixtures/old-store/README.md): a later soak
     reads its blocks and tails as this one did, and judges it the same."""
-    from soak.analysis import analyze
+    from soak.pipeline import analyze
     from soak.profile import load_profile
 
     fixture = Path(__file__).parent / "fixtures" / "old-store" / "v3-blocks" / STORE_NAME

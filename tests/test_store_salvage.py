@@ -9,7 +9,7 @@ import pytest
 
 from soak.cli import main
 from soak.errors import StoreError
-from soak.report import build_outputs
+from soak.pipeline import build_outputs
 from soak.store import STORE_NAME, salvage
 
 CUTS = 12  # evenly spaced through the file: its metadata, telemetry, work and events pages

@@ -1,5 +1,5 @@
-"""Pure functions over stored series: equilibrium, windows, checks, verdict, diagnosis."""
+"""Pure functions over a run's dataset: equilibrium, windows, checks, verdict, diagnosis."""
 
-from soak.analysis.analyze import Analysis, DeviceResult, RunData, analyze, analyze_run
+from soak.analysis.analyze import Analysis, DeviceResult, analyze_run
 
-__all__ = ["Analysis", "DeviceResult", "RunData", "analyze", "analyze_run"]
+__all__ = ["Analysis", "DeviceResult", "analyze_run"]

@@ -1,4 +1,11 @@
-"""From a run store to per-device results, the verdict and the diagnosis."""
+"""From a run's dataset to per-device results, the verdict and the diagnosis.
+
+The analysis reads each device's series once (``RunData.each``: one device at a time, from
+the store or held) and keeps of it only what it found (``_DevicePass``: facts, noise,
+quality, the headroom model, a freeze the runner's watch did not name); what compares the
+devices (the checks, the diagnosis, the ddp server, the verdict) runs on those. A ddp run's
+server windows depend on every device's equilibrium, so its steps are read once more then.
+"""
 
 from __future__ import annotations
 
@@ -23,24 +30,37 @@ from soak.analysis.contention import (
     foreign_processes,
     window_contention,
 )
-from soak.analysis.ddp_steps import SyncFacts, split_loss, sync_checks, sync_facts
+from soak.analysis.ddp_steps import (
+    SyncFacts,
+    split_loss,
+    sync_checks,
+    sync_facts,
+    window_steps,
+)
 from soak.analysis.diagnosis import Peers, diagnose, peers_of
 from soak.analysis.equilibrium import Equilibrium, Series, Signals, detect
-from soak.analysis.headroom import Headroom, headroom_checks, run_headroom
+from soak.analysis.headroom import (
+    DeviceModel,
+    Headroom,
+    device_headroom,
+    headroom_checks,
+    inlet_missing,
+    inlet_series,
+    run_headroom,
+)
 from soak.analysis.noise import Noise, noise
 from soak.analysis.warmstart import warm_start
 from soak.analysis.windows import (
     Window,
     WindowName,
     WindowStats,
-    WorkRates,
     cold_window,
     final_window,
     load_start,
     steady_window,
     window_stats,
-    work_rates,
 )
+from soak.dataset import DeviceSeries, RunData, WorkRates, work_rates
 from soak.fields import FOLLOWED, Columns, unread_reasons
 from soak.model import (
     HW_REASONS,
@@ -53,7 +73,6 @@ from soak.model import (
 )
 from soak.profile import Profile, Windows
 from soak.record import RunMeta, RunRecord, StopRecord
-from soak.store import RunStore
 from soak.validity import (
     COUNTERS,
     FROZEN_S,
@@ -90,7 +109,6 @@ class DeviceResult:
     warmup_s: float | None = None
     noise: Noise | None = None  # of the steady figures (batch means); None without a window
     quality: Quality | None = None  # how far its readings can be trusted (soak.validity)
-    rates: dict[str, WorkRates] = field(default_factory=dict)  # per part: each sample's rate
 
     @property
     def index(self) -> int:
@@ -224,7 +242,7 @@ def primary_part(units: Mapping[str, str]) -> str | None:
 
 
 def _load_span(
-    work: dict[str, dict[str, np.ndarray]], tele_t: np.ndarray, meta: RunMeta
+    work: Mapping[str, Mapping[str, np.ndarray]], tele_t: np.ndarray, meta: RunMeta
 ) -> tuple[float | None, float | None]:
     """A device's load start and end (its last work ended). Its load starts when its first
     unit of work is complete, of every part it runs: what comes before (imports, set-up,
@@ -329,7 +347,7 @@ def _windows(
     start: float | None,
     end: float | None,
     tele: Columns,
-    work: dict[str, dict[str, np.ndarray]],
+    work: Mapping[str, Mapping[str, np.ndarray]],
     rates: Mapping[str, WorkRates],
     windows: Windows,
     unread: int = 0,
@@ -362,7 +380,7 @@ class _Verified:
     max_error: float | None = None
 
 
-def _verified(work: dict[str, dict[str, np.ndarray]], mine: Sequence[Event]) -> _Verified:
+def _verified(work: Mapping[str, Mapping[str, np.ndarray]], mine: Sequence[Event]) -> _Verified:
     """The device's result checks: made, failed, and the largest error of a failed one."""
     verified = np.concatenate([w["verified"] for w in work.values()]) if work else np.empty(0)
     errors = np.concatenate([w["verify_error"] for w in work.values()]) if work else np.empty(0)
@@ -385,14 +403,13 @@ def _verified(work: dict[str, dict[str, np.ndarray]], mine: Sequence[Event]) -> 
 def device_facts(
     info: DeviceInfo,
     tele: Columns,
-    work: dict[str, dict[str, np.ndarray]],
+    work: Mapping[str, Mapping[str, np.ndarray]],
     units: dict[str, str],
     events: Sequence[Event],
     meta: RunMeta,
     profile: Profile,
     incomplete: bool,
     capabilities: dict[str, str] | None = None,
-    any_work: bool = True,
     rates: Mapping[str, WorkRates] | None = None,
 ) -> tuple[DeviceFacts, float | None, float | None]:
     start, end = _load_span(work, tele.t_s, meta)
@@ -458,7 +475,9 @@ def device_facts(
         warmup_end_s=(start if cold_stats is None else cold_stats.window.start_s)
         if w.cold is not None
         else None,
-        records_throughput=records_throughput(meta.run, any_work) and (own_work or not foreign),
+        # its own work stands for the run's: they differ only for a device without work,
+        # which an import records no throughput for and a live run does, whatever the others
+        records_throughput=records_throughput(meta.run, own_work) and (own_work or not foreign),
         throughput_note="" if own_work or not foreign else FOREIGN_NONE,
         foreign_load=foreign,
         capabilities=dict(capabilities or {}),
@@ -503,34 +522,26 @@ def implausible_checks(
     return out
 
 
-def _unseen_freezes(
-    data: RunData, spans: dict[int, tuple[float | None, float | None]]
-) -> list[Event]:
-    """Frozen spans under load (``soak.validity``, rule 2) that no telemetry event names: a
-    store written without the runner's watch (the accuracy bench's records), or by a soak
-    before it. The same rule, the same event."""
-    seen = {
-        e.device
-        for e in data.events
-        if e.kind is EventKind.TELEMETRY and e.details.get("episode") == "frozen"
-    }
-    out = []
-    for index, (start, end) in spans.items():
-        tele = data.telemetry.get(index)
-        if index in seen or start is None or end is None or tele is None:
-            continue
-        t = tele.t_s
-        loaded = (t >= start) & (t <= end)
-        columns = {n: tele[n] for n in MUST_MOVE}
-        found = frozen_spans(index, t.tolist(), columns, loaded.tolist())
-        if found:
-            first = _as_reached(found[0])
-            out.append(
-                Event(
-                    first.to_s, EventKind.TELEMETRY, first.describe(start), index, first.as_dict()
-                )
-            )
-    return out
+def _unseen_freeze(series: DeviceSeries, span: tuple[float | None, float | None]) -> Event | None:
+    """The first frozen span under load (``soak.validity``, rule 2) of a device whose events
+    name none: a store written without the runner's watch (the accuracy bench's records), or
+    by a soak before it. The same rule, the same event."""
+    start, end = span
+    if start is None or end is None:
+        return None
+    tele = series.telemetry
+    t = tele.t_s
+    loaded = (t >= start) & (t <= end)
+    found = frozen_spans(series.index, t, {n: tele[n] for n in MUST_MOVE}, loaded)
+    if not found:
+        return None
+    first = _as_reached(found[0])
+    text = first.describe(start)
+    return Event(first.to_s, EventKind.TELEMETRY, text, series.index, first.as_dict())
+
+
+def _is_freeze(e: Event) -> bool:
+    return e.kind is EventKind.TELEMETRY and e.details.get("episode") == "frozen"
 
 
 def _as_reached(span: Frozen) -> Frozen:
@@ -546,21 +557,25 @@ def _unreset(tele: Columns) -> Columns:
     return tele.replace(**{name: unreset(tele[name]) for name in COUNTERS})
 
 
-def _quality(index: int, data: RunData, facts: DeviceFacts, resets: tuple[Reset, ...]) -> Quality:
-    """What the analysis knows of one device's readings (``soak.validity``)."""
-    t = data.telemetry[index].t_s
-    found = tuple(gaps(t, data.meta.run.interval_s))
+def _quality(
+    series: DeviceSeries,
+    interval_s: float | None,
+    facts: DeviceFacts,
+    resets: tuple[Reset, ...],
+    freezes: Sequence[Event],
+) -> Quality:
+    """What the analysis knows of one device's readings (``soak.validity``); ``freezes``:
+    its frozen-telemetry events."""
+    t = series.telemetry.t_s
+    found = tuple(gaps(t, interval_s))
     frozen = tuple(
         Frozen(
-            index,
+            series.index,
             float(e.details["from_s"]),
             float(e.details["to_s"]),
             tuple((str(k), float(v)) for k, v in dict(e.details.get("values", {})).items()),
         )
-        for e in data.events
-        if e.kind is EventKind.TELEMETRY
-        and e.device == index
-        and e.details.get("episode") == "frozen"
+        for e in freezes
     )
 
     def missing(stats: WindowStats | None) -> float:
@@ -568,7 +583,7 @@ def _quality(index: int, data: RunData, facts: DeviceFacts, resets: tuple[Reset,
 
     return Quality(
         samples=int(t.size),
-        implausible=tuple(data.implausible.get(index, ())),
+        implausible=series.implausible,
         gaps=found,
         frozen=frozen,
         resets=resets,
@@ -607,11 +622,7 @@ def _first_per_field(found: Sequence[Implausible]) -> list[float]:
 
 
 def _cut_at_freeze(e: Event) -> bool:
-    return (
-        e.kind is EventKind.TELEMETRY
-        and e.details.get("episode") == "frozen"
-        and e.details.get("judged") is False
-    )
+    return _is_freeze(e) and e.details.get("judged") is False
 
 
 def cross_device_checks(events: Sequence[Event]) -> list[Finding]:
@@ -625,57 +636,83 @@ def cross_device_checks(events: Sequence[Event]) -> list[Finding]:
 
 
 @dataclass(frozen=True, slots=True)
-class RunData:
-    """A run's records in memory, as the store reads them back: what the analysis needs.
-    The accuracy benchmark builds one straight from the simulated server, without a store."""
+class _DevicePass:
+    """What the analysis keeps of one device's series once it has read them: the facts and
+    the load's span, and what the results need besides (its counter resets, its freeze the
+    runner's watch did not name, its steady noise, its quality, its headroom model)."""
+
+    facts: DeviceFacts
+    span: tuple[float | None, float | None]
+    resets: tuple[Reset, ...]
+    unseen_freeze: Event | None
+    noise: Noise | None
+    quality: Quality
+    implausible: tuple[Implausible, ...]
+    worked: bool
+    headroom: DeviceModel | str | None  # None: no inlet read, nothing modelled
+
+
+@dataclass(frozen=True, slots=True)
+class _RunFacts:
+    """What every device's pass needs of the run: its records, the profile, whether it is
+    incomplete, and the inlet for the headroom (None where none was read)."""
 
     meta: RunMeta
-    devices: list[DeviceInfo]
-    telemetry: dict[int, Columns]  # device -> its series (NaN: unread); a mapping is viewed
-    work: dict[int, dict[str, dict[str, np.ndarray]]]  # device -> part -> column -> values
-    units: dict[str, str]  # part -> unit of work
-    events: list[Event]
-    capabilities: dict[int, dict[str, str]] = field(default_factory=dict)
-    sync_steps: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)  # per device
-    server_steps: dict[str, np.ndarray] = field(default_factory=dict)
-    # readings stored as read and flagged impossible (left out of ``telemetry``), per device
-    implausible: dict[int, list[Implausible]] = field(default_factory=dict)
-    # the BMC's server-level series (inlet, chassis temperatures): name -> t_s, value
-    server_readings: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        viewed = {i: Columns(t) for i, t in self.telemetry.items() if not isinstance(t, Columns)}
-        if viewed:
-            object.__setattr__(self, "telemetry", self.telemetry | viewed)
-
-    @classmethod
-    def from_store(cls, store: RunStore) -> RunData:
-        infos = store.devices()
-        return cls(
-            meta=store.meta(),
-            devices=infos,
-            telemetry={d.index: store.telemetry(d.index) for d in infos},
-            work={d.index: store.work(d.index) for d in infos},
-            units=store.units(),
-            events=store.events(),
-            capabilities=store.capabilities(),
-            sync_steps={d.index: store.sync_steps(d.index) for d in infos},
-            server_steps=store.server_steps(),
-            implausible={d.index: store.implausible(d.index) for d in infos},
-            server_readings=store.server_readings(),
-        )
+    events: Sequence[Event]
+    units: Mapping[str, str]
+    capabilities: Mapping[int, dict[str, str]]
+    profile: Profile
+    incomplete: bool
+    inlet: Mapping[str, np.ndarray] | None
 
 
-def analyze(store: RunStore, profile: Profile) -> Analysis:
-    """The analysis of a run store."""
-    return analyze_run(RunData.from_store(store), profile)
+def _device_pass(series: DeviceSeries, run: _RunFacts) -> _DevicePass:
+    """One device's series read through once: everything the analysis needs of them."""
+    resets = _resets(series.telemetry)
+    if resets:  # the counts on either side of a reset are added
+        series = replace(series, telemetry=_unreset(series.telemetry))
+    tele, work, index = series.telemetry, series.work, series.index
+    rates = {part: work_rates(w) for part, w in work.items()}
+    facts, start, end = device_facts(
+        series.info,
+        tele,
+        work,
+        dict(run.units),
+        run.events,
+        run.meta,
+        run.profile,
+        run.incomplete,
+        run.capabilities.get(index),
+        rates,
+    )
+    freezes = [e for e in run.events if e.device == index and _is_freeze(e)]
+    unseen = None
+    if not run.meta.run.imported and not freezes:  # the watch's rule read offline
+        unseen = _unseen_freeze(series, (start, end))
+        freezes = [unseen] if unseen is not None else []
+    steady_noise = None
+    if facts.steady is not None:
+        load = facts.whole.window if facts.whole is not None else None
+        steady_noise = noise(facts.steady.window, load, tele, work)
+    model = None
+    if run.inlet is not None:
+        model = device_headroom(series.info, facts, tele, work, run.inlet)
+    return _DevicePass(
+        facts,
+        (start, end),
+        resets,
+        unseen,
+        steady_noise,
+        _quality(series, run.meta.run.interval_s, facts, resets, freezes),
+        series.implausible,
+        series.worked,
+        model,
+    )
 
 
 def analyze_run(data: RunData, profile: Profile) -> Analysis:
-    """Per-device facts, checks, verdicts and diagnoses, and the server's verdict."""
-    resets = {i: _resets(tele) for i, tele in data.telemetry.items()}
-    if any(resets.values()):  # the counts on either side of a reset are added
-        data = replace(data, telemetry={i: _unreset(t) for i, t in data.telemetry.items()})
+    """Per-device facts, checks, verdicts and diagnoses, and the server's verdict: each
+    device's series read once (one device at a time), then the devices compared."""
     meta = data.meta
     stop_reason = _stop_reason(meta.stop)
     # A store read back from damage may have lost any sample: never a PASS on what is left.
@@ -683,40 +720,40 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     # An import whose log froze was cut where the freeze began: the record of the load
     # ended early, so nothing is accepted on it.
     incomplete = incomplete or any(_cut_at_freeze(e) for e in data.events)
-    rates = {
-        d.index: {part: work_rates(w) for part, w in data.work.get(d.index, {}).items()}
-        for d in data.devices
-    }
-    facts, spans = _all_facts(data, rates, profile, incomplete)
-    if not meta.run.imported:  # the freeze watch's rule read offline, as the runner reads it
-        events = sorted([*data.events, *_unseen_freezes(data, spans)], key=lambda e: e.t_s)
-        data = replace(data, events=events)
-    sync = _sync_facts(data, facts, spans, profile)
-    headroom = run_headroom(
-        data.devices,
-        facts,
-        data.telemetry,
-        data.work,
-        data.server_readings,
-        meta.bmc,
-        profile.checks.design_inlet_c,
+    inlet = inlet_series(data.server_readings)
+    missing = inlet_missing(inlet, meta.bmc)
+    run = _RunFacts(
+        meta,
+        data.events,
+        data.units,
+        data.capabilities,
+        profile,
+        incomplete,
+        inlet if missing is None else None,
     )
-    checks = _all_checks(data, facts, sync, headroom, profile)
+    passes = {series.index: _device_pass(series, run) for series in data.each()}
+    facts = [p.facts for p in passes.values()]
+    spans = {index: p.span for index, p in passes.items()}
+    unseen = [p.unseen_freeze for p in passes.values() if p.unseen_freeze is not None]
+    events = sorted([*data.events, *unseen], key=lambda e: e.t_s) if unseen else data.events
+    sync = _sync_facts(data, facts, spans, passes, profile)
+    models = {i: p.headroom for i, p in passes.items() if p.headroom is not None}
+    headroom = run_headroom(models, missing, profile.checks.design_inlet_c)
+    implausible = {i: p.implausible for i, p in passes.items()}
+    checks = _all_checks(events, implausible, facts, sync, headroom, profile)
     server_checks = [c for c in checks if c.device is None]
     peers = peers_of(facts)
     results = [
         _device_result(
-            data,
-            f,
-            [c for c in checks if c.device == f.index],
-            spans[f.index],
+            info,
+            passes[info.index],
+            [c for c in checks if c.device == info.index],
             peers,
             incomplete,
-            resets.get(f.index, ()),
-            rates[f.index],
+            meta.load_start_s,
             profile.checks.min_throughput_retention,
         )
-        for f in facts
+        for info in data.devices
     ]
     units = data.units
     part = primary_part(units)
@@ -727,7 +764,7 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         server_checks,
         _verdict(results, server_checks, incomplete),
         stop_reason,
-        sorted([*data.events, *_episodes(results)], key=lambda e: e.t_s),
+        sorted([*events, *_episodes(results)], key=lambda e: e.t_s),
         data.capabilities,
         units,
         sync,
@@ -737,90 +774,51 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     )
 
 
-def _all_facts(
-    data: RunData,
-    rates: Mapping[int, Mapping[str, WorkRates]],
-    profile: Profile,
-    incomplete: bool,
-) -> tuple[list[DeviceFacts], dict[int, tuple[float | None, float | None]]]:
-    """Every device's facts, and its load's span (start, end)."""
-    any_work = any(w["t_end_s"].size for parts in data.work.values() for w in parts.values())
-    facts, spans = [], {}
-    for info in data.devices:
-        found, start, end = device_facts(
-            info,
-            data.telemetry[info.index],
-            data.work.get(info.index, {}),
-            data.units,
-            data.events,
-            data.meta,
-            profile,
-            incomplete,
-            data.capabilities.get(info.index),
-            any_work,
-            rates[info.index],
-        )
-        facts.append(found)
-        spans[info.index] = (start, end)
-    return facts, spans
-
-
 def _all_checks(
-    data: RunData,
+    events: Sequence[Event],
+    implausible: Mapping[int, Sequence[Implausible]],
     facts: Sequence[DeviceFacts],
     sync: SyncFacts | None,
     headroom: Headroom,
     profile: Profile,
 ) -> list[Finding]:
     """Every check of the devices and of the server."""
-    events = data.events
     checks = run_checks(facts, profile) + cross_device_checks(events)
-    checks += telemetry_checks(events) + implausible_checks(data.implausible, facts)
+    checks += telemetry_checks(events) + implausible_checks(implausible, facts)
     checks += sync_checks(sync, events, profile, {f.index: f.name for f in facts})
     return checks + headroom_checks(headroom, profile.checks.min_headroom_c)
 
 
 def _device_result(
-    data: RunData,
-    facts: DeviceFacts,
+    info: DeviceInfo,
+    found: _DevicePass,
     mine: list[Finding],
-    span: tuple[float | None, float | None],
     peers: Peers,
     incomplete: bool,
-    resets: tuple[Reset, ...],
-    rates: dict[str, WorkRates],
+    launched: float | None,
     floor: float = 0.95,
 ) -> DeviceResult:
     """One device's verdict on its checks, its diagnosis (``floor``: the profile's
-    retention floor), warm-up and steady noise."""
+    retention floor) and warm-up (``launched``: when the load was launched)."""
     failed = any(c.status is Status.FAIL for c in mine)
     # a check the device could not be judged on alone (contention) accepts nothing
     unjudged = incomplete or any(c.status is Status.INCOMPLETE for c in mine)
     verdict = Verdict.FAIL if failed else Verdict.INCOMPLETE if unjudged else Verdict.PASS
-    start, end = span
-    found = diagnose(facts, mine, peers, floor)
-    launched = data.meta.load_start_s
-    work = data.work.get(facts.index, {})
-    worked = any(w["t_end_s"].size for w in work.values())
-    known = worked and start is not None and launched is not None
-    steady_noise = None
-    if facts.steady is not None:
-        load = facts.whole.window if facts.whole is not None else None
-        steady_noise = noise(facts.steady.window, load, data.telemetry[facts.index], work)
-    info = next(d for d in data.devices if d.index == facts.index)
+    start, end = found.span
+    cause = diagnose(found.facts, mine, peers, floor)
+    known = found.worked and start is not None and launched is not None
     return DeviceResult(
         info,
-        facts,
+        found.facts,
         start,
         end,
         mine,
         verdict,
-        found.cause,
-        found.evidence,
+        cause.cause,
+        cause.evidence,
         start - launched if known else None,  # type: ignore[operator]
-        steady_noise,
-        _quality(facts.index, data, facts, resets),
-        rates,
+        found.noise,
+        found.quality,
     )
 
 
@@ -843,32 +841,41 @@ def _verdict(
 def _sync_facts(
     data: RunData,
     facts: Sequence[DeviceFacts],
-    spans: dict[int, tuple[float | None, float | None]],
+    spans: Mapping[int, tuple[float | None, float | None]],
+    passes: Mapping[int, _DevicePass],
     profile: Profile,
 ) -> SyncFacts | None:
     """The server's synchronous steps over the server's windows: cold from the first load
     start, steady after the last device's equilibrium (every device must have reached it),
-    else the end of the run; the loss split by cause with the pace setter's clocks."""
+    else the end of the run; the loss split by cause with the pace setter's clocks. The
+    windows are the whole server's, so each device's steps are read (once) now, and only
+    the steps in them kept; the pace setter's telemetry once more for its clocks."""
     starts = [s for s, _ in spans.values() if s is not None]
     ends = [e for _, e in spans.values() if e is not None]
-    if not data.server_steps or not starts or not ends:
+    if not len(data.server_steps.get("t_end_s", ())) or not starts or not ends:
         return None
     start, end = min(starts), max(ends)
     times = [f.equilibrium.time_s if f.equilibrium else None for f in facts]
     eq = max(times) if times and all(t is not None for t in times) else None
     windows = profile.windows
-    sync = sync_facts(
-        data.server_steps,
-        data.sync_steps,
-        cold_window(start, windows),
-        steady_window(eq, start, end, windows),
-    )
+    cold = cold_window(start, windows)
+    steady = steady_window(eq, start, end, windows)
+    ranks = {
+        s.index: window_steps(s.sync_steps, (cold, steady))
+        for s in data.each()
+        if "t_end_s" in s.sync_steps  # a device with no steps recorded is no rank
+    }
+    sync = sync_facts(data.server_steps, ranks, cold, steady)
     if sync is None:
         return None
     group = data.meta.ddp_group  # a multi-node group: its global ranks, host and device
     if group is not None and group.ranks:
         sync = replace(sync, rank_of=group.this_node(), rank_labels=group.labels())
-    return split_loss(sync, data.telemetry, profile)
+    setter = sync.local_device(sync.pace_setter)
+    if setter is None or setter not in passes:
+        return split_loss(sync, None, profile)
+    tele = data.device(setter).telemetry
+    return split_loss(sync, _unreset(tele) if passes[setter].resets else tele, profile)
 
 
 def _stop_reason(stop: StopRecord | None) -> StopReason | str:

@@ -155,6 +155,22 @@ def _in(t_end: np.ndarray, window: Window) -> np.ndarray:
     return (t_end >= window.start_s) & (t_end <= window.end_s)
 
 
+def window_steps(
+    rows: Mapping[str, np.ndarray], windows: Sequence[Window]
+) -> dict[str, np.ndarray]:
+    """A rank's steps that ``sync_facts`` reads over ``windows`` (the server's cold and
+    steady): those ending in one, and its first with an all-reduce size. What the analysis
+    keeps of a rank's steps: a window's worth, not the run's."""
+    t_end = np.asarray(rows.get("t_end_s", np.empty(0)))
+    keep = np.zeros(t_end.size, dtype=bool)
+    for window in windows:
+        keep |= _in(t_end, window)
+    sized = np.flatnonzero(np.isfinite(np.asarray(rows.get("allreduce_b", keep * np.nan))))
+    if sized.size:
+        keep[sized[0]] = True
+    return {name: np.asarray(values)[keep] for name, values in rows.items()}
+
+
 def _mean(values: np.ndarray) -> float | None:
     finite = values[np.isfinite(values)]
     return float(finite.mean()) if finite.size else None
@@ -224,18 +240,18 @@ def sync_facts(
 
 
 def split_loss(
-    facts: SyncFacts, telemetry: Mapping[int, Mapping[str, np.ndarray]], profile: Profile
+    facts: SyncFacts, tele: Mapping[str, np.ndarray] | None, profile: Profile
 ) -> SyncFacts:
     """``facts`` with the server's loss split by cause: the pace setter's steady / cold SM
     clock and its steady throttle reasons decide, as for a device's own retention (power
     pinned and no thermal reason: power-capped drift; thermal slowdown; the rest, and all
-    of it where the clock was not read, unexplained)."""
+    of it where the clock was not read, unexplained). ``tele``: the pace setter's telemetry
+    (None: this run holds none of it)."""
     if facts.loss is None:
         return facts
     ratio = 1.0 - facts.loss
     key = facts.pace_setter
     device = facts.local_device(key)
-    tele = telemetry.get(device) if device is not None else None
     if key is None:
         return replace(facts, split=_unexplained(None, ratio, "no device set the pace"))
     if device is None:  # a rank on another node: its clocks are in that node's run

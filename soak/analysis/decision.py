@@ -20,9 +20,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from soak.analysis.analyze import Analysis, DeviceResult, RunData, analyze_run
+from soak.analysis.analyze import Analysis, DeviceResult, analyze_run
 from soak.analysis.checks import (
     CLOCK_OF_UNIT,
     DeviceFacts,
@@ -34,6 +32,7 @@ from soak.analysis.equilibrium import OnlineDetector
 from soak.analysis.intervals import CONFIDENCE, Interval, mean_interval, ratio_interval, scaled
 from soak.analysis.noise import Noise, noise
 from soak.analysis.windows import WindowName, WindowStats
+from soak.dataset import RunData
 from soak.model import StopReason
 from soak.profile import Profile, Windows
 from soak.record import StopRecord
@@ -154,30 +153,11 @@ class Decision:
 
 
 def truncated(data: RunData, t_s: float) -> RunData:
-    """The run's records up to ``t_s``, as if its load had stopped there."""
-
-    def cut(columns: Mapping[str, np.ndarray], key: str) -> dict[str, np.ndarray]:
-        if key not in columns:
-            return dict(columns)
-        keep = np.asarray(columns[key]) <= t_s
-        return {name: np.asarray(values)[keep] for name, values in columns.items()}
-
+    """The run's records up to ``t_s`` (a held dataset), as if its load had stopped there."""
     meta = data.meta
     duration = None if meta.load_start_s is None else t_s - meta.load_start_s
     stop = StopRecord(StopReason.STEADY, load_stop_s=t_s, duration_s=duration)
-    return dataclasses.replace(
-        data,
-        meta=dataclasses.replace(meta, stop=stop),
-        telemetry={i: tele.replace(**cut(tele, "t_s")) for i, tele in data.telemetry.items()},
-        work={
-            i: {p: cut(w, "t_end_s") for p, w in parts.items()} for i, parts in data.work.items()
-        },
-        events=[e for e in data.events if e.t_s <= t_s],
-        sync_steps={i: cut(s, "t_end_s") for i, s in data.sync_steps.items()},
-        server_steps=cut(data.server_steps, "t_end_s"),
-        implausible={i: [x for x in f if x.t_s <= t_s] for i, f in data.implausible.items()},
-        server_readings={k: cut(v, "t_s") for k, v in data.server_readings.items()},
-    )
+    return dataclasses.replace(data.up_to(t_s), meta=dataclasses.replace(meta, stop=stop))
 
 
 def decide(

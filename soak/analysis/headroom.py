@@ -41,7 +41,7 @@ The rule, per device, where the BMC read the inlet over the device's steady wind
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -503,43 +503,53 @@ def inlet_series(server: Mapping[str, Mapping[str, np.ndarray]]) -> Mapping[str,
     return server.get(INLET_SERIES) or {"t_s": np.empty(0), "value": np.empty(0)}
 
 
+def inlet_missing(inlet: Mapping[str, np.ndarray], bmc: BmcProbe | None) -> str | None:
+    """Why no device's headroom can be checked (no inlet read), or None where it can."""
+    if np.isfinite(inlet["value"]).any():
+        return None
+    if bmc is None:
+        why = "no BMC was read (a run stored before soak read one)"
+    else:
+        why = bmc.reason or "the BMC gave no inlet reading"
+    return f"inlet not available: {why}"
+
+
+def device_headroom(
+    info: DeviceInfo,
+    facts: DeviceFacts,
+    tele: Columns,
+    work: Mapping[str, Mapping[str, np.ndarray]],
+    inlet: Mapping[str, np.ndarray],
+) -> DeviceModel | str:
+    """One device's model from its own series and the inlet (rule, steps 1, 2 and 4), or why
+    there is none: what the analysis keeps of the device's series for its headroom."""
+    if facts.steady is None or facts.load_start_s is None:
+        return "no steady window"
+    idle = tele.power_w[tele.t_s < facts.load_start_s]
+    return device_model(
+        info,
+        tele,
+        work,
+        inlet,
+        facts.load_start_s,
+        (facts.steady.window.start_s, facts.steady.window.end_s),
+        facts.steady.throughput,
+        facts.power_limit_w,
+        _mean(idle) if idle.size else None,
+    )
+
+
 def run_headroom(
-    infos: Sequence[DeviceInfo],
-    facts: Sequence[DeviceFacts],
-    telemetry: Mapping[int, Columns],
-    work: Mapping[int, Mapping[str, Mapping[str, np.ndarray]]],
-    server: Mapping[str, Mapping[str, np.ndarray]],
-    bmc: BmcProbe | None,
-    design_inlet_c: float,
+    models: Mapping[int, DeviceModel | str], missing: str | None, design_inlet_c: float
 ) -> Headroom:
-    """Every device's headroom, or why none was checked (no inlet read)."""
-    inlet = inlet_series(server)
-    if not np.isfinite(inlet["value"]).any():
-        if bmc is None:
-            why = "no BMC was read (a run stored before soak read one)"
-        else:
-            why = bmc.reason or "the BMC gave no inlet reading"
-        return Headroom(design_inlet_c, reason=f"inlet not available: {why}")
+    """Every device's headroom from its model (``device_headroom``, by device in the run's
+    order), or why none was checked (``missing``: no inlet read)."""
+    if missing is not None:
+        return Headroom(design_inlet_c, reason=missing)
     out, skipped = [], {}
-    for info, f in zip(infos, facts, strict=True):
-        if f.steady is None or f.load_start_s is None:
-            skipped[info.index] = "no steady window"
-            continue
-        tele = telemetry[info.index]
-        idle = tele.power_w[tele.t_s < f.load_start_s]
-        model = device_model(
-            info,
-            tele,
-            work.get(info.index, {}),
-            inlet,
-            f.load_start_s,
-            (f.steady.window.start_s, f.steady.window.end_s),
-            f.steady.throughput,
-            f.power_limit_w,
-            _mean(idle) if idle.size else None,
-        )
+    for index, model in models.items():
         if isinstance(model, str):
-            skipped[info.index] = model
+            skipped[index] = model
             continue
         out.append(headroom_of(model, design_inlet_c))
     reason = None if out else "no device had a steady window with the inlet read"

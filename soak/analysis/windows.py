@@ -250,23 +250,6 @@ class _Figure:
     value: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class WorkRates:
-    """One part's work samples as rates: each sample's mid time and its work per second
-    (NaN where it took no time)."""
-
-    t_s: np.ndarray
-    rate: np.ndarray
-
-
-def work_rates(w: dict[str, np.ndarray]) -> WorkRates:
-    """Per work sample of one part: its mid time and its rate (NaN where it took no time)."""
-    duration = w["t_end_s"] - w["t_start_s"]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.where(duration > 0, w["work"] / duration, np.nan)
-    return WorkRates((w["t_start_s"] + w["t_end_s"]) / 2, rate)
-
-
 def _finite(values: np.ndarray) -> np.ndarray:
     return values[np.isfinite(values)]
 

@@ -248,8 +248,8 @@ def _common_arguments(p: argparse.ArgumentParser, fmt: ImportFormat) -> None:
 def command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from soak.importers.core import FROZEN_BASIS, ImportOptions, write_run
     from soak.importers.source import describe
+    from soak.pipeline import build_outputs, replay_stop
     from soak.profile import load_profile
-    from soak.report import build_outputs
 
     profile = load_profile(args.profile) if args.profile else None
     source = describe(args.file, args.format)
@@ -285,35 +285,3 @@ def command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print_verdict(analysis)
     print(report)
     return VERDICT_EXIT[analysis.verdict]
-
-
-def replay_stop(run_dir: Path) -> str:
-    """Replay the sequential stop of ``--until-steady`` on an imported run's store, keep it
-    there (an event and the meta ``stop_decision``, which summary.json and the report
-    carry) and return its line."""
-    from soak.analysis.analyze import RunData, analyze_run
-    from soak.analysis.decision import META_KEY, replay
-    from soak.model import Event, EventKind
-    from soak.profile import Profile, load_profile
-    from soak.store import RunStore
-
-    store = RunStore.open(run_dir)
-    try:
-        data = RunData.from_store(store)
-        recorded = data.meta.profile
-        profile = Profile.from_dict(dict(recorded)) if recorded else load_profile(None)
-        analysis = analyze_run(data, profile)
-        found = replay(data, profile, analysis)
-        if found is None:
-            line = "sequential stop (replayed): no stop before the end of the load segment"
-            stored = {"reason": line, "decided": False, "decided_at_s": None, "replayed": True}
-        else:
-            line = f"sequential stop (replayed) at {found.t_s:,.0f} s: {found.reason()}"
-            stored = found.as_json() | {"replayed": True}
-        t_event = data.meta.stop.load_stop_s if found is None and data.meta.stop else None
-        at = found.t_s if found is not None else (t_event or 0.0)
-        store.append(events=[Event(at, EventKind.STOP, line)])
-        store.set_meta(**{META_KEY: stored})
-    finally:
-        store.close()
-    return line

@@ -140,7 +140,7 @@ def runs_below(folder: Path) -> str | None:
 
 
 def report_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from soak.report import build_outputs
+    from soak.pipeline import build_outputs
 
     listing = runs_below(args.run_dir)
     if listing is not None:

@@ -390,7 +390,7 @@ class _FirstTick:
 
 def command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from soak.live.view import make_view
-    from soak.report import build_outputs
+    from soak.pipeline import build_outputs
     from soak.runner import run
 
     config = run_config(args, argv, os.environ)

@@ -30,13 +30,12 @@ from soak.errors import ConfigError
 from soak.fields import BY_NAME, NOISE_METRICS
 from soak.report import figures
 from soak.report.html import render, write_html
-from soak.report.summary import load_summary
+from soak.report.summary import SUMMARY_NAME, load_summary
 from soak.units import NOT_AVAILABLE, num, plural, si
 
 K_SIGMA = 3.0
 MIN_CHANGE = 0.01  # default practical threshold: a change smaller than 1 % is not flagged
 WITHIN_NOISE = "within noise"
-SUMMARY_NAME = "summary.json"
 COMPARE_NAME = "compare.html"
 
 # metric key -> (label, unit, which way is better: +1 higher, -1 lower, 0 neither)

@@ -8,6 +8,10 @@ name, a tag) is drawn into a figure; those stay in the HTML, where they are esca
 Long runs are downsampled to ``MAX_POINTS`` bins per series, each drawn as its mean with the
 band between its minimum and maximum, so a one-second throttling dip in a 24-hour soak is
 still drawn at its full depth.
+
+A run's figures read each device's series once (``run_figures``), one device at a time, and
+keep of it only what they draw (its timeline, and its lines and rows of the server's
+figures): a week-long run is drawn in the memory of one device's series.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import Bbox
 
 from soak.analysis.analyze import DeviceResult
-from soak.fields import BY_NAME, HW_REASON_BITS, NOISE_METRICS, REASONS_BY_KEY, Columns
+from soak.dataset import DeviceSeries, RunData, WorkRates
+from soak.fields import BY_NAME, HW_REASON_BITS, NOISE_METRICS, REASONS_BY_KEY
 from soak.model import ClockReason
 from soak.units import prefix
 
@@ -273,11 +278,12 @@ def _reason_strip(
         _not_available(ax, "clock-event reasons")
 
 
-def device_timeline(d: DeviceResult, tele: Columns) -> str:
+def device_timeline(d: DeviceResult, series: DeviceSeries) -> str:
     """Temperature, clocks, power and throughput of one device over the run, the cold and
     steady windows shaded, equilibrium dotted, clock-event reasons as bands underneath. A
     panel with nothing readable in it is not drawn; the figure names it once at the top."""
     t0 = d.load_start_s or 0.0
+    tele = series.telemetry
     t = tele.t_s
     scale, unit = time_scale(float(t[-1] - t[0]) if t.size else 0.0)
     rel = t - t0
@@ -319,7 +325,8 @@ def device_timeline(d: DeviceResult, tele: Columns) -> str:
         _clock_panel(ax["clock"], d, sm, mem, scale)
     if "power" in ax:
         _power_panel(ax["power"], power, envelope(rel, tele.power_limit_w), scale)
-    _throughput_panel(ax["throughput"], d, t0, scale)
+    rates = {part: w.rates() for part, w in series.work.items()}
+    _throughput_panel(ax["throughput"], d, rates, t0, scale)
     if "clock-event reasons" in ax:
         strip = ax["clock-event reasons"]
         _reason_strip(strip, t, tele.clock_reasons, t0, scale, d.facts.reasons_unread)
@@ -384,11 +391,13 @@ def _power_panel(ax: Axes, power: Envelope, limit: Envelope, scale: float):
     ax.set_ylabel("power (W)")
 
 
-def _throughput_panel(ax: Axes, d: DeviceResult, t0: float, scale: float) -> None:
+def _throughput_panel(
+    ax: Axes, d: DeviceResult, rates: Mapping[str, WorkRates], t0: float, scale: float
+) -> None:
     colors = ("#0969da", "#1a7f37", "#8250df", "#bc4c00")
     basis = "cold"
     drawn = False
-    for i, (part, r) in enumerate(sorted(d.rates.items())):
+    for i, (part, r) in enumerate(sorted(rates.items())):
         ref = d.facts.cold.throughput.get(part) if d.facts.cold else None
         if not ref:
             finite = r.rate[np.isfinite(r.rate)]
@@ -408,34 +417,73 @@ def _throughput_panel(ax: Axes, d: DeviceResult, t0: float, scale: float) -> Non
     ax.set_ylabel(f"throughput\n(% of {basis})")
 
 
+@dataclass(frozen=True, slots=True)
+class Extent:
+    """One device's telemetry times as the server's figures need them before any is drawn:
+    the first and last reading, and how many from the server's load start ``t0`` on."""
+
+    first_s: float | None
+    last_s: float | None
+    after_t0: int
+
+    @classmethod
+    def of(cls, t: np.ndarray, t0: float) -> Extent:
+        if not t.size:
+            return cls(None, None, 0)
+        return cls(float(t[0]), float(t[-1]), int(np.sum(t >= t0)))
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLine:
+    """One device's lines in the server view: its temperature and its rate of the primary
+    part downsampled (``envelope``), and that rate's largest reading (for the axis's
+    prefix; None: no rate read)."""
+
+    temp: Envelope
+    rate: Envelope | None
+    rate_max: float | None
+
+
+def server_line(series: DeviceSeries, part: str | None, t0: float) -> ServerLine:
+    """What the server view draws of one device."""
+    tele = series.telemetry
+    temp = envelope(tele.t_s - t0, tele.temp_c)
+    work = series.work.get(part) if part is not None else None
+    if work is None:
+        return ServerLine(temp, None, None)
+    r = work.rates()
+    finite = r.rate[np.isfinite(r.rate)]
+    return ServerLine(
+        temp, envelope(r.t_s - t0, r.rate), float(finite.max()) if finite.size else None
+    )
+
+
 def server_view(
     results: Sequence[DeviceResult],
-    tele: Mapping[int, Columns],
+    lines: Mapping[int, ServerLine],
+    extents: Mapping[int, Extent],
     part: str | None,
     rate_unit: str,
     t0: float,
 ) -> str:
     """Every device's temperature and throughput of the main workload part together."""
-    spans = [float(tele[d.index].t_s[-1]) - t0 for d in results if tele[d.index].t_s.size]
+    spans = [e.last_s - t0 for e in extents.values() if e.last_s is not None]
     scale, unit = time_scale(max(spans, default=0.0))
-    with_temp = any(np.isfinite(tele[d.index].temp_c).any() for d in results)
+    with_temp = any(not lines[d.index].temp.empty for d in results)
     fig = Figure(figsize=(WIDTH_IN, 5.4 if with_temp else 3.0))
     # no device reads a temperature: no empty frame for it
     axes = fig.subplots(2 if with_temp else 1, 1, sharex=True, squeeze=False)[:, 0]
     ax_temp, ax_rate = (axes[0], axes[1]) if with_temp else (None, axes[0])
     cmap = matplotlib.colormaps["tab10" if len(results) <= 10 else "tab20"]
-    rates = {d.index: d.rates[part] for d in results if part in d.rates}
-    finite = [r.rate[np.isfinite(r.rate)] for r in rates.values()]
-    prefix_scale, name = prefix(max((float(r.max()) for r in finite if r.size), default=0.0))
+    highest = [lines[d.index].rate_max for d in results]
+    prefix_scale, name = prefix(max((r for r in highest if r is not None), default=0.0))
     for i, d in enumerate(results):
         color = cmap(i % cmap.N)
-        temp = envelope(tele[d.index].t_s - t0, tele[d.index].temp_c)
-        if ax_temp is not None and not temp.empty:
-            _plot(ax_temp, temp, scale, color, d.info.label)
-        if d.index in rates:
-            e = envelope(rates[d.index].t_s - t0, rates[d.index].rate)
-            if not e.empty:
-                _plot(ax_rate, e, scale, color, d.info.label, factor=1.0 / prefix_scale)
+        line = lines[d.index]
+        if ax_temp is not None and not line.temp.empty:
+            _plot(ax_temp, line.temp, scale, color, d.info.label)
+        if line.rate is not None and not line.rate.empty:
+            _plot(ax_rate, line.rate, scale, color, d.info.label, factor=1.0 / prefix_scale)
     if ax_temp is not None:
         ax_temp.set_ylabel("temperature (°C)")
     rate_label = f"{name}{rate_unit}"
@@ -507,11 +555,57 @@ class HeatMap:
     blank: bool
 
 
+@dataclass(frozen=True, slots=True)
+class HeatGrid:
+    """The heat map's time bins, from the server's load start ``t0`` to its last reading,
+    never more than readings: set before any device's row is binned."""
+
+    t0: float
+    t_end: float
+    edges: np.ndarray
+
+    @classmethod
+    def of(cls, extents: Mapping[int, Extent], t0: float) -> HeatGrid:
+        t_end = max(e.last_s for e in extents.values() if e.last_s is not None)
+        ticks = max(e.after_t0 for e in extents.values())
+        bins = max(min(HEATMAP_BINS, ticks), 1)  # never more bins than readings: no stripes
+        return cls(t0, t_end, np.linspace(t0, t_end + 1e-9, bins + 1))
+
+    @property
+    def bins(self) -> int:
+        return self.edges.size - 1
+
+
+def heat_reference(results: Sequence[DeviceResult], part: str | None) -> float | None:
+    """The throughput map's 100 %: the server's median cold throughput of ``part``."""
+    colds = [
+        d.facts.cold.throughput.get(part)
+        for d in results
+        if part and d.facts.cold is not None and d.facts.cold.throughput.get(part)
+    ]
+    return float(np.median(colds)) if colds else None
+
+
+def heat_rows(
+    series: DeviceSeries, part: str | None, ref: float | None, grid: HeatGrid
+) -> tuple[np.ndarray, np.ndarray]:
+    """One device's rows of the heat maps: its hottest temperature and its lowest rate (per
+    cent of ``ref``) in each bin."""
+    tele = series.telemetry
+    temps = binned(tele.t_s, tele.temp_c, grid.edges, "max")
+    work = series.work.get(part) if part is not None else None
+    if work is None or not ref:
+        return temps, np.full(grid.bins, np.nan)
+    r = work.rates()
+    return temps, held(r.t_s, r.rate, grid.edges, "min") * 100.0 / ref
+
+
 def heatmap(
     results: Sequence[DeviceResult],
-    tele: Mapping[int, Columns],
+    rows: Mapping[int, tuple[np.ndarray, np.ndarray]],
+    extents: Mapping[int, Extent],
+    grid: HeatGrid,
     part: str | None,
-    t0: float,
     hot_spots: dict[int, str] | None = None,
 ) -> HeatMap | None:
     """Device × time: the hottest reading and the lowest throughput (percent of the
@@ -519,28 +613,10 @@ def heatmap(
     cell. ``hot_spots`` (device → "warn" or "fail") marks the devices the hot-spot rule
     flagged on the temperature map. A map with nothing readable is left out; None when
     neither has anything."""
-    t_end = max(float(tele[d.index].t_s[-1]) for d in results if tele[d.index].t_s.size)
+    t0, t_end = grid.t0, grid.t_end
     scale, unit = time_scale(t_end - t0)
-    ticks = max(int(np.sum(tele[d.index].t_s >= t0)) for d in results)
-    bins = max(min(HEATMAP_BINS, ticks), 1)  # never more bins than readings: no empty stripes
-    edges = np.linspace(t0, t_end + 1e-9, bins + 1)
-    temps = np.vstack(
-        [binned(tele[d.index].t_s, tele[d.index].temp_c, edges, "max") for d in results]
-    )
-    colds = [
-        d.facts.cold.throughput.get(part)
-        for d in results
-        if part and d.facts.cold is not None and d.facts.cold.throughput.get(part)
-    ]
-    ref = float(np.median(colds)) if colds else None
-    rows = []
-    for d in results:
-        if part in d.rates and ref:
-            r = d.rates[part]
-            rows.append(held(r.t_s, r.rate, edges, "min") * 100.0 / ref)
-        else:
-            rows.append(np.full(bins, np.nan))
-    rates = np.vstack(rows)
+    temps = np.vstack([rows[d.index][0] for d in results])
+    rates = np.vstack([rows[d.index][1] for d in results])
     height = max(1.5, 0.9 + 0.2 * len(results))  # room for a colour bar with its labels
     extent = (0.0, (t_end - t0) / scale, len(results) - 0.5, -0.5)
     panels = (
@@ -583,7 +659,7 @@ def heatmap(
         to_data_uri(fig),
         temperature=any(p is temps for p in drawn),
         throughput=any(p is rates for p in drawn),
-        blank=any(_blank_inside(data, results, edges, tele) for data in drawn),
+        blank=any(_blank_inside(data, results, grid.edges, extents) for data in drawn),
     )
 
 
@@ -591,21 +667,60 @@ def _blank_inside(
     data: np.ndarray,
     results: Sequence[DeviceResult],
     edges: np.ndarray,
-    tele: Mapping[int, Columns],
+    extents: Mapping[int, Extent],
 ) -> bool:
     """Whether a map has a blank cell between a device's first and last readings: a
     device that reads nothing at all is named elsewhere, its blank row is no gap."""
     for row, d in zip(data, results, strict=True):
-        t = tele[d.index].t_s
-        if not np.isfinite(row).any() or not t.size:
+        first, last = extents[d.index].first_s, extents[d.index].last_s
+        if not np.isfinite(row).any() or first is None or last is None:
             continue
-        inside = (edges[1:] > t[0]) & (edges[:-1] < t[-1])
+        inside = (edges[1:] > first) & (edges[:-1] < last)
         filled = np.flatnonzero(np.isfinite(row))
         inside[: filled[0]] = False  # before its first value (a warm-up) and after its last
         inside[filled[-1] + 1 :] = False
         if np.isnan(row[inside]).any():
             return True
     return False
+
+
+@dataclass(frozen=True, slots=True)
+class RunFigures:
+    """A run's figures: each device's timeline, the server view and the heat map (None
+    where no device read anything)."""
+
+    timelines: dict[int, str]
+    view: str | None
+    heatmap: HeatMap | None
+
+
+def run_figures(
+    results: Sequence[DeviceResult],
+    data: RunData,
+    part: str | None,
+    rate_unit: str,
+    t0: float,
+    hot_spots: dict[int, str] | None = None,
+) -> RunFigures:
+    """Every figure of a run's report from its dataset: each device's times first (the
+    server's figures' time axis and bins), then each device's series once, one at a time,
+    keeping only what is drawn of it."""
+    extents = {d.index: Extent.of(data.times(d.index), t0) for d in results}
+    server = bool(results) and any(e.last_s is not None for e in extents.values())
+    grid = HeatGrid.of(extents, t0) if server else None
+    ref = heat_reference(results, part)
+    timelines, lines, rows = {}, {}, {}
+    for d in results:
+        series = data.device(d.index)
+        timelines[d.index] = device_timeline(d, series)
+        if grid is not None:
+            lines[d.index] = server_line(series, part, t0)
+            rows[d.index] = heat_rows(series, part, ref, grid)
+        del series  # one device's series at a time
+    if grid is None:
+        return RunFigures(timelines, None, None)
+    view = server_view(results, lines, extents, part, rate_unit, t0)
+    return RunFigures(timelines, view, heatmap(results, rows, extents, grid, part, hot_spots))
 
 
 def _device_ticks(ax: Axes, results: Sequence[DeviceResult], hot_spots: dict[int, str]) -> None:

@@ -15,19 +15,14 @@ import jinja2
 import markupsafe
 
 from soak import __version__, fields
-from soak.analysis.analyze import (
-    COMPLETE_STOPS,
-    Analysis,
-    DeviceResult,
-    RunData,
-    merge_windows,
-)
+from soak.analysis.analyze import COMPLETE_STOPS, Analysis, DeviceResult, merge_windows
 from soak.analysis.checks import CheckName, Finding, Status
 from soak.analysis.decision import stored as stored_decision
 from soak.analysis.diagnosis import MEANINGS, NEXT_STEPS
 from soak.analysis.equilibrium.fit import TAU_MIN_S, Fit
 from soak.analysis.windows import WindowName, WindowStats
-from soak.fields import REASONS, Columns
+from soak.dataset import RunData
+from soak.fields import REASONS
 from soak.model import DeviceInfo, EventKind
 from soak.profile import Checks, Windows, meaning
 from soak.record import BmcProbe, Salvage, StopRecord
@@ -37,6 +32,7 @@ from soak.report.headroom import headroom_context
 from soak.report.junit import case_names, run_cases
 from soak.units import NOT_AVAILABLE, duration, minutes, num, pct, plural, rate_unit, si, small_si
 
+REPORT_NAME = "report.html"
 MAX_EVENTS = 2000  # event rows shown; the store keeps every one
 
 env = jinja2.Environment(
@@ -263,7 +259,7 @@ def _equilibrium(d: DeviceResult) -> dict[str, str]:
     }
 
 
-def _device(d: DeviceResult, analysis: Analysis, tele: Columns) -> dict[str, Any]:
+def _device(d: DeviceResult, analysis: Analysis, timeline: str) -> dict[str, Any]:
     f = d.facts
     energy_basis = {s.energy_basis for s in (f.cold, f.steady) if s is not None and s.energy_basis}
     windows = {}
@@ -305,7 +301,7 @@ def _device(d: DeviceResult, analysis: Analysis, tele: Columns) -> dict[str, Any
         "checks": _checks(d.checks),
         "outcome": f.outcome.value if f.outcome else NOT_AVAILABLE,
         "outcome_detail": f.outcome_detail,
-        "figure": figures.device_timeline(d, tele),
+        "figure": timeline,
         "marks": figures.timeline_marks(d),  # what the timeline draws, for its caption
     }
 
@@ -787,17 +783,15 @@ def _hot_spots(analysis: Analysis) -> dict[int, str]:
 
 
 def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
-    """Everything the report's template shows, formatted: the template only lays it out."""
+    """Everything the report's template shows, formatted: the template only lays it out.
+    ``data``: the run's dataset, whose series the figures read one device at a time."""
     meta = analysis.meta
     part = analysis.primary_part
-    tele = data.telemetry
     starts = [d.load_start_s for d in analysis.devices if d.load_start_s is not None]
     t0 = min(starts) if starts else (meta.load_start_s or 0.0)
     per_s = rate_unit(analysis.units.get(part or ""))
-    server: dict[str, Any] = {"view": None, "heatmap": None}
-    if analysis.devices and any(tele[d.index].t_s.size for d in analysis.devices):
-        server["view"] = figures.server_view(analysis.devices, tele, part, per_s, t0)
-        server["heatmap"] = figures.heatmap(analysis.devices, tele, part, t0, _hot_spots(analysis))
+    drawn = figures.run_figures(analysis.devices, data, part, per_s, t0, _hot_spots(analysis))
+    server: dict[str, Any] = {"view": drawn.view, "heatmap": drawn.heatmap}
     host_rows = _host_rows(analysis)
     reasons = _reasons(analysis)
     return {
@@ -821,7 +815,7 @@ def context(analysis: Analysis, data: RunData, run_dir: Path) -> dict[str, Any]:
         "server_checks": _checks(analysis.server_checks),
         "ddp": ddp_context(analysis.sync),
         "server_figures": server,
-        "devices": [_device(d, analysis, tele[d.index]) for d in analysis.devices],
+        "devices": [_device(d, analysis, drawn.timelines[d.index]) for d in analysis.devices],
         "host_rows": host_rows,
         "inventory": _inventory(analysis),
         "capabilities": _capabilities(analysis),

@@ -25,6 +25,7 @@ from soak.analysis.analyze import COMPLETE_STOPS, Analysis
 from soak.analysis.checks import Finding, Status
 from soak.record import RunRecord
 
+JUNIT_NAME = "junit.xml"
 _BAD_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 

@@ -51,6 +51,7 @@ from soak.report.ddp_section import ddp_summary
 from soak.report.headroom import headroom_summary
 from soak.units import rate_unit
 
+SUMMARY_NAME = "summary.json"
 SCHEMA_VERSION = 1
 SUPPORTED_VERSIONS = frozenset({1})
 WINDOW_KEYS = SUMMARY_METRICS  # schema v1: cold, steady and ratio of each

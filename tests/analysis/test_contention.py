@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from soak.analysis import RunData, analyze_run
+from soak.analysis import analyze_run
 from soak.analysis.checks import Status
 from soak.analysis.contention import (
     ALIKE,
@@ -20,6 +20,7 @@ from soak.analysis.contention import (
     window_contention,
 )
 from soak.analysis.windows import Window
+from soak.dataset import RunData
 from soak.fields import Columns
 from soak.model import (
     TELEMETRY_METRICS,
@@ -78,7 +79,7 @@ def _run(
     outcome = Event(LOAD_S, EventKind.WORKER_OUTCOME, "ok", 0, {"outcome": "ok"})
     if ending is not None:
         outcome = Event(LOAD_S, EventKind.WORKER_OUTCOME, "ended", 0, ending)
-    return RunData(
+    return RunData.held(
         meta=meta,
         devices=[DeviceInfo(0, backend, "Test CPU" if backend == "cpu" else "Test GPU")],
         telemetry={0: tele},

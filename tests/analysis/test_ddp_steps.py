@@ -234,7 +234,7 @@ def _split_retention(hot_compute: float, tele: Columns | None):
     """Device 3 computes 1.0 s a step cold and ``hot_compute`` hot and sets the pace; the
     retention check with the loss split by device 3's telemetry (absent: None)."""
     server, rows = _series({0: (1.0, 1.0), 1: (1.0, 1.0), 2: (1.0, 1.0), 3: (1.0, hot_compute)})
-    facts = split_loss(sync_facts(server, rows, COLD, STEADY), {3: tele} if tele else {}, Profile())
+    facts = split_loss(sync_facts(server, rows, COLD, STEADY), tele, Profile())
     [check] = check_sync_retention(facts, LIMITS)
     return facts, check
 
@@ -289,7 +289,7 @@ def test_in_a_node_group_the_pace_setter_is_a_global_rank_named_by_host_and_devi
         sync_facts(server, local, COLD, STEADY), rank_of={5: 2, 6: 3}, rank_labels=labels
     )
     assert facts.pace_setter == 3 and facts.local_device(3) == 6 and facts.share_of(6) == 1.0
-    split = split_loss(facts, {6: _telemetry((1980.0, 1840.0), (0, int(THERMAL)))}, Profile())
+    split = split_loss(facts, _telemetry((1980.0, 1840.0), (0, int(THERMAL))), Profile())
     assert split.split.device == 6  # device 6's own clocks split the loss, not device 3's
     [check] = check_sync_retention(split, LIMITS)
     assert "by rank 3 (n2 device 6)'s SM clock 1980 → 1840 MHz" in check.message
@@ -305,6 +305,6 @@ def test_in_a_node_group_the_pace_setter_is_a_global_rank_named_by_host_and_devi
     [straggler] = check_straggler(there, LIMITS)
     assert straggler.status is Status.NOT_CHECKED and straggler.device is None
     assert "rank 3 (n2 device 6) sets the pace in 100 % of steady steps" in straggler.message
-    unsplit = split_loss(there, {0: _telemetry((1980.0, 1980.0), (0, 0))}, Profile())
+    unsplit = split_loss(there, _telemetry((1980.0, 1980.0), (0, 0)), Profile())
     assert unsplit.split.device is None and "its own node's run" in unsplit.split.missing
     assert there.explanation().endswith("rank 3 (n2 device 6) sets the pace 100 % of steps")

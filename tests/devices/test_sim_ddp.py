@@ -5,13 +5,13 @@ all-reduce."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
-from soak.analysis.analyze import RunData, analyze_run
+from soak.analysis.analyze import analyze_run
 from soak.config import RunConfig
+from soak.dataset import RunData
+from soak.fields import Columns
 from soak.profile import load_profile
 from soak.runner import Runner, run
 from soak.store import RunStore
@@ -67,7 +67,7 @@ def _run(soaks):
                 data.telemetry[setter],
                 sm_clock_mhz=np.full_like(data.telemetry[setter]["t_s"], np.nan),
             )
-            data = dataclasses.replace(data, telemetry={**data.telemetry, setter: tele})
+            data = data.with_held(telemetry={**data.telemetry, setter: Columns(tele)})
             analysis = analyze_run(data, load_profile(None))
         return analysis, sim
 

@@ -5,8 +5,9 @@ import gzip
 
 import pytest
 
-from soak.analysis.analyze import RunData, analyze_run
+from soak.analysis.analyze import analyze_run
 from soak.analysis.checks import Status
+from soak.dataset import RunData
 from soak.importers import core
 from soak.importers import csv as csv_import
 from soak.importers.core import FROZEN_BASIS, ImportOptions, write_run

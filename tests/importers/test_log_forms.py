@@ -12,11 +12,12 @@ import json
 
 import pytest
 
-from soak.analysis.analyze import Analysis, analyze
+from soak.analysis.analyze import Analysis
 from soak.analysis.checks import Status
 from soak.cli import main
 from soak.importers.core import ImportOptions, ImportResult, write_run
 from soak.importers.source import describe
+from soak.pipeline import analyze
 from soak.profile import Profile, load_profile
 from soak.report.summary import build_summary
 from soak.store import RunStore

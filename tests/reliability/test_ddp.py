@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from soak.clock import WallClock
-from soak.report import build_outputs
+from soak.pipeline import build_outputs
 from soak.runner import Runner, run
 from soak.store import RunStore
 from tests.reliability.helpers import Hook, outcome_events, run_config, workers

@@ -10,7 +10,7 @@ from soak.cli import main
 from soak.clock import WallClock
 from soak.devices.nvml import NvmlBackend
 from soak.model import DeviceInfo, EventKind
-from soak.report import build_outputs
+from soak.pipeline import build_outputs
 from soak.runner import run
 from soak.store import RunStore
 from tests.devices.fake_pynvml import FakeNvml, baseline_gpu

@@ -21,7 +21,7 @@ import pytest
 
 from soak.cli import main
 from soak.clock import WallClock
-from soak.report import build_outputs
+from soak.pipeline import build_outputs
 from soak.runner import run
 from soak.store import MIN_FREE_BYTES, RunStore
 from tests.reliability.helpers import COLD_DONE_S, CPU_GEMM, Hook, integrity, run_config

@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from soak.analysis import analyze
 from soak.analysis.equilibrium import OnlineDetector
 from soak.cli import main
 from soak.devices.sim import FAULT_KINDS, SimServer, parse_fault
 from soak.errors import ConfigError, StoreError
+from soak.pipeline import analyze
 from soak.profile import Checks, Windows, load_profile, parse_profile
 from soak.report.summary import load_summary
 from soak.store import STORE_NAME, RunStore

@@ -9,7 +9,7 @@ import os
 import signal
 
 from soak.clock import WallClock
-from soak.report import build_outputs
+from soak.pipeline import build_outputs
 from soak.runner import Runner, run
 from soak.store import RunStore
 from tests.reliability.fakes import CpuServer

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from soak.report import build_outputs
+from soak.pipeline import build_outputs
 from soak.runner import run
 from soak.store import STORE_NAME
 from tests.factories import sim_config

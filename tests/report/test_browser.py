@@ -98,7 +98,7 @@ def test_an_interrupted_reports_server_table_fits_1400_px(browser, tmp_path):
     # A run stopped before any work: a row of "not available" cells, which used to push the
     # server table past the page at 1,400 px (issue 19).
     from soak.model import DeviceInfo
-    from soak.report import build_outputs
+    from soak.pipeline import build_outputs
     from soak.store import STORE_NAME, RunStore
 
     run_dir = tmp_path / "run"
@@ -123,7 +123,7 @@ def test_not_available_breaks_between_its_words_never_inside_one(browser, tmp_pa
     # The inventory's identifiers may break anywhere (a UUID is one long word); a "not
     # available" among them wrapped as "not avail / able" (issue 43).
     from soak.model import DeviceInfo
-    from soak.report import build_outputs
+    from soak.pipeline import build_outputs
     from soak.store import STORE_NAME, RunStore
 
     run_dir = tmp_path / "run"

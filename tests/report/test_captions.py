@@ -8,7 +8,7 @@ import sqlite3
 
 import numpy as np
 
-from soak.report import build_outputs
+from soak.pipeline import build_outputs
 from soak.report.figures import held
 from soak.runner import run
 from soak.store import STORE_NAME

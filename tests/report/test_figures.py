@@ -99,7 +99,7 @@ def _svgs(html: str) -> list[str]:
 def test_a_reading_no_device_has_gets_no_empty_frame(faulty_run, tmp_path):
     import sqlite3
 
-    from soak.report import build_outputs
+    from soak.pipeline import build_outputs
     from soak.store import STORE_NAME
     from tests.report.conftest import copy_run
 

@@ -7,7 +7,7 @@ import sqlite3
 import xml.etree.ElementTree as ET
 
 from soak.model import DeviceInfo
-from soak.report import build_outputs
+from soak.pipeline import build_outputs
 from soak.store import STORE_NAME, RunStore
 from tests.report.conftest import copy_run, set_meta
 from tests.report.test_html import _visible_text

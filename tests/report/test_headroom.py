@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from soak.cli import main
-from soak.report import build_outputs
+from soak.pipeline import build_outputs
 from soak.runner import run as run_soak
 from soak.store import STORE_NAME
 from tests.factories import sim_config

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
+from soak.pipeline import build_outputs
 from soak.profile import load_profile
-from soak.report import build_outputs
 from soak.store import STORE_NAME
 from soak.units import small_si
 from tests.report.conftest import HOSTILE_NAME, HOSTILE_TAG, copy_run

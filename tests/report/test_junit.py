@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from soak.report import build_outputs
+from soak.pipeline import build_outputs
 from tests.report.conftest import copy_run, set_meta
 
 

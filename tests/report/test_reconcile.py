@@ -9,7 +9,7 @@ import io
 import re
 
 from soak.live.view import PlainView, Tracker
-from soak.report import build_outputs
+from soak.pipeline import build_outputs
 from soak.runner import run
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from soak.analysis.checks import Status
 from soak.model import DeviceInfo
-from soak.report import build_outputs
+from soak.pipeline import build_outputs
 from soak.runner import run
 from soak.store import STORE_NAME, RunStore
 

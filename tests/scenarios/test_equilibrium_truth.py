@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from soak.analysis import analyze
 from soak.analysis.analyze import analyze_run
 from soak.devices.sim.params import IDEAL_CHASSIS
+from soak.pipeline import analyze
 from soak.profile import load_profile
 from soak.runner import run
 from soak.store import RunStore

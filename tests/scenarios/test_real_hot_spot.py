@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from soak.analysis import analyze
 from soak.analysis.checks import Status
 from soak.model import DeviceInfo, Telemetry
+from soak.pipeline import analyze
 from soak.profile import Profile
 from soak.store import RunStore
 from testkit.traces import missing_reason, trace_dir

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from soak.analysis import analyze
 from soak.analysis.checks import Status
+from soak.pipeline import analyze
 from soak.profile import Profile, load_profile
 from soak.runner import run
 from soak.store import RunStore

@@ -8,9 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from soak.analysis import analyze
 from soak.analysis.checks import Status
 from soak.model import DeviceInfo, Telemetry
+from soak.pipeline import analyze
 from soak.profile import Profile
 from soak.runner import run
 from soak.store import RunStore
