@@ -102,9 +102,11 @@ def test_no_import_cycle_between_soaks_modules() -> None:
     [
         ("soak.devices", ("soak.report", "soak.cli", "soak.runner", "workloads")),
         ("workloads", ("soak",)),
-        ("soak.analysis", ("soak.report", "soak.cli", "soak.runner", "soak.devices")),
+        ("soak.analysis", ("soak.report", "soak.cli", "soak.runner", "soak.devices", "soak.store")),
+        ("soak.dataset", ("soak.store", "soak.analysis", "soak.report", "soak.pipeline")),
+        ("soak.profile", ("soak.config", "soak.bmc", "soak.devices", "soak.nodegroup")),
         ("soak.progress", ("soak.runner", "soak.live", "soak.cli")),
-        ("soak.report", ("soak.runner", "soak.cli", "soak.devices")),
+        ("soak.report", ("soak.runner", "soak.cli", "soak.devices", "soak.store", "soak.pipeline")),
         ("soak.importers", ("soak.runner", "soak.cli", "soak.live", "soak.devices")),
         ("soak.live", ("soak.runner", "soak.cli", "soak.report", "soak.devices")),
         ("soak.store", ("soak.runner", "soak.cli", "soak.report", "soak.analysis")),
@@ -132,6 +134,93 @@ def layer_violations(
         for dep in deps
         if any(dep == f or dep.startswith(f + ".") for f in forbidden)
     )
+
+
+def reached(edges: dict[str, set[str]], start: str) -> set[str]:
+    """Every module that ``start`` (a module, or a package and its modules) imports,
+    directly or through others: what it stands on."""
+    todo = [name for name in edges if name == start or name.startswith(start + ".")]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += edges.get(name, ())
+    return {name for name in seen if name != start and not name.startswith(start + ".")}
+
+
+# What the analysis may stand on: the run's data and its acceptance profile, nothing that
+# runs a soak (the engine: the run's configuration, devices, BMC, node group, runner,
+# workers, the store, the CLI, the live view, importers, the fleet, the report).
+DATA_LAYER = {
+    "soak.dataset",
+    "soak.profile",
+    "soak.fields",
+    "soak.model",
+    "soak.record",
+    "soak.validity",
+    "soak.units",
+    "soak.errors",
+}
+
+
+def test_the_analysis_stands_on_nothing_of_the_engine() -> None:
+    """Transitively: what the analysis imports, and all that those import, is the data
+    layer; soak.config (RunConfig: bmc, devices, nodegroup) is not in it."""
+    extra = reached(graph(), "soak.analysis") - DATA_LAYER
+    assert not extra, f"soak.analysis reaches {sorted(extra)}"
+
+
+# The report's writers and what reads a run: only the pipeline puts the two together.
+WRITERS = {"write_summary", "write_junit", "write_report"}
+READERS = {"analyze_run", "analyze", "RunStore", "salvage", "truncated"}
+
+
+def imported_names(path: Path) -> set[str]:
+    """The names ``path`` imports from soak's modules (``from soak.x import name``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("soak"):
+            found |= {alias.name for alias in node.names}
+    return found
+
+
+def pipelines(modules: dict[str, Path]) -> set[str]:
+    """The modules that both analyse a run and write its outputs."""
+    return {
+        name
+        for name, path in modules.items()
+        if (names := imported_names(path)) & WRITERS and "analyze_run" in names
+    }
+
+
+def test_one_module_holds_the_pipeline_and_the_report_none() -> None:
+    """soak.pipeline reads, analyses and writes; nothing else of soak writes a run's
+    outputs; the report package neither reads a store nor runs the analysis (it formats an
+    ``Analysis`` and draws a dataset's series), transitively."""
+    modules = all_modules()
+    assert pipelines(modules) == {"soak.pipeline"}
+    writers = {name for name, path in modules.items() if imported_names(path) & WRITERS}
+    assert writers == {"soak.pipeline"}
+    report = {name: path for name, path in modules.items() if name.startswith("soak.report")}
+    reads = {name: sorted(imported_names(path) & READERS) for name, path in report.items()}
+    assert not any(reads.values()), reads
+    assert not reached(graph(), "soak.report") & {"soak.store", "soak.blocks", "soak.pipeline"}
+    for command in ("soak.cli.run", "soak.cli.reports", "soak.cli.importing"):
+        assert "soak.pipeline" in graph()[command], command
+
+
+def test_the_pipeline_rules_fail_on_what_they_forbid(tmp_path: Path) -> None:
+    """The analysis reaching the run's configuration through one module, and a second
+    module that analyses and writes, are both found."""
+    edges = {**graph(), "soak.analysis.noise": graph()["soak.analysis.noise"] | {"soak.config"}}
+    assert {"soak.config", "soak.bmc", "soak.nodegroup"} <= reached(edges, "soak.analysis")
+    second = tmp_path / "second.py"
+    second.write_text(
+        "from soak.analysis.analyze import analyze_run\n"
+        "from soak.report.summary import write_summary\n"
+    )
+    assert pipelines({**all_modules(), "soak.second": second}) == {"soak.pipeline", "soak.second"}
 
 
 def test_the_run_records_sit_with_the_model() -> None:
