@@ -211,6 +211,50 @@ class Columns(Mapping[str, np.ndarray]):
 _COLUMN_NAMES = frozenset(COLUMNS)
 
 
+class FieldStats(Mapping[str, float | None]):
+    """One statistic of a window (its median, 10th or 90th percentile) for each window field
+    of the registry (``WINDOW_METRICS``), read as attributes (``stats.median.temp_c``);
+    None where not available. A read-only mapping of the window fields too, for code that
+    goes by the registry's names (summary.json's keys, a clock chosen by unit of work)."""
+
+    __slots__ = WINDOW_METRICS
+
+    def __init__(self, values: Mapping[str, float | None] | None = None) -> None:
+        values = values or {}
+        unknown = sorted(set(values) - _WINDOW_NAMES)
+        if unknown:
+            raise KeyError(f"not window fields: {', '.join(unknown)}")
+        for name in WINDOW_METRICS:
+            object.__setattr__(self, name, values.get(name))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"window statistics are read-only ({name})")
+
+    def __getitem__(self, name: str) -> float | None:
+        if name not in _WINDOW_NAMES:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(WINDOW_METRICS)
+
+    def __len__(self) -> int:
+        return len(WINDOW_METRICS)
+
+    def __getattr__(self, name: str) -> float | None:  # for type checkers: every window field
+        raise AttributeError(name)
+
+    def __or__(self, other: Mapping[str, float | None]) -> FieldStats:
+        """A copy with the fields of ``other`` replaced."""
+        return FieldStats({**self, **other})
+
+    def __repr__(self) -> str:
+        return f"FieldStats({dict(self)!r})"
+
+
+_WINDOW_NAMES = frozenset(WINDOW_METRICS)
+
+
 @dataclass(frozen=True, slots=True)
 class Reason:
     key: str  # the name in windows' reason shares and in the report

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from soak import fields
-from soak.fields import Columns
+from soak.fields import Columns, FieldStats
 from soak.model import TELEMETRY_METRICS
 from soak.report.summary import WINDOW_KEYS
 from soak.store import _SCHEMA
@@ -73,3 +73,21 @@ def test_a_devices_columns_are_the_registrys_fields_read_as_attributes() -> None
         tele.temp_c = t  # type: ignore[misc]
     with pytest.raises(KeyError, match="fan_rpm"):
         Columns({"t_s": t, "fan_rpm": t})
+
+
+def test_a_windows_statistics_are_the_registrys_window_fields_read_as_attributes() -> None:
+    """``stats.median.temp_c``: one figure per window field, None where not available (a
+    field a statistic was not given), never written over, and no field the registry's
+    windows lack; summary.json goes over the same names as a mapping."""
+    from soak.analysis.windows import Window, WindowStats
+
+    median = FieldStats({"temp_c": 66.0})
+    assert median.temp_c == 66.0 and median["temp_c"] == 66.0 and median.power_w is None
+    assert list(median) == list(fields.WINDOW_METRICS) and median.get("t_s") is None
+    assert (median | {"power_w": 700.0}).power_w == 700.0 and median.power_w is None
+    with pytest.raises(AttributeError):
+        median.temp_c = 1.0  # type: ignore[misc]
+    with pytest.raises(KeyError, match="fan_rpm"):
+        FieldStats({"fan_rpm": 1.0})
+    stats = WindowStats(Window(0.0, 1.0), {"temp_c": 66.0}, {}, {}, {}, {}, {}, {})
+    assert isinstance(stats.p90, FieldStats) and stats.median.temp_c == 66.0

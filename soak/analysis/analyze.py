@@ -327,8 +327,8 @@ def _idle_temp(tele: Columns, start: float | None) -> float | None:
 
 def _power_limit(steady: WindowStats | None, info: DeviceInfo) -> float | None:
     """The enforced power limit over the steady window, or as probed at the start."""
-    if steady is not None and steady.median.get("power_limit_w") is not None:
-        return steady.median["power_limit_w"]
+    if steady is not None and steady.median.power_limit_w is not None:
+        return steady.median.power_limit_w
     return info.power_limit_w
 
 

@@ -74,7 +74,7 @@ def warm_start(
         return _hot_baseline(temp[before])
     if not imported:
         return None
-    steady_temp = late.median.get("temp_c") if late is not None else None
+    steady_temp = late.median.temp_c if late is not None else None
     if steady_temp is None:
         return None
     first = float(t[read][0])
@@ -83,7 +83,7 @@ def warm_start(
     if head_temp < steady_temp - WARM_C:
         return None
     power = tele.power_w[(t <= first + HEAD_S) & np.isfinite(tele.power_w)]
-    steady_power = late.median.get("power_w") if late is not None else None
+    steady_power = late.median.power_w if late is not None else None
     power_text = ""
     if power.size and steady_power:
         head_power = float(np.median(power))

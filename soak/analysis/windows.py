@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from soak.analysis.intervals import median_interval
-from soak.fields import FIELDS, REASONS, WINDOW_METRICS, Columns
+from soak.fields import FIELDS, REASONS, WINDOW_METRICS, Columns, FieldStats
 from soak.model import ClockReason
 from soak.profile import Windows
 
@@ -51,9 +51,9 @@ class Window:
 @dataclass(frozen=True, slots=True)
 class WindowStats:
     window: Window
-    median: dict[str, float | None]
-    p10: dict[str, float | None]
-    p90: dict[str, float | None]
+    median: FieldStats  # of each window field, by name or attribute (stats.median.temp_c)
+    p10: FieldStats
+    p90: FieldStats
     throughput: dict[str, float | None]  # part -> work per second over the window
     throughput_cv: dict[str, float | None]  # spread of per-sample rates
     samples: dict[str, int]
@@ -69,6 +69,10 @@ class WindowStats:
     energy_per_work: dict[str, float | None] = field(init=False)
 
     def __post_init__(self) -> None:
+        for name in ("median", "p10", "p90"):  # a mapping of window fields, typed
+            values = getattr(self, name)
+            if not isinstance(values, FieldStats):
+                object.__setattr__(self, name, FieldStats(values))
         power = self.power_mean_w
         energy = {
             part: power / rate if power is not None and rate else None
