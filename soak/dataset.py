@@ -2,7 +2,7 @@
 
 What is few is held (the meta, the devices, the units, the events, the capabilities, the
 server's steps and BMC readings); what grows with the run, a device's series, is read one
-device at a time (``RunData.device``, ``RunData.each``) into a ``DeviceSeries``: its
+device at a time (``RunData.device``) into a ``DeviceSeries``: its
 telemetry columns (``Columns``), its work per part (``WorkColumns``), its ddp steps and its
 readings flagged impossible. A dataset over a store (``RunData.open``) reads a device each
 time it is asked and keeps nothing of it, so what the analysis and the report hold is one
@@ -22,13 +22,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from soak.fields import Columns
-from soak.model import DeviceInfo, Event
+from soak.model import DeviceInfo, Event, EventKind
 from soak.record import RunMeta
-from soak.validity import Implausible
+from soak.validity import Frozen, Implausible
 
 WORK_COLUMNS = ("t_start_s", "t_end_s", "work", "verified", "verify_error")
 NOT_HELD = (
-    "a stored run is read one device at a time (RunData.device, RunData.each); "
+    "a stored run is read one device at a time (RunData.device); "
     "RunData.from_store holds a whole store"
 )
 
@@ -129,6 +129,68 @@ class DeviceSeries:
         return any(w.size for w in self.work.values())
 
 
+# -- the events' details, typed where the analysis reads them --------------------------------
+# An event's details are stored as JSON (``Event.details``); these read the ones the analysis
+# judges by, in one place, so that no check goes by a key of its own.
+
+
+@dataclass(frozen=True, slots=True)
+class FreezeEvent:
+    """A frozen-telemetry event (``soak.validity``, rule 2): the still span and the values
+    held, and whether what followed it was judged (an import cut at the freeze: not)."""
+
+    from_s: float
+    to_s: float
+    values: tuple[tuple[str, float], ...]
+    judged: bool = True
+
+    @classmethod
+    def of(cls, e: Event) -> FreezeEvent | None:
+        """The freeze ``e`` records; None where it records none."""
+        d = e.details
+        if e.kind is not EventKind.TELEMETRY or d.get("episode") != "frozen":
+            return None
+        values = tuple((str(k), float(v)) for k, v in dict(d.get("values", {})).items())
+        return cls(float(d["from_s"]), float(d["to_s"]), values, bool(d.get("judged", True)))
+
+    def span(self, device: int) -> Frozen:
+        return Frozen(device, self.from_s, self.to_s, self.values)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerEnd:
+    """How a device's worker ended (its ``WORKER_OUTCOME`` event): the outcome as written
+    (a ``WorkerOutcome`` value, or one this soak does not know), what it said, and where its
+    load ended abnormally ("setup", "run", "stop"; None: unsaid)."""
+
+    outcome: Any
+    detail: str = ""
+    phase: str | None = None
+
+    @classmethod
+    def of(cls, e: Event) -> WorkerEnd | None:
+        if e.kind is not EventKind.WORKER_OUTCOME:
+            return None
+        d = e.details
+        phase = d.get("phase")
+        detail = d.get("detail", "") or ""
+        return cls(d.get("outcome"), detail, phase if isinstance(phase, str) else None)
+
+
+def xid_code(e: Event) -> int:
+    """The code of an XID event; -1 where it holds none."""
+    return int(e.details.get("code", -1))
+
+
+def cross_device_mismatch(e: Event) -> bool:
+    """Whether a failed verification is the devices' products disagreeing with each other
+    (no device's own sample records it)."""
+    return e.kind is EventKind.VERIFICATION_FAILED and e.details.get("check") == CROSS_DEVICE
+
+
+CROSS_DEVICE = "cross_device_checksum"
+
+
 class Reader(Protocol):
     """Where a dataset is read from: the run store (``soak.store.RunStore``)."""
 
@@ -189,7 +251,9 @@ class _Stored:
 @dataclass(frozen=True, slots=True)
 class RunData:
     """One run's records: the run-level ones held, each device's series given one device at
-    a time by ``device`` and ``each`` (read from the store, or held)."""
+    a time by ``device`` (read from the store, or held). A caller that walks the devices
+    keeps no device's series past its turn (a loop variable holds the last one while the
+    next is read: call ``device`` inside the step that uses it)."""
 
     meta: RunMeta
     devices: list[DeviceInfo]
@@ -250,7 +314,7 @@ class RunData:
         """Every record of a store read now and held: the stop decision's looks, which cut
         the whole run at many times. Memory: every device's series."""
         data = cls.open(reader)
-        each = [data.device(d.index) for d in data.devices]
+        each = [data.device(d.index) for d in data.devices]  # every device at once
         return data.with_held(
             telemetry={s.index: s.telemetry for s in each},
             work={s.index: dict(s.work) for s in each},
@@ -272,11 +336,6 @@ class RunData:
         if info is None:
             raise KeyError(f"no device {index} in the run")
         return self.source.times(info)
-
-    def each(self) -> Iterator[DeviceSeries]:
-        """Every device's series in turn, in the run's device order: one at a time."""
-        for info in self.devices:
-            yield self.source.series(info, self.units)
 
     # -- whole-run mappings, of a dataset held in memory only ------------------------------
 

@@ -1,6 +1,6 @@
 """From a run's dataset to per-device results, the verdict and the diagnosis.
 
-The analysis reads each device's series once (``RunData.each``: one device at a time, from
+The analysis reads each device's series once (``RunData.device``: one at a time, from
 the store or held) and keeps of it only what it found (``_DevicePass``: facts, noise,
 quality, the headroom model, a freeze the runner's watch did not name); what compares the
 devices (the checks, the diagnosis, the ddp server, the verdict) runs on those. A ddp run's
@@ -60,7 +60,16 @@ from soak.analysis.windows import (
     steady_window,
     window_stats,
 )
-from soak.dataset import DeviceSeries, RunData, WorkRates, work_rates
+from soak.dataset import (
+    DeviceSeries,
+    FreezeEvent,
+    RunData,
+    WorkerEnd,
+    WorkRates,
+    cross_device_mismatch,
+    work_rates,
+    xid_code,
+)
 from soak.fields import FOLLOWED, Columns, unread_reasons
 from soak.model import (
     HW_REASONS,
@@ -266,23 +275,20 @@ def _counter(values: np.ndarray) -> CounterSpan:
     return CounterSpan(float(finite[0]), float(finite[-1]), float(finite.max()))
 
 
-def _outcome(events: Sequence[Event]) -> tuple[WorkerOutcome | None, str]:
-    ends = [e for e in events if e.kind is EventKind.WORKER_OUTCOME]
-    if not ends:
+def _worker_end(events: Sequence[Event]) -> WorkerEnd | None:
+    """How the device's worker ended: its last outcome event; None where it has none."""
+    ends = [end for e in events if (end := WorkerEnd.of(e)) is not None]
+    return ends[-1] if ends else None
+
+
+def _outcome(end: WorkerEnd | None) -> tuple[WorkerOutcome | None, str]:
+    if end is None:
         return None, ""
-    last = ends[-1]
     try:
-        outcome = WorkerOutcome(last.details.get("outcome"))
+        outcome = WorkerOutcome(end.outcome)
     except ValueError:
-        return WorkerOutcome.CRASHED, f"unknown outcome {last.details.get('outcome')!r}"
-    return outcome, last.details.get("detail", "") or ""
-
-
-def _outcome_phase(events: Sequence[Event]) -> str | None:
-    """Where the worker's load ended abnormally: "setup", "run" or "stop"; None if unsaid."""
-    ends = [e for e in events if e.kind is EventKind.WORKER_OUTCOME]
-    phase = ends[-1].details.get("phase") if ends else None
-    return phase if isinstance(phase, str) else None
+        return WorkerOutcome.CRASHED, f"unknown outcome {end.outcome!r}"
+    return outcome, end.detail
 
 
 def hw_episodes(
@@ -390,7 +396,7 @@ def _verified(work: Mapping[str, Mapping[str, np.ndarray]], mine: Sequence[Event
     # mix's GPU rows carried their checks) still counts. The cross-device comparison has
     # no sample, so its events add to the count.
     failed_events = [e for e in mine if e.kind is EventKind.VERIFICATION_FAILED]
-    mismatches = [e for e in failed_events if e.details.get("check") == "cross_device_checksum"]
+    mismatches = [e for e in failed_events if cross_device_mismatch(e)]
     failed = max(int(np.sum(verified == 0)), len(failed_events) - len(mismatches))
     checked = max(int(np.sum(np.isfinite(verified))), failed)
     return _Verified(
@@ -436,7 +442,8 @@ def device_facts(
         if stats is not None
     }
     mine = [e for e in events if e.device == info.index]
-    outcome, detail = _outcome(mine)
+    worker = _worker_end(mine)
+    outcome, detail = _outcome(worker)
     verified = _verified(work, mine)
     # An imported trace may hold throughput for some devices and none for others (gpu-burn
     # prints a GPU's rate only once its first batch is done): for those, an absence of data,
@@ -455,10 +462,10 @@ def device_facts(
         slowdown_temp_c=info.slowdown_temp_c,
         run_incomplete=incomplete,
         counters={key: _counter(tele[key]) for key in FOLLOWED},
-        xids=[int(e.details.get("code", -1)) for e in mine if e.kind is EventKind.XID],
+        xids=[xid_code(e) for e in mine if e.kind is EventKind.XID],
         outcome=outcome,
         outcome_detail=detail,
-        outcome_phase=_outcome_phase(mine),
+        outcome_phase=worker.phase if worker is not None else None,
         verification_checked=verified.checked,
         verification_failed=verified.failed,
         verification_max_error=verified.max_error,
@@ -495,12 +502,10 @@ def telemetry_checks(events: Sequence[Event]) -> list[Finding]:
     incomplete), since nothing after it is judged."""
     out = []
     for e in events:
-        if e.kind is not EventKind.TELEMETRY or e.details.get("episode") != "frozen":
-            continue
-        judged = e.details.get("judged", True)
-        out.append(
-            Finding("telemetry", Status.FAIL if judged else Status.WARN, e.message, e.device)
-        )
+        freeze = FreezeEvent.of(e)
+        if freeze is not None:
+            status = Status.FAIL if freeze.judged else Status.WARN
+            out.append(Finding("telemetry", status, e.message, e.device))
     return out
 
 
@@ -541,7 +546,7 @@ def _unseen_freeze(series: DeviceSeries, span: tuple[float | None, float | None]
 
 
 def _is_freeze(e: Event) -> bool:
-    return e.kind is EventKind.TELEMETRY and e.details.get("episode") == "frozen"
+    return FreezeEvent.of(e) is not None
 
 
 def _as_reached(span: Frozen) -> Frozen:
@@ -568,15 +573,8 @@ def _quality(
     its frozen-telemetry events."""
     t = series.telemetry.t_s
     found = tuple(gaps(t, interval_s))
-    frozen = tuple(
-        Frozen(
-            series.index,
-            float(e.details["from_s"]),
-            float(e.details["to_s"]),
-            tuple((str(k), float(v)) for k, v in dict(e.details.get("values", {})).items()),
-        )
-        for e in freezes
-    )
+    found_freezes = (FreezeEvent.of(e) for e in freezes)
+    frozen = tuple(f.span(series.index) for f in found_freezes if f is not None)
 
     def missing(stats: WindowStats | None) -> float:
         return 0.0 if stats is None else missing_s(found, stats.window.start_s, stats.window.end_s)
@@ -622,7 +620,8 @@ def _first_per_field(found: Sequence[Implausible]) -> list[float]:
 
 
 def _cut_at_freeze(e: Event) -> bool:
-    return _is_freeze(e) and e.details.get("judged") is False
+    freeze = FreezeEvent.of(e)
+    return freeze is not None and not freeze.judged
 
 
 def cross_device_checks(events: Sequence[Event]) -> list[Finding]:
@@ -731,7 +730,8 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
         incomplete,
         inlet if missing is None else None,
     )
-    passes = {series.index: _device_pass(series, run) for series in data.each()}
+    # each device's series only while its pass runs: none is referenced when the next is read
+    passes = {d.index: _device_pass(data.device(d.index), run) for d in data.devices}
     facts = [p.facts for p in passes.values()]
     spans = {index: p.span for index, p in passes.items()}
     unseen = [p.unseen_freeze for p in passes.values() if p.unseen_freeze is not None]
@@ -860,11 +860,12 @@ def _sync_facts(
     windows = profile.windows
     cold = cold_window(start, windows)
     steady = steady_window(eq, start, end, windows)
-    ranks = {
-        s.index: window_steps(s.sync_steps, (cold, steady))
-        for s in data.each()
-        if "t_end_s" in s.sync_steps  # a device with no steps recorded is no rank
-    }
+    ranks = {}
+    for d in data.devices:  # a device with no steps recorded is no rank
+        steps = data.device(d.index).sync_steps
+        if "t_end_s" in steps:
+            ranks[d.index] = window_steps(steps, (cold, steady))
+        del steps  # one device's steps at a time
     sync = sync_facts(data.server_steps, ranks, cold, steady)
     if sync is None:
         return None
