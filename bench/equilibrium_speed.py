@@ -30,7 +30,10 @@ CHILD = """
 import importlib, json, sys, time
 from pathlib import Path
 analyze = importlib.import_module("soak.analysis.analyze")
-from soak.profile import Profile
+try:
+    from soak.profile import Profile
+except ImportError:  # a checkout from before the profile had a module of its own
+    from soak.config import Profile
 from soak.store import RunStore
 spent, dates = [0.0, 0.0], []
 inner = analyze.detect
@@ -42,8 +45,12 @@ def timed(*args):
     dates.append([eq.time_s, eq.confirmed_s, [[w.time_s, w.at_s] for w in eq.withdrawn], eq.reason])
     return eq
 analyze.detect = timed
+try:
+    from soak.pipeline import analyze as analyse_store
+except ImportError:  # a checkout from before the pipeline had a module of its own
+    analyse_store = analyze.analyze
 store = RunStore.open(Path(sys.argv[1]))
-analyze.analyze(store, Profile())
+analyse_store(store, Profile())
 store.close_read()
 print(json.dumps({"wall_s": spent[0], "cpu_s": spent[1], "dates": dates}))
 """
