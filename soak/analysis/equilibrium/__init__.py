@@ -4,7 +4,13 @@ The rule ("rule, line N" in the modules; docs/equilibrium.md argues each line):
 
 1. **Judged**: the basis signal (temperature; power where temperature cannot be read;
    throughput alone where neither can), every measured SM clock and every part's
-   throughput. A check passes only where all of them pass.
+   throughput. A check passes only where all of them that judge it pass, and one does.
+   A signal other than the basis whose own noise leaves its tolerance undecidable does
+   not judge the check, and the check names it: where its floor t₀.₉₅·σ₀·√(2/n), n =
+   ``LONG_SCALE``·``BATCHES`` (the margin its noise alone adds to any change on the rule's
+   longest windows), reaches its tolerance, σ₀ being the median absolute difference of
+   consecutive batch levels within each W-long part over ``NORMAL_MAD``·√2. The basis
+   always judges.
 2. **Levels and noise**: a window of W = ``eq_window_s`` is cut into ``BATCHES`` batches of
    W/10 (30 s); a batch's level is the median of its readings, a window's level the mean of
    its batch levels, its noise the scatter of those levels about each W-long part's own
@@ -64,6 +70,13 @@ Constants, and why:
   in halves and never pass at 1 %.
 - 1 °C: the resolution of GPU core sensors (NVML reports whole degrees); 1 %: the
   contract's own precision for throughput.
+- The floor of line 1 on the longest windows, from the scatter of one batch to the next,
+  by a median: a signal stands aside only where no scale the rule has could resolve its
+  tolerance, and only for noise faster than a batch, which a trend, a fan's cycle or a
+  step (one difference among many) leaves alone: slow movement is what the test is for.
+  ``NORMAL_MAD`` = 0.6745, the median of |x| for a standard normal: batch levels are
+  medians of many readings, near normal. The basis never stands aside: it is what
+  "settled" means, so its noise makes a date later, never one without it.
 - ``lag_s`` = 5 s: work finished before a check's time but delivered a little after it is in
   the check online, as it is in the store.
 - A later pass overrules only by a half-window wholly after the date: the half-window

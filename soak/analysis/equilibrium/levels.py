@@ -21,6 +21,9 @@ MIN_POINTS = 10  # fewer readings than this in a window and its level cannot be 
 BATCHES = 10  # batches per window: the usual 10–30 of batch means, the fewest that leave df
 MIN_BATCH_SHARE = 0.8  # a window with more gaps than this says nothing about its level
 CONFIDENCE = 0.95  # one-sided: noise can make a date later, never earlier
+# The median of |x| for a standard normal x: what turns a median absolute difference into a
+# standard deviation.
+NORMAL_MAD = 0.6744897501960817
 LONG_SCALE = 2  # the longer windows, in eq_window_s: long enough to span a fan's cycle
 MAX_SLOTS = 1 << 14  # a ring's most slots: the rings are caches checked by tag, so a profile
 # whose windows hold more batches than this (a window of a millisecond) recomputes, never
@@ -341,6 +344,21 @@ def residuals(parts: list[Piece]) -> tuple[float, int]:
             squares += p.squares
             df += p.finite.size - 2
     return squares, df
+
+
+def batch_to_batch(parts: list[Piece]) -> float | None:
+    """The scatter of one batch level from the next (rule, line 1): the median absolute
+    difference of consecutive batch levels within each piece, as a standard deviation (a
+    normal's, over the √2 a difference adds). A trend or a cycle over many batches moves
+    consecutive batches alike and leaves it alone; a median leaves a step alone. None with
+    fewer than 2 differences."""
+    diffs = [np.abs(np.diff(p.finite)) for p in parts if p.finite.size > 1]
+    if not diffs:
+        return None
+    every = np.concatenate(diffs)
+    if every.size < 2:
+        return None
+    return float(np.median(every)) / (NORMAL_MAD * math.sqrt(2.0))
 
 
 def level_of(s: Series, end_s: float, windows: Windows, windows_n: int = 2) -> Level | None:
