@@ -1,6 +1,6 @@
 """Rule line 1: a signal whose own noise leaves its tolerance undecidable does not judge,
-and says so; the basis always judges; a signal that is slow, stepped or cycling but quiet
-from one 30-s batch to the next still judges."""
+and says so; the basis always judges; a signal that is slow, stepped or cycling but whose
+readings are quiet within each 30-s batch still judges."""
 
 import numpy as np
 import pytest
@@ -51,7 +51,7 @@ def test_a_clock_scattered_by_the_power_cap_does_not_block_the_date_and_is_named
     assert clock.signal == "SM clock" and clock.undecidable and not clock.judges
     assert clock.floor is not None and clock.floor >= clock.tolerance
     assert clock.set_aside_reason().startswith(
-        "SM clock cannot judge: its readings scatter so much from one 30-s batch to the next"
+        "SM clock cannot judge: its readings scatter so much within each 30-s batch"
     )
     assert check.dated_by  # the date is set by a signal that judged it
 
@@ -116,3 +116,20 @@ def test_online_and_offline_set_the_same_signals_aside(clock_sd):
     assert [d.signal for d in dated[-1].check.set_aside] == [
         d.signal for d in offline.deciding_check.set_aside
     ]
+
+
+@pytest.mark.parametrize(("clock_sd", "withdrawn"), [(H200_MIX_CLOCK_SD, False), (0.005, True)])
+def test_only_a_signal_that_can_judge_withdraws_a_date(clock_sd, withdrawn):
+    # The mean clock steps up 4 % at 25 min under a settled temperature and a throughput
+    # that does not follow (rule line 10): a quiet clock shows it and withdraws the date; a
+    # clock scattered by the cap cannot judge the checks, nor refute their date.
+    t, signals = _capped(seconds=3600, clock_sd=clock_sd, rate_follows_clock=False, seed=3)
+    clock = signals.clock.y.copy()
+    clock[t >= 1500] = 15 * np.round(np.minimum(clock[t >= 1500] * 1.04, 1980) / 15)
+    stepped = Signals(signals.temp, signals.power, Series(t, clock), signals.rates)
+    eq = detect(0.0, float(t[-1]), stepped, W)
+    assert bool(eq.withdrawn) is withdrawn
+    if withdrawn:
+        assert eq.withdrawn[0].refutations[0].signal == "SM clock"
+    else:
+        assert eq.reached and eq.time_s < 600

@@ -16,9 +16,9 @@ from soak.analysis.equilibrium.levels import (
     MIN_POINTS,
     Piece,
     Series,
-    batch_to_batch,
     mean,
     pieces,
+    read_noise,
     residuals,
     t_quantile,
 )
@@ -71,8 +71,8 @@ class Drift:
     def set_aside_reason(self) -> str:
         """Why it does not judge the check (rule, line 1)."""
         return (
-            f"{self.signal} cannot judge: its readings scatter so much from one 30-s batch to "
-            f"the next that even on the rule's longest windows its noise alone adds "
+            f"{self.signal} cannot judge: its readings scatter so much within each 30-s batch "
+            f"that even on the rule's longest windows its noise alone adds "
             f"± {self.floor or 0:.2f} {self.unit} to any change, at or beyond its tolerance "
             f"of {self.tolerance:g} {self.unit}"
         )
@@ -269,10 +269,10 @@ def drift(
 
 
 def _floor(parts: list[Piece], df: int, segments: int, scale: float) -> float | None:
-    """The least t·se(Δ) the signal's batch-to-batch scatter allows on the rule's longest
-    windows (``LONG_SCALE``·W, ``LONG_SCALE``·BATCHES batches each), in the check's unit:
-    the margin its noise alone adds to any change it could show (rule, line 1)."""
-    sigma = batch_to_batch(parts)
+    """The least t·se(Δ) its readings' own scatter allows on the rule's longest windows
+    (``LONG_SCALE``·W, ``LONG_SCALE``·BATCHES batches each), in the check's unit: the
+    margin its noise alone adds to any change it could show (rule, line 1)."""
+    sigma = read_noise(parts)
     if sigma is None:
         return None
     batches = LONG_SCALE * BATCHES

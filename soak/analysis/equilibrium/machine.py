@@ -13,7 +13,7 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from soak.analysis.equilibrium.check import CheckResult, check_window, drift
+from soak.analysis.equilibrium.check import CheckResult, check_window, drift, is_basis
 from soak.analysis.equilibrium.levels import LONG_SCALE, Level, level_of
 from soak.analysis.equilibrium.refutation import MOVED, STEPPED, Refutation, Withdrawal, compare
 from soak.analysis.equilibrium.signals import Signals
@@ -229,10 +229,14 @@ class Machine:
             self.windows.eq_window_s,
             LONG_SCALE * self.windows.eq_window_s,
         )
-        assert date is not None and self._anchor is not None
+        assert date is not None and self._anchor is not None and self.basis is not None
+        basis = is_basis(name, self.basis)
+        test = drift(name, series, t_check, self.windows, absolute_c=absolute, basis=basis)
+        if not test.judges:  # its own noise cannot decide its tolerance (rule, line 1)
+            return None
         anchor_end = date + w  # the end of the 5 min from the date
         soon = t_check - w - anchor_end <= long_w and self.clauses.step  # a step soon: noted
-        if soon and drift(name, series, t_check, self.windows, absolute_c=absolute).stepped:
+        if soon and test.stepped:
             self._stepped.add(name)
         now = level_of(series, t_check, self.windows)
         if now is None:
