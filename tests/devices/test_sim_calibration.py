@@ -6,6 +6,8 @@ import pytest
 
 from testkit.calibration import ROWS, Row
 
+pytestmark = pytest.mark.slow  # fifteen simulated servers and three recordings
+
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r.sku}: {r.statistic}")
 def test_the_simulator_reproduces_the_recording_within_the_band(row: Row) -> None:
