@@ -268,6 +268,23 @@ def drift(
     return Drift(signal, unit, tolerance, *found, basis)
 
 
+def floor_of(
+    s: Series, t_check: float, windows: Windows, absolute_c: float | None = None
+) -> float | None:
+    """The signal's floor at the check ``t_check`` (rule, line 1), without the rest of its
+    test: what the watch needs of a signal that has not stepped; None where its windows
+    hold too few readings to say."""
+    w = windows.eq_window_s
+    parts = pieces(s, t_check, w, BATCHES)
+    if _too_few(parts, 1, w):
+        return None
+    _, df = residuals(parts)
+    level_b = mean(parts[1].finite)
+    if df < 2 or (absolute_c is None and level_b == 0):
+        return None
+    return _floor(parts, df, 1, 100.0 / abs(level_b) if absolute_c is None else 1.0)
+
+
 def _floor(parts: list[Piece], df: int, segments: int, scale: float) -> float | None:
     """The least t·se(Δ) its readings' own scatter allows on the rule's longest windows
     (``LONG_SCALE``·W, ``LONG_SCALE``·BATCHES batches each), in the check's unit: the

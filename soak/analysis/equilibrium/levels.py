@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -52,12 +53,12 @@ class Series:
 class Piece:
     """``BATCHES`` consecutive batches, one short window: the batches' finite medians, their
     squared residuals about their own least-squares line (None with fewer than 3), the
-    readings in them, and each batch's spread (``spread``; NaN where it has too few)."""
+    readings in them, and the batches' spreads (``read_noise``), those known, sorted."""
 
     finite: np.ndarray
     squares: float | None
     readings: int
-    spreads: np.ndarray = field(default_factory=lambda: np.empty(0))
+    spreads: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +252,7 @@ def _pieces(
     out = []
     for k, full in enumerate(whole.tolist()):
         if full:
-            out.append(Piece(y[k], float(squares[k]), n[k], spread[k]))
+            out.append(Piece(y[k], float(squares[k]), n[k], _known(spread[k].tolist())))
         else:
             out.append(_gapped(x[k], y[k], n[k], spread[k]))
     return out
@@ -265,14 +266,14 @@ def _piece(
     y_sum = _sum(levels)
     if not math.isfinite(y_sum):  # an empty batch (NaN)
         e = np.array(edges)
-        return _gapped((e[:-1] + e[1:]) / 2, np.array(levels), sum(counts), np.array(spreads))
+        return _gapped((e[:-1] + e[1:]) / 2, np.array(levels), sum(counts), spreads)
     x = [(a + b) / 2 for a, b in itertools.pairwise(edges)]
     x_mean, y_mean = _sum(x) / BATCHES, y_sum / BATCHES
     xc = [v - x_mean for v in x]
     yc = [v - y_mean for v in levels]
     slope = _sum([a * b for a, b in zip(xc, yc, strict=True)]) / _sum([a * a for a in xc])
     resid = [b - slope * a for a, b in zip(xc, yc, strict=True)]
-    return Piece(np.array(levels), _sum([r * r for r in resid]), sum(counts), np.array(spreads))
+    return Piece(np.array(levels), _sum([r * r for r in resid]), sum(counts), _known(spreads))
 
 
 def _sum(v: list[float]) -> float:
@@ -312,14 +313,16 @@ def _rows(a: np.ndarray, rows: int) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(a, (rows, BATCHES), (step, step)).copy()
 
 
-def _gapped(x: np.ndarray, y: np.ndarray, readings: int, spreads: np.ndarray) -> Piece:
+def _gapped(
+    x: np.ndarray, y: np.ndarray, readings: int, spreads: Iterable[float] | np.ndarray
+) -> Piece:
     """A piece with empty batches: its noise about the line of those it has."""
     ok = np.isfinite(y)
     kept, squares = y[ok], None
     if kept.size >= 3:
         _, _, resid = line(x[ok], kept)
         squares = float(resid @ resid)
-    return Piece(kept, squares, readings, spreads)
+    return Piece(kept, squares, readings, _known(np.asarray(spreads, dtype=float).tolist()))
 
 
 def _complete(s: Series, origin_s: float, width_s: float) -> int:
@@ -368,6 +371,11 @@ def residuals(parts: list[Piece]) -> tuple[float, int]:
     return squares, df
 
 
+def _known(spreads: Iterable[float]) -> tuple[float, ...]:
+    """The spreads a batch could measure (not NaN), sorted."""
+    return tuple(sorted(x for x in spreads if x == x))
+
+
 def read_noise(parts: list[Piece]) -> float | None:
     """How far its own readings' scatter moves a batch's level (rule, line 1): per batch,
     the spread of its middle half of readings over the root of their number (a median's
@@ -375,9 +383,11 @@ def read_noise(parts: list[Piece]) -> float | None:
     batches. A trend, a cycle or a step between batches does not enter it, and a step
     inside one batch moves the median of many little. None where no batch holds
     ``SPREAD_MIN`` readings."""
-    spreads = np.concatenate([p.spreads for p in parts]) if parts else np.empty(0)
-    spreads = spreads[np.isfinite(spreads)]
-    return float(np.median(spreads)) if spreads.size else None
+    spreads = sorted(itertools.chain.from_iterable(p.spreads for p in parts))
+    n = len(spreads)
+    if not n:
+        return None
+    return (spreads[(n - 1) // 2] + spreads[n // 2]) / 2
 
 
 def level_of(s: Series, end_s: float, windows: Windows, windows_n: int = 2) -> Level | None:

@@ -13,7 +13,13 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from soak.analysis.equilibrium.check import CheckResult, check_window, drift, is_basis
+from soak.analysis.equilibrium.check import (
+    CheckResult,
+    check_window,
+    drift,
+    floor_of,
+    is_basis,
+)
 from soak.analysis.equilibrium.levels import LONG_SCALE, Level, level_of
 from soak.analysis.equilibrium.refutation import MOVED, STEPPED, Refutation, Withdrawal, compare
 from soak.analysis.equilibrium.signals import Signals
@@ -222,21 +228,30 @@ class Machine:
     def _refute(
         self, t_check: float, name: str, series, absolute: float | None
     ) -> Refutation | None:
-        """One signal's refutation of the date at ``t_check``: its step from the date's
-        level (rule, line 12), else its movement between adjacent 10-min levels (line 11)."""
+        """One signal's refutation of the date at ``t_check`` (rule, lines 11, 12), where the
+        signal can judge (line 1: the basis always; another where its floor at ``t_check``
+        is under its tolerance, asked only of a refutation found, which is rare)."""
+        found = self._refutation(t_check, name, series, absolute)
+        assert self.basis is not None
+        if found is None or is_basis(name, self.basis):
+            return found
+        floor = floor_of(series, t_check, self.windows, absolute)
+        return found if floor is None or floor < found.tolerance else None
+
+    def _refutation(
+        self, t_check: float, name: str, series, absolute: float | None
+    ) -> Refutation | None:
+        """Its step from the date's level (rule, line 12), else its movement between
+        adjacent 10-min levels (line 11)."""
         date, w, long_w = (
             self.time_s,
             self.windows.eq_window_s,
             LONG_SCALE * self.windows.eq_window_s,
         )
-        assert date is not None and self._anchor is not None and self.basis is not None
-        basis = is_basis(name, self.basis)
-        test = drift(name, series, t_check, self.windows, absolute_c=absolute, basis=basis)
-        if not test.judges:  # its own noise cannot decide its tolerance (rule, line 1)
-            return None
+        assert date is not None and self._anchor is not None
         anchor_end = date + w  # the end of the 5 min from the date
         soon = t_check - w - anchor_end <= long_w and self.clauses.step  # a step soon: noted
-        if soon and test.stepped:
+        if soon and drift(name, series, t_check, self.windows, absolute_c=absolute).stepped:
             self._stepped.add(name)
         now = level_of(series, t_check, self.windows)
         if now is None:
