@@ -52,7 +52,7 @@ soak: install
 
 demo: install
 	@$(BIN)/soak run --backend sim --workload mix --hours 1 --seed 7 --out $(OUT) \
-	  --sim-fault airflow:gpu=3:factor=2.2 --sim-fault ecc:gpu=5:at=1500 $(ARGS); \
+	  --sim-fault airflow:gpu=3:factor=2.6 --sim-fault ecc:gpu=5:at=1500 $(ARGS); \
 	  $(VERDICT_OK)
 
 # Two pytest workers (pytest-xdist), each running whole groups of tests: a module, or one of

@@ -4,7 +4,7 @@ simulator's noise-free truth when one device's airflow is blocked.
 
 Healthy: ``--seeds`` (200) 8-GPU H100 ddp runs of ``--minutes`` (20), no fault: counts the
 runs with a straggler FAIL (the issue's bar: none) and WARN, and sync-retention FAILs.
-Faulted: ``--fault-seeds`` (20) runs with ``airflow:gpu=G:factor=2.2`` on a GPU drawn per
+Faulted: ``--fault-seeds`` (20) runs with ``airflow:gpu=G:factor=2.6`` on a GPU drawn per
 seed: how often G is named the pace setter, how often the server's loss is split as
 thermal slowdown of G, and |reported loss - true loss| in percentage points (bar: within 1).
 Healthy runs also give the share of their loss the split puts on power-capped drift.
@@ -76,7 +76,7 @@ def main() -> None:
     draw = random.Random(0)
     for seed in range(args.fault_seeds):
         gpu = draw.randrange(8)
-        sync, truth, _ = one(1000 + seed, args.minutes, (f"airflow:gpu={gpu}:factor=2.2",))
+        sync, truth, _ = one(1000 + seed, args.minutes, (f"airflow:gpu={gpu}:factor=2.6",))
         named += sync.pace_setter == gpu
         split = sync.split
         thermal += split is not None and split.device == gpu and split.split.thermal > 0

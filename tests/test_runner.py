@@ -41,7 +41,8 @@ def test_a_two_hour_soak_leaves_store_summary_and_report(sim_config):
     assert len(summary["devices"]) == 8
     for device in summary["devices"]:
         assert device["equilibrium"]["reached"]
-        assert 300 <= device["equilibrium"]["time_s"] <= 1500
+        # dated a few minutes in: the H100's 28-s heat sink (measured) settles within ~3 min
+        assert 150 <= device["equilibrium"]["time_s"] <= 1500
         assert 0.94 < device["ratio"]["throughput"]["gemm"] < 0.99  # leakage costs a few %
         assert device["ratio"]["throughput"]["membw"] == pytest.approx(1.0, abs=0.01)
     store = RunStore.open(folder)
@@ -174,7 +175,9 @@ def test_frozen_telemetry_fails_that_device_while_the_others_finish(sim_config):
 
 @pytest.mark.slow
 def test_glitches_gaps_and_resets_are_named_with_their_times_and_judged_around(sim_config):
-    faults = ("glitch:gpu=0:rate=0.01:at=600", "gap:at=900:for=120", "reset:gpu=2:at=1300")
+    # the reset inside device 2's steady window, which starts 5 min in (its 28-s heat sink
+    # settles within minutes) and lasts 10 min
+    faults = ("glitch:gpu=0:rate=0.01:at=600", "gap:at=900:for=120", "reset:gpu=2:at=700")
     config = sim_config(duration_s=1800.0, sim_gpus=3, sim_faults=faults)
     result, analysis, report = _run(config)
     assert {d.verdict for d in analysis.devices} == {"PASS"}
@@ -198,16 +201,16 @@ def test_glitches_gaps_and_resets_are_named_with_their_times_and_judged_around(s
     # from the counter over the steady window is the others' (a counter read back as it is
     # would give a negative energy there)
     (reset,) = quality[2]["resets"]
-    assert reset["field"] == "energy_j" and reset["t_s"] == 1310.0 and reset["after"] == 0.0
+    assert reset["field"] == "energy_j" and reset["t_s"] == 710.0 and reset["after"] == 0.0
     steady = next(d for d in analysis.devices if d.index == 2).facts.steady
-    assert steady.window.start_s < 1310.0 < steady.window.end_s
+    assert steady.window.start_s < 710.0 < steady.window.end_s
     assert steady.energy_basis == "energy counter"
     others = [d.facts.steady.power_mean_w for d in analysis.devices if d.index != 2]
     assert min(others) * 0.99 < steady.power_mean_w < max(others) * 1.01
     # each text in minutes since its device's own load start
     start = {d.index: d.load_start_s for d in analysis.devices}
     text = report.read_text()
-    assert f"energy counter reset at {(1310.0 - start[2]) / 60:.1f} min" in text
+    assert f"energy counter reset at {(710.0 - start[2]) / 60:.1f} min" in text
     for index in quality:
         assert f"no readings for 2 min from {(909.0 - start[index]) / 60:.1f} min" in text
     assert "telemetry quality" in text

@@ -274,10 +274,21 @@ class _Figures:
         return _judge_split(self.device, name, split, clock, clock, profile)
 
     def _clock_ratio(self, key: str) -> Interval | None:
+        """The late/cold clock ratio's interval: the SM clock's mean reading where known (as
+        the split by cause reads it, ``checks.retention_split``), another clock's median."""
+        if key == "sm_clock_mhz" and self.late.clock_mean_mhz and self.cold.clock_mean_mhz:
+            return ratio_interval(
+                self.clock_mean(self.late, self.late_noise),
+                self.clock_mean(self.cold, self.cold_noise),
+            )
         return ratio_interval(
             self.median(self.late, self.late_noise, key),
             self.median(self.cold, self.cold_noise, key),
         )
+
+    @staticmethod
+    def clock_mean(stats: WindowStats, n: Noise) -> Interval | None:
+        return mean_interval(stats.clock_mean_mhz, n.clock_mean_se, n.clock_mean_blocks)
 
     def floor(self, part: str, workload: str | None, unit: str, profile: Profile) -> list[Judged]:
         floor = profile.floors.get(workload or "", {}).get(part)

@@ -31,6 +31,10 @@ class Noise:
     # metric or part -> the blocks that held data (the standard error's blocks − 1 degrees
     # of freedom)
     used: dict[str, int] = field(default_factory=dict)
+    # the standard error of the SM clock's mean reading (``WindowStats.clock_mean_mhz``), and
+    # its blocks
+    clock_mean_se: float | None = None
+    clock_mean_blocks: int = 0
 
 
 def _se(values: list[float]) -> float | None:
@@ -62,6 +66,7 @@ def noise(
     se: dict[str, float | None] = {}
     step: dict[str, float | None] = {}
     used: dict[str, int] = {}
+    clock_means: list[float] = []
     for key in NOISE_METRICS:
         y = tele[key][inside]
         medians = []
@@ -70,6 +75,8 @@ def noise(
             values = values[np.isfinite(values)]
             if values.size:
                 medians.append(float(np.median(values)))
+                if key == "sm_clock_mhz":
+                    clock_means.append(float(np.mean(values)))
         se[key] = _se(medians)
         used[key] = len(medians)
         step[key] = _step(tele[key][load_mask])
@@ -83,4 +90,4 @@ def noise(
         rates = [float(d / s) for d, s in zip(done, spent, strict=True) if s > 0]
         throughput_se[part] = _se(rates)
         used[part] = len(rates)
-    return Noise(se, throughput_se, step, blocks, used)
+    return Noise(se, throughput_se, step, blocks, used, _se(clock_means), len(clock_means))

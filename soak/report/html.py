@@ -251,11 +251,21 @@ def _equilibrium(d: DeviceResult) -> dict[str, str]:
     t0 = d.load_start_s or 0.0
     fit = eq.fit if eq else None
     reached = eq is not None and eq.reached and eq.time_s is not None
+    check = eq.deciding_check if eq else None
+    judged = ", ".join(d.signal for d in check.judging) if check else ""
+    if check is None:
+        decided = ""
+    elif reached:
+        decided = f"dated by {', '.join(check.dated_by)}"
+    else:
+        decided = f"held back by {', '.join(check.held_back_by) or 'no signal that could judge'}"
     return {
         "time": minutes(eq.time_s - t0) if reached else "not reached",
         "tau": _tau(fit),
         "t_inf": num(fit.measured_t_inf_c, ".1f", " °C") if fit else NOT_AVAILABLE,
         "basis": eq.basis if eq else NOT_AVAILABLE,
+        "judged": f"{judged}; {decided}" if judged else NOT_AVAILABLE,
+        "set_aside": [d.set_aside_reason() for d in check.set_aside] if check else [],
     }
 
 

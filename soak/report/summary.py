@@ -29,7 +29,10 @@ Schema versions (a later version may add keys; removing or renaming one bumps th
      Then, still version 1: per device "cold" null where the trace began under load (no
      cold window; check "cold_window") and "ratio" null where there is no cold window or
      it overlaps the steady one; diagnosis "thermal-limited (inferred from temperature)";
-     check names "slowdown_temp", "cold_window", "implausible".
+     check names "slowdown_temp", "cold_window", "implausible";
+     per equilibrium "judged_by", "dated_by", "held_back_by" and
+     "set_aside" (the signals that judged the date or held it back, and those whose own
+     noise left them unable to judge; rule line 1 of docs/equilibrium.md).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from soak import __version__
 from soak.analysis.analyze import Analysis, DeviceResult
 from soak.analysis.decision import stored as stored_decision
 from soak.analysis.diagnosis import NEXT_STEPS
+from soak.analysis.equilibrium import Equilibrium
 from soak.analysis.noise import Noise
 from soak.analysis.windows import WindowStats
 from soak.errors import ConfigError
@@ -132,6 +136,23 @@ def _noise(n: Noise | None) -> dict[str, Any] | None:
     }
 
 
+def _judges(eq: Equilibrium | None) -> dict[str, Any]:
+    """Which signals judged the equilibrium's outcome, set or held back its date, and which
+    could not judge it (the pass that set the date, or the last check where none stands)."""
+    check = eq.deciding_check if eq else None
+    if eq is None or check is None:
+        return {"judged_by": [], "dated_by": [], "held_back_by": [], "set_aside": []}
+    return {
+        "judged_by": [d.signal for d in check.judging],
+        "dated_by": list(check.dated_by) if eq.reached else [],
+        "held_back_by": [] if eq.reached else list(check.held_back_by),
+        "set_aside": [
+            {"signal": d.signal, "floor": d.floor, "tolerance": d.tolerance, "unit": d.unit}
+            for d in check.set_aside
+        ],
+    }
+
+
 def _device(d: DeviceResult, units: dict[str, str], noise: Noise | None) -> dict[str, Any]:
     f = d.facts
     eq = f.equilibrium
@@ -154,6 +175,7 @@ def _device(d: DeviceResult, units: dict[str, str], noise: Noise | None) -> dict
             "t_inf_c": eq.fit.measured_t_inf_c if eq and eq.fit else None,
             "basis": eq.basis if eq else None,
             "confirmed_s": eq.confirmed_s if eq else None,
+            **_judges(eq),
         },
         "cold": None if began else cold,
         "steady": steady,

@@ -218,15 +218,19 @@ def test_healthy_steady_temperatures_are_55_to_75_and_rear_row_runs_warmer() -> 
     assert np.all((steady >= 55) & (steady <= 75)), steady
     front, rear = steady[:4], steady[4:]
     assert 2 <= rear.mean() - front.mean() <= 10  # preheated air from the front row
-    assert np.all(run.cold("temp_c") < steady - 10)
+    # the first minute holds ~90 % of the rise (28-s heat sink, measured on nanoGPT's H100s):
+    # the cold window is only a few degrees under steady
+    assert np.all((run.cold("temp_c") < steady - 2) & (run.cold("temp_c") > steady - 12))
 
 
 @pytest.mark.slow
 def test_healthy_gemm_loses_a_few_percent_from_cold_to_steady() -> None:
     run = healthy()
     lost = loss(run)
-    assert np.all((lost > 0.015) & (lost < 0.06)), lost
-    assert np.all(run.steady("sm_clock_mhz") < run.cold("sm_clock_mhz") - 20)
+    # the die settles within minutes (28-s sink), so the cold minute already carries most of
+    # the leakage: a loss of 1-2 % (the V100 gpu-burn trace: 1.1-2.4 %)
+    assert np.all((lost > 0.005) & (lost < 0.06)), lost
+    assert np.all(run.steady("sm_clock_mhz") < run.cold("sm_clock_mhz") - 5)
     tflops = run.steady("rate", "gemm") / 1e12
     assert np.all((tflops > 650) & (tflops < 750)), tflops
 
@@ -304,13 +308,15 @@ def test_train_clocks_sit_between_gemm_and_membw() -> None:
 
 
 @pytest.mark.slow
-def test_mix_runs_three_parts_and_is_the_hottest_state() -> None:
+def test_mix_runs_three_parts_at_a_higher_clock_than_gemm_with_its_hbm_hotter() -> None:
+    # measured on an H200 at its cap: 1654 MHz under the mix, 1455 under GEMM alone
     mix = run_of(minutes=30, workload="mix", gpus=4)
     gemm = run_of(minutes=30, gpus=4)
     assert set(mix.rate) == {"gemm", "membw", "train"}
     units = {s.part: s.unit for s in mix.samples}
     assert units == {"gemm": "FLOP", "membw": "B", "train": "token"}
-    assert np.all(mix.steady("sm_clock_mhz") < gemm.steady("sm_clock_mhz"))
+    ratio = mix.steady("sm_clock_mhz") / gemm.steady("sm_clock_mhz")
+    assert np.all((ratio > 1.08) & (ratio < 1.2)), ratio
     assert np.all(mix.steady("mem_temp_c") > gemm.steady("mem_temp_c"))
 
 
@@ -411,8 +417,10 @@ def test_stall_lowers_utilisation_before_throughput_and_keeps_clocks() -> None:
     assert np.all(util[before] == 100) and np.all(util[queue] == 70) and np.all(util[starved] == 70)
     assert np.mean(gemm[queue]) == pytest.approx(np.mean(gemm[before]), rel=0.01)
     assert np.mean(gemm[starved]) < 0.9 * np.mean(gemm[before])
-    assert np.mean(clock[starved]) >= np.mean(clock[before])
-    assert np.mean(power[starved]) < np.mean(power[before]) - 10
+    # GEMM holds the cap at 1470 MHz, far below the maximum: at 70 % of its activity it still
+    # meets the cap, so the clock climbs and the power holds (it never rises past the cap)
+    assert np.mean(clock[starved]) >= np.mean(clock[before]) + 50
+    assert np.mean(power[starved]) <= np.mean(power[before]) + 3
 
 
 @pytest.mark.slow
@@ -696,8 +704,9 @@ def test_large_and_small_ticks_give_the_same_physics() -> None:
     reference = run_of(("airflow:gpu=1:factor=2",), minutes=15, gpus=2)
     for run in (fine, coarse):
         assert np.abs(run.tel["temp_c"][-1] - reference.tel["temp_c"][-1]).max() <= 1
-        last_clock = run.tel["sm_clock_mhz"][-1]
-        assert np.allclose(last_clock, reference.tel["sm_clock_mhz"][-1], atol=30)
+        # the clock the physics holds; a read scatters 1.3 % about it at the cap
+        last_clock = run.server.physics.sm_mhz
+        assert np.allclose(last_clock, reference.server.physics.sm_mhz, atol=15)
         assert np.allclose(run.tel["power_w"][-1], reference.tel["power_w"][-1], rtol=0.02)
         energy = run.tel["energy_j"][-1] - run.tel["energy_j"][0]
         ref_energy = reference.tel["energy_j"][-1] - reference.tel["energy_j"][0]

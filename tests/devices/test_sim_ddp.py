@@ -80,7 +80,7 @@ def _retention(analysis):
 
 
 def test_an_airflow_fault_names_its_device_the_straggler_and_the_loss_matches_the_truth(_run):
-    analysis, sim = _run(40, "airflow:gpu=3:factor=2.2")
+    analysis, sim = _run(40, "airflow:gpu=3:factor=2.6")
     sync = analysis.sync
     assert sync is not None and sync.ranks == 8
     assert sync.pace_setter == 3 and sync.pace_share[3] > 0.8
@@ -111,7 +111,7 @@ def test_a_healthy_servers_loss_is_power_capped_drift_and_passes(_run):
 
 
 def test_without_the_pace_setters_clock_the_loss_is_unexplained(_run):
-    faulted, _ = _run(40, "airflow:gpu=3:factor=2.2", unread_clock_of_setter=True)
+    faulted, _ = _run(40, "airflow:gpu=3:factor=2.6", unread_clock_of_setter=True)
     retention = _retention(faulted)
     assert retention.status.value == "fail"
     assert "device 3's SM clock not available: all " in retention.message

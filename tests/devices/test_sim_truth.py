@@ -26,9 +26,13 @@ def test_the_die_settles_on_the_asymptote_the_truth_predicts_early():
     _, seen = _loaded(truth_at=(60, 3600))
     early_die, early_asymptote = seen[60]
     final_die, final_asymptote = seen[3600]
-    assert np.all(early_asymptote - early_die > 5)  # a minute in, still far below it
-    # The asymptote moves only with the room's slow drift: an hour later the die is on it.
-    np.testing.assert_allclose(final_die, final_asymptote, atol=0.1)
+    # a minute in, still below it: the heat sink (28 s, measured on nanoGPT's H100s) has
+    # some tenth of its rise to go
+    assert np.all(early_asymptote - early_die > 1.5)
+    # The asymptote moves only with the room's slow drift: an hour later the die is on it,
+    # but for the chassis fans' 4-min cycle of the air (±0.25 °C), which the asymptote leaves
+    # out and a 28-s heat sink follows
+    np.testing.assert_allclose(final_die, final_asymptote, atol=0.3)
     np.testing.assert_allclose(early_asymptote, final_asymptote, atol=1.0)
     assert final_asymptote[2] > final_asymptote[0]  # the rear row breathes warmer air
 

@@ -4,7 +4,13 @@ The rule ("rule, line N" in the modules; docs/equilibrium.md argues each line):
 
 1. **Judged**: the basis signal (temperature; power where temperature cannot be read;
    throughput alone where neither can), every measured SM clock and every part's
-   throughput. A check passes only where all of them pass.
+   throughput. A check passes only where all of them that judge it pass, and one does.
+   A signal other than the basis whose own noise leaves its tolerance undecidable does
+   not judge the check, and the check names it: where its floor t₀.₉₅·σ₀·√(2/n), n =
+   ``LONG_SCALE``·``BATCHES`` (the margin its noise alone adds to any change on the rule's
+   longest windows), reaches its tolerance, σ₀ being the median over the check's batches
+   of the spread of a batch's middle half of readings over the root of their number. The
+   basis always judges.
 2. **Levels and noise**: a window of W = ``eq_window_s`` is cut into ``BATCHES`` batches of
    W/10 (30 s); a batch's level is the median of its readings, a window's level the mean of
    its batch levels, its noise the scatter of those levels about each W-long part's own
@@ -30,8 +36,8 @@ The rule ("rule, line N" in the modules; docs/equilibrium.md argues each line):
    signals'; the device's date is the date of the first of its counted passes that no
    later counted pass overrules: one whose half-window lying wholly after that date is
    the tolerance or more from its own B's level.
-10. **Watch**: once dated, every check at t ≥ date + 2W tests each judged signal for a
-    refutation (lines 11, 12).
+10. **Watch**: once dated, every check at t ≥ date + 2W tests each judged signal that can
+    judge it (line 1) for a refutation (lines 11, 12).
 11. **Movement** refutes where t ≥ date + 4W and the two adjacent 2W levels (t − 4W, t − 2W]
     and (t − 2W, t] differ by more than the tolerance with confidence: ``|Δ| − t·se >
     tolerance``.
@@ -64,6 +70,16 @@ Constants, and why:
   in halves and never pass at 1 %.
 - 1 °C: the resolution of GPU core sensors (NVML reports whole degrees); 1 %: the
   contract's own precision for throughput.
+- The floor of line 1 on the longest windows, from the readings' scatter inside each
+  batch: a signal stands aside only where no scale the rule has could resolve its
+  tolerance, and only for noise faster than a batch, which a trend, a fan's cycle or a step
+  between batches does not enter (slow movement is what the test is for); the median over
+  20 batches of 30 readings barely moves from one check to the next, so a signal does not
+  flip between judging and not. The middle half's spread over √n is a median's standard
+  error for an even spread of readings (the H200's clock at its cap) and 8 % over it for a
+  normal one. ``SPREAD_MIN`` = 8: a batch of fewer readings has no middle half to speak
+  of (a signal read every 5 s or slower then always judges). The basis never stands aside:
+  it is what "settled" means, so its noise makes a date later, never one without it.
 - ``lag_s`` = 5 s: work finished before a check's time but delivered a little after it is in
   the check online, as it is in the store.
 - A later pass overrules only by a half-window wholly after the date: the half-window

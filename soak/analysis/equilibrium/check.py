@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -10,12 +11,14 @@ import numpy as np
 
 from soak.analysis.equilibrium.levels import (
     BATCHES,
+    LONG_SCALE,
     MIN_BATCH_SHARE,
     MIN_POINTS,
     Piece,
     Series,
     mean,
     pieces,
+    read_noise,
     residuals,
     t_quantile,
 )
@@ -44,10 +47,35 @@ class Drift:
     # The end of the last half-window whose level lies the tolerance or more from B's, in
     # half-windows from A's start: 0 where none does (rule, line 9)
     off_until: float | None = None
+    # The least t·se(Δ) its batch-to-batch scatter allows on the rule's longest windows, in
+    # ``unit`` (rule, line 1); None where it cannot be measured
+    floor: float | None = None
+    basis: bool = False  # the basis signal, which always judges (rule, line 1)
 
     @property
     def passed(self) -> bool:
         return self.most is not None and self.most < self.tolerance
+
+    @property
+    def undecidable(self) -> bool:
+        """Its own noise reaches its tolerance even on the rule's longest windows: no level
+        it could show would pass or fail the test on evidence (rule, line 1)."""
+        return self.floor is not None and self.floor >= self.tolerance
+
+    @property
+    def judges(self) -> bool:
+        """Whether its test counts in the check: the basis always, another signal where it
+        can decide its tolerance (rule, line 1)."""
+        return self.basis or not self.undecidable
+
+    def set_aside_reason(self) -> str:
+        """Why it does not judge the check (rule, line 1)."""
+        return (
+            f"{self.signal} cannot judge: its readings scatter so much within each 30-s batch "
+            f"that even on the rule's longest windows its noise alone adds "
+            f"± {self.floor or 0:.2f} {self.unit} to any change, at or beyond its tolerance "
+            f"of {self.tolerance:g} {self.unit}"
+        )
 
     @property
     def stepped(self) -> bool:
@@ -93,13 +121,41 @@ class CheckResult:
         return next((d for d in self.drifts if d.signal == signal), None)
 
     @property
+    def judging(self) -> tuple[Drift, ...]:
+        """The signals whose tests count in this check (rule, line 1)."""
+        return tuple(d for d in self.drifts if d.judges)
+
+    @property
+    def set_aside(self) -> tuple[Drift, ...]:
+        """The signals that could not judge this check, for their own noise (rule, line 1)."""
+        return tuple(d for d in self.drifts if not d.judges)
+
+    @property
+    def dated_by(self) -> tuple[str, ...]:
+        """The judging signals that set this check's date: those that settled last."""
+        dates = [d.settled_from for d in self.judging if d.settled_from is not None]
+        if not dates:
+            return ()
+        return tuple(d.signal for d in self.judging if d.settled_from == max(dates))
+
+    @property
+    def held_back_by(self) -> tuple[str, ...]:
+        """The judging signals that failed this check."""
+        return tuple(d.signal for d in self.judging if not d.passed)
+
+    @property
     def reason(self) -> str:
         """Why the check failed ("" if it passed): the signals that had not stopped."""
         if self.passed:
             return ""
         if not self.drifts:
             return "no temperature, power or throughput to judge it by"
-        return "; ".join(d.describe(self.window_s) for d in self.drifts if not d.passed)
+        failed = [d.describe(self.window_s) for d in self.judging if not d.passed]
+        if not failed:
+            return "no signal could judge it: " + "; ".join(
+                d.set_aside_reason() for d in self.set_aside
+            )
+        return "; ".join(failed)
 
 
 def _too_few(parts: list[Piece], segments: int, w: float) -> str:
@@ -170,14 +226,16 @@ def drift(
     *,
     absolute_c: float | None = None,
     window_s: float | None = None,
+    basis: bool = False,
 ) -> Drift:
-    """The test on one signal at one check (rule, lines 4–7). With ``absolute_c`` the
+    """The test on one signal at one check (rule, lines 1, 4–7). With ``absolute_c`` the
     tolerance is in the signal's unit (temperature); otherwise it is
-    ``eq_rel_tolerance_pct`` of window B's level and the change is in % of that level."""
+    ``eq_rel_tolerance_pct`` of window B's level and the change is in % of that level.
+    ``basis``: the basis signal, which judges whatever its noise."""
     w = windows.eq_window_s if window_s is None else window_s
     relative = absolute_c is None
-    tolerance = windows.eq_rel_tolerance_pct if relative else absolute_c
-    unit = "%" if relative else "°C"
+    tolerance, unit = (windows.eq_rel_tolerance_pct, "%") if relative else (absolute_c, "°C")
+    blank = Drift(signal, unit, tolerance, basis=basis)
     # Batches are eq_window_s / BATCHES long at every scale; the longer scale's windows hold
     # ``segments`` short windows' worth, each detrended on its own.
     segments = max(1, round(w / windows.eq_window_s))
@@ -185,15 +243,15 @@ def drift(
     parts = pieces(s, t_check, w, per_window)
     note = _too_few(parts, segments, w)
     if note:
-        return Drift(signal, unit, tolerance, note=note)
+        return dataclasses.replace(blank, note=note)
     squares, df = residuals(parts)
     if df < 2:
-        return Drift(signal, unit, tolerance, note="too few batches to measure its noise")
+        return dataclasses.replace(blank, note="too few batches to measure its noise")
     ya = np.concatenate([p.finite for p in parts[:segments]])
     yb = np.concatenate([p.finite for p in parts[segments:]])
     level_a, level_b = mean(ya), mean(yb)
     if relative and level_b == 0:
-        return Drift(signal, unit, tolerance, note="its level is 0, so no relative change")
+        return dataclasses.replace(blank, note="its level is 0, so no relative change")
     scale = 100.0 / abs(level_b) if relative else 1.0
     variance = squares / df
     t_q = t_quantile(df)
@@ -205,9 +263,38 @@ def drift(
         # B still moves: A and B agreeing says nothing (a hump: rise in A, fall in B). Only
         # the longer scale, whose windows span a fan cycle, may pass it.
         note, most = _still_moving(w, unit, tolerance, b_step * scale, b_se * scale, t_q, most)
-    return Drift(
-        signal, unit, tolerance, change, noise, most, level_b, settled_from, note, b_flat, off_until
-    )
+    floor = _floor(parts, df, segments, scale)
+    found = (change, noise, most, level_b, settled_from, note, b_flat, off_until, floor)
+    return Drift(signal, unit, tolerance, *found, basis)
+
+
+def floor_of(
+    s: Series, t_check: float, windows: Windows, absolute_c: float | None = None
+) -> float | None:
+    """The signal's floor at the check ``t_check`` (rule, line 1), without the rest of its
+    test: what the watch needs of a signal that has not stepped; None where its windows
+    hold too few readings to say."""
+    w = windows.eq_window_s
+    parts = pieces(s, t_check, w, BATCHES)
+    if _too_few(parts, 1, w):
+        return None
+    _, df = residuals(parts)
+    level_b = mean(parts[1].finite)
+    if df < 2 or (absolute_c is None and level_b == 0):
+        return None
+    return _floor(parts, df, 1, 100.0 / abs(level_b) if absolute_c is None else 1.0)
+
+
+def _floor(parts: list[Piece], df: int, segments: int, scale: float) -> float | None:
+    """The least t·se(Δ) its readings' own scatter allows on the rule's longest windows
+    (``LONG_SCALE``·W, ``LONG_SCALE``·BATCHES batches each), in the check's unit: the
+    margin its noise alone adds to any change it could show (rule, line 1)."""
+    sigma = read_noise(parts)
+    if sigma is None:
+        return None
+    batches = LONG_SCALE * BATCHES
+    long_df = max(2, round(df * LONG_SCALE / segments))
+    return t_quantile(long_df) * sigma * math.sqrt(2 / batches) * scale
 
 
 def check_window(
@@ -218,18 +305,35 @@ def check_window(
     w = windows.eq_window_s if window_s is None else window_s
     judged = signals.judged(basis, windows, t_check - 2 * w, t_check)
     drifts = [
-        drift(name, series, t_check, windows, absolute_c=absolute, window_s=w)
+        drift(
+            name,
+            series,
+            t_check,
+            windows,
+            absolute_c=absolute,
+            window_s=w,
+            basis=is_basis(name, basis),
+        )
         for name, series, absolute in judged
     ]
-    passed = bool(drifts) and (basis != "throughput" or bool(signals.rates))
-    passed = passed and all(d.passed for d in drifts)
-    # The centre of the first half-window from which on every signal stays within its
-    # tolerance of its last half-window's level (rule, line 9).
-    first = max((d.settled_from for d in drifts if d.settled_from is not None), default=3)
+    judging = [d for d in drifts if d.judges]  # rule, line 1
+    passed = bool(judging) and (basis != "throughput" or bool(signals.rates))
+    passed = passed and all(d.passed for d in judging)
+    # The centre of the first half-window from which on every judging signal stays within
+    # its tolerance of its last half-window's level (rule, line 9).
+    first = max((d.settled_from for d in judging if d.settled_from is not None), default=3)
     centre = t_check - 2 * w + first * w / 2 + w / 4
-    off = max((d.off_until for d in drifts if d.off_until), default=None)
+    off = max((d.off_until for d in judging if d.off_until), default=None)
     off_until_s = None if off is None else t_check - 2 * w + off * w / 2
     return CheckResult(t_check, passed, tuple(drifts), basis, centre, w, off_until_s)
+
+
+def is_basis(signal: str, basis: str) -> bool:
+    """Whether ``signal`` is the basis: temperature or power by name, every part's
+    throughput where the basis is throughput."""
+    if basis == "throughput":
+        return signal.endswith(" throughput")
+    return signal == basis
 
 
 def first_check_s(load_start_s: float, windows: Windows) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -21,6 +22,7 @@ MIN_POINTS = 10  # fewer readings than this in a window and its level cannot be 
 BATCHES = 10  # batches per window: the usual 10–30 of batch means, the fewest that leave df
 MIN_BATCH_SHARE = 0.8  # a window with more gaps than this says nothing about its level
 CONFIDENCE = 0.95  # one-sided: noise can make a date later, never earlier
+SPREAD_MIN = 8  # fewer readings in a batch than this and its spread says nothing
 LONG_SCALE = 2  # the longer windows, in eq_window_s: long enough to span a fan's cycle
 MAX_SLOTS = 1 << 14  # a ring's most slots: the rings are caches checked by tag, so a profile
 # whose windows hold more batches than this (a window of a millisecond) recomputes, never
@@ -50,12 +52,13 @@ class Series:
 @dataclass(frozen=True, slots=True)
 class Piece:
     """``BATCHES`` consecutive batches, one short window: the batches' finite medians, their
-    squared residuals about their own least-squares line (None with fewer than 3), and the
-    readings in them."""
+    squared residuals about their own least-squares line (None with fewer than 3), the
+    readings in them, and the batches' spreads (``read_noise``), those known, sorted."""
 
     finite: np.ndarray
     squares: float | None
     readings: int
+    spreads: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +98,7 @@ class Rings:
         self.size = size = math.ceil(slots) + AHEAD + 2 * BATCHES
         self._levels = [math.nan] * size  # each batch's median, by slot
         self._counts = [0] * size  # and its reading count
+        self._spreads = [math.nan] * size  # and its spread
         self._tags = [-1] * size  # the grid index each slot holds (-1: none)
         self._pieces: list[Piece | None] = [None] * size
         self._piece_tags = [-1] * size
@@ -113,42 +117,45 @@ class Rings:
         complete = _complete(s, self.origin_s, self.width_s)
         last = max(j, min(j + AHEAD, complete))
         first = j - BATCHES + 1
-        levels, counts = self._batches(s, first, last, complete)
+        levels, counts, spreads = self._batches(s, first, last, complete)
         origin, width = self.origin_s, self.width_s
         if last == j:  # a check's one new piece
-            made = [_piece(levels, counts, [origin + width * k for k in range(first - 1, j + 1)])]
+            edges = [origin + width * k for k in range(first - 1, j + 1)]
+            made = [_piece(levels, counts, edges, spreads)]
         else:
             edges = origin + width * np.arange(first - 1, last + 1)
-            made = _pieces(np.array(levels), np.array(counts), edges)
+            made = _pieces(np.array(levels), np.array(counts), edges, np.array(spreads))
         for k, piece in enumerate(made[: max(complete - j + 1, 0)]):
             self._pieces[(j + k) % self.size], self._piece_tags[(j + k) % self.size] = piece, j + k
         return made[0]
 
     def _batches(
         self, s: Series, first: int, last: int, complete: int
-    ) -> tuple[list[float], list[int]]:
-        """The levels and counts of batches ``first`` to ``last``: those kept from the ring,
-        the others computed (at once, or one by one where one or two are new) and kept where
-        complete."""
+    ) -> tuple[list[float], list[int], list[float]]:
+        """The levels, counts and spreads of batches ``first`` to ``last``: those kept from
+        the ring, the others computed (at once, or one by one where one or two are new) and
+        kept where complete."""
         size, tags = self.size, self._tags
         slots = [k % size for k in range(first, last + 1)]
         levels = [self._levels[i] for i in slots]
         counts = [self._counts[i] for i in slots]
+        spreads = [self._spreads[i] for i in slots]
         new = next((k for k, i in enumerate(slots) if tags[i] != first + k), len(slots))
         if new == len(slots):
-            return levels, counts
+            return levels, counts, spreads
         if len(slots) - new <= 2:
             for k in range(new, len(slots)):
                 lo, hi = (self.origin_s + self.width_s * i for i in (first + k - 1, first + k))
-                levels[k], counts[k] = _batch(s, lo, hi)  # its edges as the chunk's
+                levels[k], counts[k], spreads[k] = _batch(s, lo, hi)  # its edges as the chunk's
         else:  # the first batch not kept and all after it, at once
             edges = self.origin_s + self.width_s * np.arange(first + new - 1, last + 1)
-            more, n = _batches(s, edges)
-            levels[new:], counts[new:] = more.tolist(), n.tolist()
+            more, n, spread = _batches(s, edges)
+            levels[new:], counts[new:], spreads[new:] = more.tolist(), n.tolist(), spread.tolist()
         for k in range(new, min(len(slots), complete - first + 1)):
             i = slots[k]
             self._levels[i], self._counts[i], tags[i] = levels[k], counts[k], first + k
-        return levels, counts
+            self._spreads[i] = spreads[k]
+        return levels, counts, spreads
 
     def level(self, j: int, windows_n: int) -> Level | bool | None:
         """The level of ``windows_n`` windows ending at index ``j`` kept, False where none."""
@@ -191,9 +198,9 @@ def line(x: np.ndarray, y: np.ndarray) -> tuple[float, float, np.ndarray]:
     return slope, sxx, y - y_mean - slope * xc
 
 
-def _batches(s: Series, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The median (NaN where empty) and reading count of every batch (edges[k], edges[k+1]]
-    at once, by sorting on batch, then on value."""
+def _batches(s: Series, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The median (NaN where empty), reading count and spread (``spread``) of every batch
+    (edges[k], edges[k+1]] at once, by sorting on batch, then on value."""
     count = edges.size - 1
     span = s.window(edges[0], edges[-1])
     finite = np.isfinite(span.y)
@@ -206,25 +213,37 @@ def _batches(s: Series, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     first = (np.cumsum(counts) - counts)[filled]
     n = counts[filled]
     levels[filled] = (ordered[first + (n - 1) // 2] + ordered[first + n // 2]) / 2
-    return levels, counts
+    spreads = np.full(count, np.nan)
+    wide = n >= SPREAD_MIN
+    quarter = n[wide] // 4
+    middle = ordered[first[wide] + n[wide] - 1 - quarter] - ordered[first[wide] + quarter]
+    spreads[np.flatnonzero(filled)[wide]] = middle / np.sqrt(n[wide])
+    return levels, counts, spreads
 
 
-def _batch(s: Series, lo: float, hi: float) -> tuple[float, int]:
-    """One batch's median (NaN where empty) and reading count, as ``_batches`` has them."""
+def _batch(s: Series, lo: float, hi: float) -> tuple[float, int, float]:
+    """One batch's median (NaN where empty), reading count and spread, as ``_batches`` has
+    them."""
     y = s.y[s.t.searchsorted(lo, side="right") : s.t.searchsorted(hi, side="right")]
     y = np.sort(y[np.isfinite(y)])
     n = y.size
-    return (float((y[(n - 1) // 2] + y[n // 2]) / 2) if n else math.nan), n
+    level = float((y[(n - 1) // 2] + y[n // 2]) / 2) if n else math.nan
+    if n < SPREAD_MIN:
+        return level, n, math.nan
+    return level, n, float(y[n - 1 - n // 4] - y[n // 4]) / math.sqrt(n)
 
 
-def _pieces(levels: np.ndarray, counts: np.ndarray, edges: np.ndarray) -> list[Piece]:
+def _pieces(
+    levels: np.ndarray, counts: np.ndarray, edges: np.ndarray, spreads: np.ndarray
+) -> list[Piece]:
     """Every piece of ``BATCHES`` consecutive batches of (edges[k], edges[k + 1]], in order
     of their ends; the noise of those without gaps about their lines at once."""
     rows = levels.size - BATCHES + 1
     if rows == 1:
-        return [_piece(levels.tolist(), counts.tolist(), edges.tolist())]
+        return [_piece(levels.tolist(), counts.tolist(), edges.tolist(), spreads.tolist())]
     centres = (edges[:-1] + edges[1:]) / 2
     y, x = _rows(levels, rows), _rows(centres, rows)
+    spread = _rows(spreads, rows)
     n = _rows(counts, rows).sum(axis=1).tolist()
     whole = np.isfinite(y).all(axis=1)
     squares = np.full(rows, np.nan)
@@ -233,26 +252,28 @@ def _pieces(levels: np.ndarray, counts: np.ndarray, edges: np.ndarray) -> list[P
     out = []
     for k, full in enumerate(whole.tolist()):
         if full:
-            out.append(Piece(y[k], float(squares[k]), n[k]))
+            out.append(Piece(y[k], float(squares[k]), n[k], _known(spread[k].tolist())))
         else:
-            out.append(_gapped(x[k], y[k], n[k]))
+            out.append(_gapped(x[k], y[k], n[k], spread[k]))
     return out
 
 
-def _piece(levels: list[float], counts: list[int], edges: list[float]) -> Piece:
+def _piece(
+    levels: list[float], counts: list[int], edges: list[float], spreads: list[float]
+) -> Piece:
     """One piece, as ``_pieces`` has it, in Python floats: a check's one new piece costs
     less so, and the sums are numpy's, in numpy's order (``_sum``)."""
     y_sum = _sum(levels)
     if not math.isfinite(y_sum):  # an empty batch (NaN)
         e = np.array(edges)
-        return _gapped((e[:-1] + e[1:]) / 2, np.array(levels), sum(counts))
+        return _gapped((e[:-1] + e[1:]) / 2, np.array(levels), sum(counts), spreads)
     x = [(a + b) / 2 for a, b in itertools.pairwise(edges)]
     x_mean, y_mean = _sum(x) / BATCHES, y_sum / BATCHES
     xc = [v - x_mean for v in x]
     yc = [v - y_mean for v in levels]
     slope = _sum([a * b for a, b in zip(xc, yc, strict=True)]) / _sum([a * a for a in xc])
     resid = [b - slope * a for a, b in zip(xc, yc, strict=True)]
-    return Piece(np.array(levels), _sum([r * r for r in resid]), sum(counts))
+    return Piece(np.array(levels), _sum([r * r for r in resid]), sum(counts), _known(spreads))
 
 
 def _sum(v: list[float]) -> float:
@@ -292,14 +313,16 @@ def _rows(a: np.ndarray, rows: int) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(a, (rows, BATCHES), (step, step)).copy()
 
 
-def _gapped(x: np.ndarray, y: np.ndarray, readings: int) -> Piece:
+def _gapped(
+    x: np.ndarray, y: np.ndarray, readings: int, spreads: Iterable[float] | np.ndarray
+) -> Piece:
     """A piece with empty batches: its noise about the line of those it has."""
     ok = np.isfinite(y)
     kept, squares = y[ok], None
     if kept.size >= 3:
         _, _, resid = line(x[ok], kept)
         squares = float(resid @ resid)
-    return Piece(kept, squares, readings)
+    return Piece(kept, squares, readings, _known(np.asarray(spreads, dtype=float).tolist()))
 
 
 def _complete(s: Series, origin_s: float, width_s: float) -> int:
@@ -324,9 +347,14 @@ def pieces(s: Series, t_check: float, window_s: float, per_window: int = BATCHES
     first = s.cache.grid(start, width) if s.cache is not None else None
     if first is None or s.cache is None:
         edges = start + width * np.arange(count + 1)
-        levels, counts = _batches(s, edges)
+        levels, counts, spreads = _batches(s, edges)
         return [
-            _pieces(levels[k : k + BATCHES], counts[k : k + BATCHES], edges[k : k + BATCHES + 1])[0]
+            _pieces(
+                levels[k : k + BATCHES],
+                counts[k : k + BATCHES],
+                edges[k : k + BATCHES + 1],
+                spreads[k : k + BATCHES],
+            )[0]
             for k in range(0, count, BATCHES)
         ]
     return [s.cache.piece(s, first + k) for k in range(BATCHES, count + 1, BATCHES)]
@@ -341,6 +369,25 @@ def residuals(parts: list[Piece]) -> tuple[float, int]:
             squares += p.squares
             df += p.finite.size - 2
     return squares, df
+
+
+def _known(spreads: Iterable[float]) -> tuple[float, ...]:
+    """The spreads a batch could measure (not NaN), sorted."""
+    return tuple(sorted(x for x in spreads if x == x))
+
+
+def read_noise(parts: list[Piece]) -> float | None:
+    """How far its own readings' scatter moves a batch's level (rule, line 1): per batch,
+    the spread of its middle half of readings over the root of their number (a median's
+    standard error, for an even spread or a normal one); their median over the pieces'
+    batches. A trend, a cycle or a step between batches does not enter it, and a step
+    inside one batch moves the median of many little. None where no batch holds
+    ``SPREAD_MIN`` readings."""
+    spreads = sorted(itertools.chain.from_iterable(p.spreads for p in parts))
+    n = len(spreads)
+    if not n:
+        return None
+    return (spreads[(n - 1) // 2] + spreads[n // 2]) / 2
 
 
 def level_of(s: Series, end_s: float, windows: Windows, windows_n: int = 2) -> Level | None:

@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from soak.analysis.equilibrium.check import CheckResult, check_window, drift
+from soak.analysis.equilibrium.check import (
+    CheckResult,
+    check_window,
+    drift,
+    floor_of,
+    is_basis,
+)
 from soak.analysis.equilibrium.levels import LONG_SCALE, Level, level_of
 from soak.analysis.equilibrium.refutation import MOVED, STEPPED, Refutation, Withdrawal, compare
 from soak.analysis.equilibrium.signals import Signals
@@ -32,6 +38,8 @@ class Dated:
     confirmed_s: float
     basis: str
     again: bool = False  # after a withdrawal
+    # the counted pass whose date stands: which signals judged it, set it, were set aside
+    check: CheckResult | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +94,7 @@ class Machine:
         self.last: CheckResult | None = None
         self.time_s: float | None = None  # the date: the first counted pass not overruled
         self.confirmed_s: float | None = None  # the check that completed the count
+        self.dating: CheckResult | None = None  # the counted pass whose date stands
         self.withdrawn: list[Withdrawal] = []
         self._passes: list[CheckResult] = []  # the counted passes of the last window's time
         self._anchor: dict[str, Level] | None = None  # the 5 min from the date, per signal
@@ -138,20 +147,22 @@ class Machine:
         self._passes = [*recent, result] if result.passed else recent
         if len(self._passes) < w.eq_checks:
             return []
-        self.time_s, self.confirmed_s = self._date(), result.t_s
+        self.dating = self._dating()
+        self.time_s, self.confirmed_s = self.dating.centre_s, result.t_s
         self._anchor, self._stepped = None, set()
         assert self.basis is not None
-        return [Dated(self.time_s, result.t_s, self.basis, again=bool(self.withdrawn))]
+        again = bool(self.withdrawn)
+        return [Dated(self.time_s, result.t_s, self.basis, again, self.dating)]
 
-    def _date(self) -> float:
-        """The date of the first counted pass that no later counted pass overrules (rule,
-        line 9); the last one always stands."""
+    def _dating(self) -> CheckResult:
+        """The first counted pass that no later counted pass overrules (rule, line 9): its
+        date is the device's; the last one always stands."""
         passes = self._passes
         if not self.clauses.agree:
-            return passes[0].centre_s
+            return passes[0]
         for k, result in enumerate(passes):
             if not any(later.overrules(result.centre_s) for later in passes[k + 1 :]):
-                return result.centre_s
+                return result
         raise AssertionError("the last pass has no later pass to overrule it")
 
     def _check(self, t_check: float, signals: Signals) -> CheckResult:
@@ -197,15 +208,28 @@ class Machine:
             return None
         gone = Withdrawal(date, t_check, tuple(found))
         self.withdrawn.append(gone)
-        self.time_s = self.confirmed_s = None
+        self.time_s = self.confirmed_s = self.dating = None
         self._passes = []
         return gone
 
     def _refute(
         self, t_check: float, name: str, series, absolute: float | None
     ) -> Refutation | None:
-        """One signal's refutation of the date at ``t_check``: its step from the date's
-        level (rule, line 12), else its movement between adjacent 10-min levels (line 11)."""
+        """One signal's refutation of the date at ``t_check`` (rule, lines 11, 12), where the
+        signal can judge (line 1: the basis always; another where its floor at ``t_check``
+        is under its tolerance, asked only of a refutation found, which is rare)."""
+        found = self._refutation(t_check, name, series, absolute)
+        assert self.basis is not None
+        if found is None or is_basis(name, self.basis):
+            return found
+        floor = floor_of(series, t_check, self.windows, absolute)
+        return found if floor is None or floor < found.tolerance else None
+
+    def _refutation(
+        self, t_check: float, name: str, series, absolute: float | None
+    ) -> Refutation | None:
+        """Its step from the date's level (rule, line 12), else its movement between
+        adjacent 10-min levels (line 11)."""
         date, w, long_w = (
             self.time_s,
             self.windows.eq_window_s,

@@ -22,6 +22,15 @@ class Equilibrium:
     confirmed_s: float | None = None  # when the rule had its ``eq_checks`` passes
     reason: str = ""  # why it was not reached ("" when it was)
     withdrawn: tuple[Withdrawal, ...] = ()  # earlier dates later levels refuted
+    # the counted pass whose date stands (None where not reached): the signals that judged
+    # the date, set it, and could not judge it (rule, line 1)
+    dating: CheckResult | None = None
+
+    @property
+    def deciding_check(self) -> CheckResult | None:
+        """The check that says which signals judged the outcome: the pass that set the
+        date, or the last check made where none stands."""
+        return self.dating if self.reached else self.last_check
 
 
 def detect(
@@ -51,4 +60,5 @@ def detect(
         machine.confirmed_s,
         machine.reason(end_s - load_start_s),
         tuple(machine.withdrawn),
+        machine.dating,
     )

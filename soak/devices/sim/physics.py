@@ -32,6 +32,7 @@ class Physics:
 
     def __init__(self, sku: Sku, n: int, draws: Draws, chassis: Chassis) -> None:
         self.sku, self.n, self.chassis, self.draws = sku, n, chassis, draws
+        self.cooling = sku.cooling
         self._setup_vf()
         self._setup_devices(n)
         self._setup_power()
@@ -72,8 +73,9 @@ class Physics:
 
     def _setup_power(self) -> None:
         """Solve board base power and GEMM's full-clock dynamic power from two stated
-        points: the idle power at ~30 °C, and the TDP at the GEMM clock the SKU table
-        gives for a die at the leakage reference temperature."""
+        points: the idle power at ~30 °C, and the power the cap holds (its share of the
+        TDP) at the GEMM clock the SKU table gives for a die at the leakage reference
+        temperature."""
         s, c = self.sku, self.chassis
         gemm = WORKLOADS["gemm"]
         g_idle = float(self._g_dyn(s.idle_sm_clock_mhz)) * c.idle_activity
@@ -81,7 +83,8 @@ class Physics:
         leak_idle = s.leak_w_ref * float(self._g_leak(s.idle_sm_clock_mhz) * self._leak_temp(30))
         leak_ref = s.leak_w_ref * float(self._g_leak(s.gemm_clock_at_tdp_mhz))
         mem = gemm.mem_power_frac * s.hbm_power_w
-        self.p_dyn_w = (s.tdp_w - s.idle_power_w + leak_idle - mem - leak_ref) / (g_ref - g_idle)
+        held = s.tdp_w * s.cap_share
+        self.p_dyn_w = (held - s.idle_power_w + leak_idle - mem - leak_ref) / (g_ref - g_idle)
         self.p_base_w = s.idle_power_w - self.p_dyn_w * g_idle - leak_idle
         if self.p_dyn_w <= 0 or self.p_base_w <= 0:
             raise ValueError(f"sim SKU {s.key}: inconsistent power table")
@@ -127,16 +130,17 @@ class Physics:
         self.util = np.zeros(n)  # fraction of the last step with fresh input (NVML util)
         self.activity = 0.0
         self.mem_power_frac = 0.0
+        self.ramp_s = 0.0  # how long the load's activity takes to build up
+        self.load_since: float | None = None  # when the present load began
         self.work_coef = np.zeros((0, 2))  # per part: (per SM MHz, per memory MHz)
         self.work = np.zeros((0, n))
         self._expm_cache: dict[float, tuple[np.ndarray, ...]] = {}
         # The fan controller: 0 at idle fan speed, 1 at load speed; and the die and sink
         # temperatures' response to its slow hunting alone (linear, for the truth).
         self.fan_level = 0.0
-        self.fan_load_since: float | None = None  # when the present load began
         self.hunt_die = np.zeros(n)
         self.hunt_sink = np.zeros(n)
-        self._fans = self.chassis.fan_idle_excess != 0.0 or self.chassis.fan_hunt_frac != 0.0
+        self._fans = self.chassis.fans and self.cooling.moves
         self._cols = np.arange(n)
         self._no_bits = np.zeros(n, dtype=np.int64)
         self._ones = np.ones(n)
@@ -205,6 +209,7 @@ class Physics:
         self.loaded = on & ~self.lost
         self.activity = workload.core_activity
         self.mem_power_frac = workload.mem_power_frac
+        self.ramp_s = workload.ramp_s
         coef = [np.array(self._part_coef(part.name)) * part.share for part in workload.parts]
         self.work_coef = np.array(coef)
         self.work = np.zeros((len(workload.parts), self.n))
@@ -290,15 +295,16 @@ class Physics:
         p_grid = fixed + self.g_dyn_grid * dyn + self.g_leak_grid * leak
         # Power at which the (fast) die settles just under the max-operating temperature.
         p_thermal = (s.max_operating_temp_c - 0.3 - self.t_sink) / self.r_ds
-        limit = np.minimum(self.limit_w, p_thermal)
+        held = self.limit_w * s.cap_share  # what the power controller holds
+        limit = np.minimum(held, p_thermal)
         fits = np.count_nonzero(p_grid <= limit, axis=0)
         k = np.minimum(np.maximum(fits - 1, 0), len(self.f_grid) - 2)
         lo, hi = p_grid[k, self._cols], p_grid[k + 1, self._cols]
         frac = np.minimum(np.maximum((limit - lo) / (hi - lo), 0.0), 1.0)
         f = self.f_grid[k] + frac * (self.f_grid[k + 1] - self.f_grid[k])
         capped = p_grid[-1] > limit
-        power_bound = capped & (self.limit_w <= p_thermal * 1.02)
-        thermal_bound = capped & (p_thermal <= self.limit_w * 1.02)
+        power_bound = capped & (held <= p_thermal * 1.02)
+        thermal_bound = capped & (p_thermal <= held * 1.02)
         bits = power_bound * int(ClockReason.SW_POWER_CAP)
         bits |= thermal_bound * int(ClockReason.SW_THERMAL)
         return f, bits
@@ -324,7 +330,10 @@ class Physics:
         """Advance every device by h seconds from t_s with the clocks chosen at t_s."""
         s = self.sku
         self.util = self.duty()
+        self._track_load(t_s)
         busy = self._busy(h)
+        if self.ramp_s > 0 and self.load_since is not None and t_s < self.load_since + self.ramp_s:
+            busy = busy * self._ramp(t_s, h)
         activity = np.where(self.loaded, self.activity * busy, self.chassis.idle_activity)
         mem_w = self.loaded * busy * (self.mem_power_frac * s.hbm_power_w)
         terms = self.power_terms(activity, mem_w)
@@ -334,6 +343,24 @@ class Physics:
             power = np.where(self.lost, 0.0, power)
         self._heat(t_s + 0.5 * h, h, power, mem_w)
         self._account(h, power, busy)
+
+    def _track_load(self, t_s: float) -> None:
+        """When the present load began: the start of the first step with a device loaded."""
+        if not self.loaded.any():
+            self.load_since = None
+        elif self.load_since is None:
+            self.load_since = t_s
+
+    def _ramp(self, t_s: float, h: float) -> float:
+        """The share of its full activity the load reaches over (t_s, t_s + h) on average,
+        building up evenly over ``ramp_s`` from its start."""
+        assert self.load_since is not None
+
+        def built(t: float) -> float:  # ∫ of min(1, (t − start) / ramp) from the start
+            u = max(t - self.load_since, 0.0) / self.ramp_s  # type: ignore[operator]
+            return self.ramp_s * (u * u / 2 if u <= 1 else u - 0.5)
+
+        return (built(t_s + h) - built(t_s)) / h
 
     def _set_clocks(self, f: np.ndarray, bits: np.ndarray, hw: np.ndarray) -> None:
         """Clocks and reasons from the governor's choice, idle devices and HW slowdowns."""
@@ -379,27 +406,23 @@ class Physics:
             return 0.0
         if t_s is None:
             return 1.0
-        since = self.fan_load_since
-        return 1.0 if since is not None and t_s >= since + self.chassis.fan_delay_s else 0.0
+        since = self.load_since
+        return 1.0 if since is not None and t_s >= since + self.cooling.delay_s else 0.0
 
     def fan_lag(self, level: float) -> float:
         """The sink's resistance to air above its load-speed value, as a fraction."""
-        return self.chassis.fan_idle_excess * (1.0 - level)
+        return self.cooling.idle_excess * (1.0 - level)
 
     def _fan_step(self, t_mid: float, h: float) -> tuple[float, float]:
         """Move the fans by h; their lag and hunt over the step as fractions of the
         sink's resistance to air (the lag's exact mean over the step)."""
-        c = self.chassis
-        if not self.loaded.any():
-            self.fan_load_since = None
-        elif self.fan_load_since is None:
-            self.fan_load_since = t_mid - 0.5 * h
+        c = self.cooling
         target, level = self.fan_target(t_mid), self.fan_level
-        decay = math.exp(-h / c.fan_lag_s)
-        mean = target + (level - target) * (c.fan_lag_s / h) * (1.0 - decay)
+        decay = math.exp(-h / c.lag_s)
+        mean = target + (level - target) * (c.lag_s / h) * (1.0 - decay)
         self.fan_level = target + (level - target) * decay
-        phase = 2 * math.pi * t_mid / c.fan_hunt_period_s + self.draws.hunt_phase
-        return self.fan_lag(mean), c.fan_hunt_frac * math.sin(phase)
+        phase = 2 * math.pi * t_mid / c.hunt_period_s + self.draws.hunt_phase
+        return self.fan_lag(mean), c.hunt_frac * math.sin(phase)
 
     def _expm(self, h: float) -> tuple[np.ndarray, ...]:
         """exp(A h) of the die/sink network, per device, cached by step length."""

@@ -19,7 +19,14 @@ import numpy as np
 from soak.devices.common import select
 from soak.devices.sim.faults import Fault, fault_error, parse_fault, swinging, swung_clock
 from soak.devices.sim.load import SimLoad
-from soak.devices.sim.params import CHASSIS, DEFAULT_SKU, SKUS, WORKLOADS, Chassis
+from soak.devices.sim.params import (
+    CHASSIS,
+    DEFAULT_SKU,
+    SKUS,
+    WORKLOADS,
+    Chassis,
+    Ripple,
+)
 from soak.devices.sim.physics import EPS, Physics
 from soak.devices.sim.streams import seed_streams
 from soak.errors import ConfigError
@@ -463,13 +470,16 @@ class SimServer:
         power = p.power_w
         if window > EPS:
             power = (p.energy_j - self._energy_at(t_s - window)) / window
+        ripple = self._ripple(t_s)
+        if ripple is not None:
+            power = power * (1.0 + ripple[0])
         power = power + (c.power_noise_frac * power + c.power_noise_w) * noise[0]
         duty = p.util
         mem_util = self._load.workload.mem_util_pct if self._load is not None else 0.0
         zeros = [0] * n
         columns: dict[str, list] = {
-            **self._temperatures(t_s, noise),
-            "sm_clock_mhz": self._dithered_clock().tolist(),
+            **self._temperatures(t_s, noise, None if ripple is None else ripple[1]),
+            "sm_clock_mhz": self._dithered_clock(None if ripple is None else ripple[2]).tolist(),
             "mem_clock_mhz": p.mem_mhz.tolist(),
             "power_w": (np.rint(power * 1000) / 1000).tolist(),  # NVML reads mW
             "power_limit_w": p.limit_w.tolist(),
@@ -515,12 +525,38 @@ class SimServer:
             out.append(row)
         return out
 
-    def _temperatures(self, t_s: float, noise: np.ndarray) -> dict[str, list[float]]:
+    def _ripple(self, t_s: float) -> np.ndarray | None:
+        """What the load's sub-second variation adds to this reading (``Ripple``): per
+        device, the power (relative), the die (°C) and the clock a limit holds (relative,
+        spread evenly); None where nothing ripples (no load, or ``chassis.ripple`` off)."""
+        load, p = self._load, self.physics
+        if load is None or not self.chassis.ripple or load.workload.ripple == Ripple():
+            return None
+        r = load.workload.ripple
+        z = self._banks["ripple"].take(2)
+        u = self._banks["ripple_clock"].take(1)[0]
+        cycle = np.sin(2 * math.pi * (t_s / r.temp_cycle_s + self._draws.ripple_phase))
+        share = r.temp_cycle_share
+        temp = math.sqrt(2 * share) * cycle + math.sqrt(1 - share) * z[1]
+        on = p.loaded
+        held = (p.reasons & int(ClockReason.SW_POWER_CAP | ClockReason.SW_THERMAL)) != 0
+        return np.stack(
+            (
+                np.where(on, r.power * z[0], 0.0),
+                np.where(on, r.temp_c * temp, 0.0),
+                np.where(on & held, r.clock * math.sqrt(3.0) * (2.0 * u - 1.0), 0.0),
+            )
+        )
+
+    def _temperatures(
+        self, t_s: float, noise: np.ndarray, ripple_c: np.ndarray | None = None
+    ) -> dict[str, list[float]]:
         """Die and HBM temperature readings: whole °C, and with a refresh period, the
         value taken at the first reading after each sensor's latest refresh, held until
-        its next one."""
+        its next one. ``ripple_c``: what the load's ripple adds to the die's."""
         p, c = self.physics, self.chassis
-        die = np.rint(p.t_die + c.temp_noise_c * noise[1])
+        die = p.t_die + c.temp_noise_c * noise[1]
+        die = np.rint(die if ripple_c is None else die + ripple_c)
         mem = np.rint(p.t_mem + c.temp_noise_c * noise[2])
         if c.temp_refresh:
             index = np.floor(t_s / self.sku.temp_refresh_s + self._draws.sensor_phase)
@@ -533,15 +569,20 @@ class SimServer:
             self._held_temps = (die, mem)
         return {"temp_c": die.tolist(), "mem_temp_c": mem.tolist()}
 
-    def _dithered_clock(self) -> np.ndarray:
-        """The clock as NVML reads it: one of the two supported bins around the mean
-        clock, picked in proportion, so that the reading averages to the true clock."""
+    def _dithered_clock(self, ripple: np.ndarray | None = None) -> np.ndarray:
+        """The clock as NVML reads it: one of the two supported bins around the clock of
+        the instant, picked in proportion, so that the reading averages to it; the clock
+        of the instant is the mean clock, moved by the load's ``ripple`` (relative) where a
+        limit holds it, within the idle and the maximum clock."""
         p, s = self.physics, self.sku
         u = self._banks["dither"].take(1)[0]
-        below = (s.max_sm_clock_mhz - p.sm_mhz) / s.clock_step_mhz
+        f = p.sm_mhz
+        if ripple is not None:
+            f = np.clip(f * (1.0 + ripple), s.idle_sm_clock_mhz, s.max_sm_clock_mhz)
+        below = (s.max_sm_clock_mhz - f) / s.clock_step_mhz
         bins = np.floor(below + u)
         clock = s.max_sm_clock_mhz - bins * s.clock_step_mhz
-        clock = np.where(p.loaded, clock, p.sm_mhz)
+        clock = np.where(p.loaded, clock, f)
         if self._swing.any():  # sw-thermal: held by SW thermal slowdown, the clock swings
             held = self._swing & p.loaded & ((p.reasons & int(ClockReason.SW_THERMAL)) != 0)
             swung = swung_clock(p.sm_mhz, s.idle_sm_clock_mhz, s.max_sm_clock_mhz, self._swing_rng)

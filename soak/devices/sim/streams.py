@@ -62,20 +62,22 @@ class Draws:
     fan_phase: float
     hunt_phase: float  # the fan controller's slow cycle
     sensor_phase: np.ndarray  # where each temperature sensor's refresh falls, in [0, 1)
+    ripple_phase: np.ndarray  # where each device's load ripple cycle starts, in [0, 1)
 
 
 def seed_streams(seed: int, n: int, chassis: Chassis) -> tuple[Draws, dict[str, Bank]]:
     """Static draws and per-device banks (telemetry noise, dithering, work jitter and its
-    heavy tail, checks). Draws added later come after the earlier ones, so that the earlier
-    ones stay the same for a seed."""
+    heavy tail, checks, the load's ripple). Draws added later come after the earlier ones,
+    so that the earlier ones stay the same for a seed."""
     root = np.random.SeedSequence(seed)
     chassis_seq, *device_seqs = root.spawn(n + 1)
-    per_device = [s.spawn(6) for s in device_seqs]
+    per_device = [s.spawn(8) for s in device_seqs]
     static = [np.random.Generator(np.random.PCG64(s[0])) for s in per_device]
     eff = np.array([g.standard_normal() for g in static])
     leak = np.array([g.standard_normal() for g in static])
     offset = np.array([g.uniform(*chassis.energy_offset_j) for g in static])
     sensor_phase = np.array([g.random() for g in static])
+    ripple_phase = np.array([g.random() for g in static])
     room = np.random.Generator(np.random.PCG64(chassis_seq))
     draws = Draws(
         efficiency=1.0 + np.clip(chassis.efficiency_spread * eff, -0.05, 0.05),
@@ -86,6 +88,7 @@ def seed_streams(seed: int, n: int, chassis: Chassis) -> tuple[Draws, dict[str, 
         fan_phase=float(room.uniform(0, 2 * math.pi)),
         hunt_phase=float(room.uniform(0, 2 * math.pi)),
         sensor_phase=sensor_phase,
+        ripple_phase=ripple_phase,
     )
     banks = {
         "noise": Bank([s[1] for s in per_device], "normal"),
@@ -93,5 +96,7 @@ def seed_streams(seed: int, n: int, chassis: Chassis) -> tuple[Draws, dict[str, 
         "work": Bank([s[3] for s in per_device], "normal"),
         "verify": Bank([s[4] for s in per_device], "uniform"),
         "work_tail": Bank([s[5] for s in per_device], "chisquare", dof=chassis.work_noise_dof or 1),
+        "ripple": Bank([s[6] for s in per_device], "normal"),  # the load's power and die
+        "ripple_clock": Bank([s[7] for s in per_device], "uniform"),  # the clock a limit holds
     }
     return draws, banks
