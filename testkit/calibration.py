@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from soak.analysis.equilibrium import Series, drift
-from soak.config import Windows
+from soak.profile import Windows
 from testkit.sim import BASELINE_S, simulate
 from testkit.traces import trace_dir
 

@@ -7,7 +7,7 @@ import pytest
 
 from soak.analysis.equilibrium import OnlineDetector, Series, Signals, detect
 from soak.analysis.equilibrium.check import check_window
-from soak.config import Windows
+from soak.profile import Windows
 
 W = Windows()
 H200_MIX_CLOCK_SD = 0.108  # one 1-Hz read at the cap under mix, 2026-12-04 (uniform-like)
