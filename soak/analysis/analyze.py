@@ -735,7 +735,9 @@ def analyze_run(data: RunData, profile: Profile) -> Analysis:
     facts = [p.facts for p in passes.values()]
     spans = {index: p.span for index, p in passes.items()}
     unseen = [p.unseen_freeze for p in passes.values() if p.unseen_freeze is not None]
-    events = sorted([*data.events, *unseen], key=lambda e: e.t_s) if unseen else data.events
+    events = data.events
+    if not meta.run.imported:  # with the freezes the watch's rule finds offline, in time order
+        events = sorted([*data.events, *unseen], key=lambda e: e.t_s)
     sync = _sync_facts(data, facts, spans, passes, profile)
     models = {i: p.headroom for i, p in passes.items() if p.headroom is not None}
     headroom = run_headroom(models, missing, profile.checks.design_inlet_c)
