@@ -16,15 +16,17 @@ The outputs of an intact store are never replaced by what a damaged copy still h
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 from soak.analysis.analyze import Analysis, analyze_run
-from soak.analysis.decision import META_KEY, replay
+from soak.analysis.decision import replay
 from soak.dataset import RunData
 from soak.model import Event, EventKind
 from soak.profile import Profile, load_profile
+from soak.record import StopDecision
 from soak.report.html import REPORT_NAME, write_report
 from soak.report.junit import JUNIT_NAME, write_junit
 from soak.report.summary import SUMMARY_NAME, build_summary, write_summary
@@ -136,14 +138,14 @@ def replay_stop(run_dir: Path) -> str:
         found = replay(data, profile, analyze_run(data, profile))
         if found is None:
             line = "sequential stop (replayed): no stop before the end of the load segment"
-            stored = {"reason": line, "decided": False, "decided_at_s": None, "replayed": True}
+            stored = StopDecision(reason=line, decided=False, replayed=True)
         else:
             line = f"sequential stop (replayed) at {found.t_s:,.0f} s: {found.reason()}"
-            stored = found.as_json() | {"replayed": True}
+            stored = dataclasses.replace(found.record(), replayed=True)
         t_event = data.meta.stop.load_stop_s if found is None and data.meta.stop else None
         at = found.t_s if found is not None else (t_event or 0.0)
         store.append(events=[Event(at, EventKind.STOP, line)])
-        store.set_meta(**{META_KEY: stored})
+        store.set_stop_decision(stored)
     finally:
         store.close()
     return line

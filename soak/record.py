@@ -1,6 +1,7 @@
 """The run's own records in the store's meta table, typed: what ``soak run`` or ``soak import``
 recorded at the start (``RunRecord``, meta ``"run"``) and how the load stopped
-(``StopRecord``, meta ``"stop"``), the BMC's probe (``BmcProbe``, meta ``"bmc"``) and a
+(``StopRecord``, meta ``"stop"``), the sequential stop of ``--until-steady``
+(``StopDecision``, meta ``"stop_decision"``), the BMC's probe (``BmcProbe``, meta ``"bmc"``) and a
 multi-node ddp group (``DdpGroup``, meta ``"ddp_group"``); ``RunMeta`` is the whole table,
 read once by the store, with what a salvage of a damaged store got back (``Salvage``).
 Every writer and every reader goes through this module.
@@ -24,6 +25,7 @@ from soak.model import Capability, StopReason
 
 RUN_KEY = "run"
 STOP_KEY = "stop"
+DECISION_KEY = "stop_decision"  # the sequential stop of --until-steady (StopDecision)
 
 
 class _Reader:
@@ -216,6 +218,159 @@ class StopRecord:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class JudgedCheck:
+    """One check the sequential stop judged on its interval, as stored: ``check`` what the
+    figure is ("steady/cold gemm"), ``ci`` the interval's half-width (None: noise unknown),
+    ``unit`` None for a ratio, else the rate's unit; ``outcome`` "pass", "fail" or
+    "undecided"."""
+
+    device: int | None = None
+    check: str | None = None
+    value: float | None = None
+    ci: float | None = None
+    floor: float | None = None
+    unit: str | None = None
+    outcome: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return _sorted(
+            {
+                **self.extra,
+                "device": self.device,
+                "check": self.check,
+                "value": self.value,
+                "ci": self.ci,
+                "floor": self.floor,
+                "unit": self.unit,
+                "outcome": self.outcome,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: object) -> JudgedCheck:
+        read = _Reader("stop decision's check", data)
+        return cls(
+            device=read.integer("device"),
+            check=read.text("check"),
+            value=read.number("value"),
+            ci=read.number("ci"),
+            floor=read.number("floor"),
+            unit=read.text("unit"),
+            outcome=read.text("outcome"),
+            extra=read.left,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """A live run's prediction of its verdict: after ``at_load_s`` of load, the load time
+    it predicted (None: no prediction yet)."""
+
+    at_load_s: float | None
+    verdict_load_s: float | None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return _sorted(
+            {**self.extra, "at_load_s": self.at_load_s, "verdict_load_s": self.verdict_load_s}
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StopDecision:
+    """The sequential stop of ``--until-steady`` as the run stored it (meta
+    ``"stop_decision"``): why and when it fell, every check judged, and, for a live run, its
+    predictions against when it stopped; an import's replay says ``replayed``.
+
+    The groups a writer did not write stay absent, never null: ``checks`` None (a replay that
+    found no stop judged none), ``predicted`` None (not a live run's), ``replayed`` None,
+    so that a stored decision is written back and into summary.json byte for byte."""
+
+    reason: str | None = None
+    decided: bool | None = None
+    decided_at_s: float | None = None  # on the run's clock; None: not decided
+    # What the decision judged (absent together when ``checks`` is None).
+    load_s: float | None = None
+    confidence: float | None = None
+    n_checks: int | None = None
+    closest: JudgedCheck | None = None
+    undecided: tuple[JudgedCheck, ...] = ()
+    checks: tuple[JudgedCheck, ...] | None = None
+    # A live run's predictions (absent together when ``predicted`` is None).
+    predicted: tuple[Prediction, ...] | None = None
+    actual_load_s: float | None = None
+    replayed: bool | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            **self.extra,
+            "reason": self.reason,
+            "decided": self.decided,
+            "decided_at_s": self.decided_at_s,
+        }
+        if self.checks is not None:
+            out |= {
+                "load_s": self.load_s,
+                "confidence": self.confidence,
+                "n_checks": self.n_checks,
+                "closest": None if self.closest is None else self.closest.to_json(),
+                "undecided": [c.to_json() for c in self.undecided],
+                "checks": [c.to_json() for c in self.checks],
+            }
+        if self.predicted is not None:
+            out["predicted"] = [p.to_json() for p in self.predicted]
+            out["actual_load_s"] = self.actual_load_s
+        if self.replayed is not None:
+            out["replayed"] = self.replayed
+        return _sorted(out)
+
+    @classmethod
+    def from_json(cls, data: object) -> StopDecision:
+        read = _Reader("stop decision", data)
+        head = {
+            "reason": read.text("reason"),
+            "decided": read.flag("decided"),
+            "decided_at_s": read.number("decided_at_s"),
+        }
+        judged = "checks" in read.left
+        closest = read.mapping("closest")
+        checks = read.objects("checks")
+        undecided = read.objects("undecided")
+        return cls(
+            **head,
+            load_s=read.number("load_s"),
+            confidence=read.number("confidence"),
+            n_checks=read.integer("n_checks"),
+            closest=None if closest is None else JudgedCheck.from_json(closest),
+            undecided=tuple(JudgedCheck.from_json(c) for c in undecided or ()),
+            checks=tuple(JudgedCheck.from_json(c) for c in checks or ()) if judged else None,
+            predicted=_predictions(read),
+            actual_load_s=read.number("actual_load_s"),
+            replayed=read.flag("replayed"),
+            extra=read.left,
+        )
+
+
+def _predictions(read: _Reader) -> tuple[Prediction, ...] | None:
+    if "predicted" not in read.left:
+        return None
+    out = []
+    for entry in read.objects("predicted") or ():
+        one = _Reader("stop decision's prediction", entry)
+        at, verdict = one.number("at_load_s"), one.number("verdict_load_s")
+        out.append(Prediction(at, verdict, one.left))
+    return tuple(out)
+
+
+def _sorted(out: dict[str, Any]) -> dict[str, Any]:
+    """Keys in the order the store writes them (sorted), so a record read back and written
+    into summary.json is the same bytes."""
+    return dict(sorted(out.items()))
+
+
 def _stop_reason(text: str) -> StopReason | str:
     try:
         return StopReason(text)
@@ -378,6 +533,8 @@ class RunMeta:
     load_start_s: float | None = None  # when the load was launched, on the run's clock
     bmc: BmcProbe | None = None  # None: no BMC was probed (a run stored before soak read one)
     ddp_group: DdpGroup | None = None  # None: not a node of a multi-node ddp group
+    # The sequential stop of --until-steady (or an import's replayed one); None: none stored
+    stop_decision: StopDecision | None = None
     store_version: int | None = None
     # What a salvage of a damaged store got back; None: the store was read whole. Never
     # written: the store that read the run says so.
@@ -396,6 +553,7 @@ class RunMeta:
         run, stop = left.pop(RUN_KEY, None), left.pop(STOP_KEY, None)
         bmc, group = left.pop("bmc", None), left.pop("ddp_group", None)
         version = left.pop("store_version", None)
+        decision = left.pop(DECISION_KEY, None)
         return cls(
             run=RunRecord() if run is None else RunRecord.from_json(run),
             stop=None if stop is None else StopRecord.from_json(stop),
@@ -404,6 +562,7 @@ class RunMeta:
             load_start_s=left.pop("load_start_s", None),
             bmc=None if bmc is None else BmcProbe.from_json(bmc),
             ddp_group=None if group is None else DdpGroup.from_json(group),
+            stop_decision=None if decision is None else StopDecision.from_json(decision),
             store_version=version if isinstance(version, int) else None,
             extra=left,
         )

@@ -11,6 +11,7 @@ then analyse the store and write the report.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import math
@@ -29,7 +30,6 @@ from types import FrameType
 from soak import __version__
 from soak.analysis.contention import FOREIGN_MIN_PCT
 from soak.analysis.decision import DECIDE_EVERY_S, Decision, decide, verdict_eta_s
-from soak.analysis.decision import META_KEY as DECISION_KEY
 from soak.analysis.equilibrium import Dated, OnlineDetector, Withdrawn
 from soak.analysis.windows import LiveWork
 from soak.bmc import BmcOptions, ServerSensors, open_bmc
@@ -51,7 +51,7 @@ from soak.model import (
     Telemetry,
 )
 from soak.progress import DeviceProgress, Phase, Progress, Rate, Watcher
-from soak.record import RunRecord, SimRecord, StopRecord
+from soak.record import Prediction, RunRecord, SimRecord, StopRecord
 from soak.store import STORE_NAME, RunStore, make_run_dir
 from soak.units import minutes
 from soak.validity import FrozenWatch, Implausible, cleaned, screen_all
@@ -603,13 +603,12 @@ class Runner:
 
     def _keep_decision(self, decision: Decision, limit_s: float | None) -> None:
         """Store the decision the run stopped on; ``limit_s``: it stopped at its limit."""
-        found = decision.as_json(limit_s)
-        found["predicted"] = [
-            {"at_load_s": mark, "verdict_load_s": self.predictions.get(mark)}
-            for mark in PREDICTED_AT_S
-        ]
-        found["actual_load_s"] = self._load_s(decision.t_s)
-        self.store.set_meta(**{DECISION_KEY: found})
+        predicted = tuple(Prediction(mark, self.predictions.get(mark)) for mark in PREDICTED_AT_S)
+        found = decision.record(limit_s)
+        actual = self._load_s(decision.t_s)
+        self.store.set_stop_decision(
+            dataclasses.replace(found, predicted=predicted, actual_load_s=actual)
+        )
         decided = "every check decided" if decision.decided else "checks undecided"
         self.stop_detail = decided if limit_s is None else f"the {limit_s / 60:g}-min limit"
 

@@ -55,7 +55,7 @@ from soak.model import (
     Telemetry,
     WorkSample,
 )
-from soak.record import RUN_KEY, RunMeta, Salvage
+from soak.record import DECISION_KEY, RUN_KEY, RunMeta, Salvage, StopDecision
 from soak.validity import Implausible, screen_all, screen_columns
 
 # Version of the table layout below. 1: first layout. 2: adds sync_steps and server_steps
@@ -327,6 +327,11 @@ class RunStore:
         """Record run-level metadata once (config, host, versions, stop reason...)."""
         rows = [(key, _dumps(value)) for key, value in values.items()]
         self._write("INSERT OR REPLACE INTO meta VALUES (?, ?)", rows)
+
+    def set_stop_decision(self, decision: StopDecision) -> None:
+        """Keep the sequential stop the run stopped on (or an import's replayed one): the
+        one writer of meta ``stop_decision``, read back typed in ``RunMeta.stop_decision``."""
+        self.set_meta(**{DECISION_KEY: decision.to_json()})
 
     def add_devices(self, infos: Iterable[DeviceInfo]) -> None:
         infos = list(infos)

@@ -18,7 +18,7 @@ from soak.errors import StoreError
 from soak.model import StopReason
 from soak.pipeline import analyze
 from soak.profile import load_profile
-from soak.record import RunMeta, RunRecord, SimRecord, StopRecord
+from soak.record import RunMeta, RunRecord, SimRecord, StopDecision, StopRecord
 from soak.report.junit import build_junit
 from soak.report.summary import build_summary
 from soak.store import STORE_NAME, RunStore
@@ -256,3 +256,80 @@ def test_a_stop_reason_this_soak_does_not_know_never_gives_a_pass(tmp_path):
     assert analysis.stop_reason == "paused"
     assert analysis.verdict == "INCOMPLETE"
     assert build_summary(analysis)["verdict"] == "INCOMPLETE"
+
+
+# The stop decision as the writers before the typed record wrote it (runner._keep_decision,
+# pipeline.replay_stop at 0fe2ad1), each through the store's sorted JSON.
+_JUDGED = {
+    "device": 0,
+    "check": "steady/cold gemm",
+    "value": 0.998,
+    "ci": 0.017,
+    "floor": 0.95,
+    "unit": None,
+    "outcome": "pass",
+}
+_RATE = _JUDGED | {"check": "steady gemm", "value": 6.1e14, "ci": None, "floor": 5e14}
+_RATE |= {"unit": "FLOP/s", "outcome": "undecided"}
+DECISION_LIVE = {
+    "reason": "all 2 checks decided at 95 % after 23.1 min of load: the closest, ...",
+    "decided": True,
+    "decided_at_s": 1446.0,
+    "load_s": 1386.0,
+    "confidence": 0.95,
+    "n_checks": 2,
+    "closest": _JUDGED,
+    "undecided": [_RATE],
+    "checks": [_JUDGED, _RATE],
+    "predicted": [
+        {"at_load_s": 300.0, "verdict_load_s": None},
+        {"at_load_s": 600.0, "verdict_load_s": 1320.5},
+    ],
+    "actual_load_s": 1380.0,
+}
+DECISION_REPLAYED = {k: v for k, v in DECISION_LIVE.items() if k not in ("predicted",)}
+del DECISION_REPLAYED["actual_load_s"]
+DECISION_REPLAYED["replayed"] = True
+DECISION_NONE = {
+    "reason": "sequential stop (replayed): no stop before the end of the load segment",
+    "decided": False,
+    "decided_at_s": None,
+    "replayed": True,
+}
+
+
+@pytest.mark.parametrize("layout", [DECISION_LIVE, DECISION_REPLAYED, DECISION_NONE])
+def test_a_stored_stop_decision_reads_typed_and_writes_back_byte_for_byte(layout):
+    stored = json.dumps(layout, sort_keys=True)
+    meta = RunMeta.from_json({"stop_decision": json.loads(stored)})
+    found = meta.stop_decision
+    assert isinstance(found, StopDecision) and "stop_decision" not in meta.extra
+    assert found.reason == layout["reason"] and found.decided is layout["decided"]
+    assert json.dumps(found.to_json()) == stored  # summary.json keeps the stored order
+    if "checks" in layout:
+        assert found.checks is not None and found.checks[1].ci is None
+        assert found.checks[1].unit == "FLOP/s" and found.closest == found.checks[0]
+    else:
+        assert found.checks is None and found.predicted is None
+    assert (found.predicted is not None) == ("predicted" in layout)
+    assert found.replayed is layout.get("replayed")
+
+
+def test_a_stop_decisions_unknown_keys_survive_and_wrong_types_are_damage():
+    layout = DECISION_LIVE | {"new_fact": 1, "checks": [_JUDGED | {"new_too": "x"}]}
+    found = StopDecision.from_json(json.loads(json.dumps(layout)))
+    assert found.extra == {"new_fact": 1} and found.checks[0].extra == {"new_too": "x"}
+    assert found.to_json() == json.loads(json.dumps(layout, sort_keys=True))
+    with pytest.raises(ValueError, match="'decided'"):
+        StopDecision.from_json(DECISION_NONE | {"decided": "yes"})
+    with pytest.raises(ValueError, match="check 'value'"):
+        StopDecision.from_json(DECISION_LIVE | {"checks": [_JUDGED | {"value": "high"}]})
+
+
+def test_a_decision_is_stored_by_the_store_and_read_back_typed(tmp_path):
+    store = RunStore.create(tmp_path / STORE_NAME)
+    try:
+        store.set_stop_decision(StopDecision.from_json(DECISION_LIVE))
+        assert store.meta().stop_decision == StopDecision.from_json(DECISION_LIVE)
+    finally:
+        store.close()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,12 +35,12 @@ from soak.analysis.windows import WindowName, WindowStats
 from soak.dataset import RunData
 from soak.model import StopReason
 from soak.profile import Profile, Windows
-from soak.record import StopRecord
+from soak.record import DECISION_KEY, JudgedCheck, StopDecision, StopRecord
 from soak.units import pct, rate_unit, si
 
 DECIDE_EVERY_S = 30.0  # one equilibrium check's worth of new data between two looks
 MAX_S = 3000.0  # --max-minutes' default: no look after this much load
-META_KEY = "stop_decision"  # where the runner keeps the decision in the store's meta
+META_KEY = DECISION_KEY  # where the run keeps its decision (soak.record.StopDecision)
 
 
 class Outcome(enum.StrEnum):
@@ -88,16 +88,20 @@ class Judged:
             f"against {self._figure(self.floor)}"
         )
 
+    def record(self) -> JudgedCheck:
+        """As the run stores it (``soak.record.StopDecision``'s checks)."""
+        return JudgedCheck(
+            device=self.device,
+            check=self.label,
+            value=self.value,
+            ci=None if self.interval is None else self.interval.half,
+            floor=self.floor,
+            unit=self.unit or None,
+            outcome=str(self.outcome),
+        )
+
     def as_json(self) -> dict[str, Any]:
-        return {
-            "device": self.device,
-            "check": self.label,
-            "value": self.value,
-            "ci": None if self.interval is None else self.interval.half,
-            "floor": self.floor,
-            "unit": self.unit or None,
-            "outcome": str(self.outcome),
-        }
+        return self.record().to_json()
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,19 +141,25 @@ class Decision:
         more = f" (and {len(open_) - 3} more)" if len(open_) > 3 else ""
         return f"{len(open_)} of {len(self.judged)} checks undecided at {level}: {named}{more}"
 
-    def as_json(self, limit_s: float | None = None) -> dict[str, Any]:
+    def record(self, limit_s: float | None = None) -> StopDecision:
+        """The decision as the run stores it (``soak.record.StopDecision``); ``limit_s``:
+        the run stopped at its limit."""
         closest = self.closest
-        return {
-            "reason": self.reason(limit_s),
-            "decided": self.decided,
-            "decided_at_s": self.t_s if self.decided else None,
-            "load_s": self.load_s,
-            "confidence": CONFIDENCE,
-            "n_checks": len(self.judged),
-            "closest": None if closest is None else closest.as_json(),
-            "undecided": [j.as_json() for j in self.undecided],
-            "checks": [j.as_json() for j in self.judged],
-        }
+        return StopDecision(
+            reason=self.reason(limit_s),
+            decided=self.decided,
+            decided_at_s=self.t_s if self.decided else None,
+            load_s=self.load_s,
+            confidence=CONFIDENCE,
+            n_checks=len(self.judged),
+            closest=None if closest is None else closest.record(),
+            undecided=tuple(j.record() for j in self.undecided),
+            checks=tuple(j.record() for j in self.judged),
+        )
+
+    def as_json(self, limit_s: float | None = None) -> dict[str, Any]:
+        """The stored record's JSON (``record(limit_s).to_json()``), kept for its callers."""
+        return self.record(limit_s).to_json()
 
 
 def truncated(data: RunData, t_s: float) -> RunData:
@@ -390,9 +400,3 @@ def verdict_eta_s(detector: OnlineDetector, t_s: float, windows: Windows) -> flo
     if eta is None:
         return None
     return eta + max(0.0, windows.min_steady_s - 1.5 * windows.eq_window_s)
-
-
-def stored(meta_extra: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The decision a run stored with itself (``META_KEY``), or None."""
-    found = meta_extra.get(META_KEY)
-    return found if isinstance(found, dict) else None

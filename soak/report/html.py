@@ -17,7 +17,6 @@ import markupsafe
 from soak import __version__, fields
 from soak.analysis.analyze import COMPLETE_STOPS, Analysis, DeviceResult, merge_windows
 from soak.analysis.checks import CheckName, Finding, Status
-from soak.analysis.decision import stored as stored_decision
 from soak.analysis.diagnosis import MEANINGS, NEXT_STEPS
 from soak.analysis.equilibrium.fit import TAU_MIN_S, Fit
 from soak.analysis.windows import WindowName, WindowStats
@@ -25,7 +24,7 @@ from soak.dataset import RunData
 from soak.fields import REASONS
 from soak.model import DeviceInfo, EventKind
 from soak.profile import Checks, Windows, meaning
-from soak.record import BmcProbe, Salvage, StopRecord
+from soak.record import BmcProbe, Salvage, StopDecision, StopRecord
 from soak.report import figures
 from soak.report.ddp_section import ddp_context
 from soak.report.headroom import headroom_context
@@ -585,63 +584,58 @@ def _header(analysis: Analysis) -> dict[str, Any]:
         # no stop record: the coordinator died (the analysis calls that "error")
         "stop": analysis.stop_reason,
         "stop_detail": stop.detail or "",
-        "stop_decision": _decision_line(stored_decision(meta.extra)),
+        "stop_decision": _decision_line(meta.stop_decision),
         "incomplete": analysis.stop_reason not in COMPLETE_STOPS,
         "imported": _imported(run.source),
         "damaged": _damage(meta.salvage),
     }
 
 
-def _decision_line(found: dict[str, Any] | None) -> str:
+def _decision_line(found: StopDecision | None) -> str:
     """The line under the header: why --until-steady stopped, or where it would have (an
     import replayed with --stop steady)."""
-    if found is None or not found.get("reason"):
+    if found is None or not found.reason:
         return ""
-    head = "--until-steady would have stopped" if found.get("replayed") else "stopped"
-    return f"{head}: {text(found['reason'])}"
+    head = "--until-steady would have stopped" if found.replayed else "stopped"
+    return f"{head}: {text(found.reason)}"
 
 
 def _decision(analysis: Analysis) -> dict[str, Any] | None:
     """The sequential stop of --until-steady: its reason, every check judged with its
     interval, and the predicted time of the verdict against the actual one."""
-    found = stored_decision(analysis.meta.extra)
+    found = analysis.meta.stop_decision
     if found is None:
         return None
 
-    def figure(value: Any, unit: Any) -> str:
+    def figure(value: float | None, unit: str | None) -> str:
         """A ratio (no unit) in %, a rate with its unit."""
-        if not isinstance(value, float | int):
+        if value is None:
             return text(None)
-        return si(value, unit) if isinstance(unit, str) and unit else pct(value)
+        return si(value, unit) if unit else pct(value)
 
     rows = [
         {
-            "where": f"{device_kind(analysis)} {c.get('device')}",
-            "check": text(c.get("check")),
-            "value": figure(c.get("value"), c.get("unit")),
-            "ci": "± " + figure(c.get("ci"), c.get("unit")) if c.get("ci") is not None else "",
-            "floor": figure(c.get("floor"), c.get("unit")),
-            "outcome": text(c.get("outcome")),
+            "where": f"{device_kind(analysis)} {c.device}",
+            "check": text(c.check),
+            "value": figure(c.value, c.unit),
+            "ci": "± " + figure(c.ci, c.unit) if c.ci is not None else "",
+            "floor": figure(c.floor, c.unit),
+            "outcome": text(c.outcome),
         }
-        for c in found.get("checks") or []
-        if isinstance(c, dict)
+        for c in found.checks or ()
     ]
     predicted = [
-        f"after {p['at_load_s'] / 60:.0f} min of load: "
-        + (
-            "not predicted"
-            if p.get("verdict_load_s") is None
-            else f"{p['verdict_load_s'] / 60:.1f} min"
-        )
-        for p in found.get("predicted") or []
-        if isinstance(p, dict) and isinstance(p.get("at_load_s"), float | int)
+        f"after {p.at_load_s / 60:.0f} min of load: "
+        + ("not predicted" if p.verdict_load_s is None else f"{p.verdict_load_s / 60:.1f} min")
+        for p in found.predicted or ()
+        if p.at_load_s is not None
     ]
-    actual = found.get("actual_load_s")
+    actual = found.actual_load_s
     return {
-        "reason": text(found.get("reason")),
+        "reason": text(found.reason),
         "rows": rows,
         "predicted": "; ".join(predicted),
-        "actual": f"{actual / 60:.1f} min" if isinstance(actual, float | int) else "",
+        "actual": f"{actual / 60:.1f} min" if actual is not None else "",
     }
 
 

@@ -44,7 +44,6 @@ from typing import Any
 
 from soak import __version__
 from soak.analysis.analyze import Analysis, DeviceResult
-from soak.analysis.decision import stored as stored_decision
 from soak.analysis.diagnosis import NEXT_STEPS
 from soak.analysis.equilibrium import Equilibrium
 from soak.analysis.noise import Noise
@@ -248,8 +247,9 @@ def build_summary(analysis: Analysis) -> dict[str, Any]:
         ],
         "headroom": headroom_summary(analysis.headroom, meta.bmc),
     }
-    if run.until_steady or stored_decision(meta.extra) is not None:
-        summary["stop_decision"] = stored_decision(meta.extra)
+    decision = meta.stop_decision
+    if run.until_steady or decision is not None:
+        summary["stop_decision"] = None if decision is None else decision.to_json()
     return clean_json(summary)
 
 
