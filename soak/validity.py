@@ -301,26 +301,33 @@ def frozen_spans(
         return []
     on = np.asarray(loaded, dtype=bool)
 
-    def column(name: str) -> np.ndarray:
-        found = columns.get(name)
-        values = np.full(n, np.nan) if found is None else np.asarray(found, dtype=float)
-        return np.where(np.isfinite(values), values, np.nan)
+    nothing = np.zeros(n, dtype=bool)
 
-    power, temp = column("power_w"), column("temp_c")
-    energy, rate = column("energy_j"), column("throughput")
-    has_temp = np.isfinite(temp)
+    def column(name: str) -> tuple[np.ndarray, np.ndarray]:
+        """The column (as given where it is float: a stored column is not copied; an
+        infinite reading is held by no row, as NaN) and the rows that read it."""
+        found = columns.get(name)
+        if found is None:  # never read: no row holds it, and its values are never looked at
+            return np.zeros(1), nothing
+        values = np.asarray(found, dtype=float)
+        return values, np.isfinite(values)
+
+    (power, read_power), (temp, has_temp) = column("power_w"), column("temp_c")
+    (energy, read_energy), (rate, read_rate) = column("energy_j"), column("throughput")
     # the watch's fine_power: a loaded power reading below whole watts, from its row on
-    fine = np.maximum.accumulate(on & np.isfinite(power) & (power != np.round(power)))
+    fine = np.maximum.accumulate(on & read_power & (power != np.round(power)))
     held = {  # each signal a row holds, in the watch's order (``FrozenWatch._signals``)
-        "power_w": np.isfinite(power) & (fine | has_temp),
-        "energy_j": np.isfinite(energy),
-        "throughput": np.isfinite(rate) & has_temp,
+        "power_w": read_power & (fine | has_temp),
+        "energy_j": read_energy,
+        "throughput": read_rate & has_temp,
     }
     some = on & (held["power_w"] | held["energy_j"] | held["throughput"])
     held["temp_c"] = some & has_temp
     values = {"power_w": power, "energy_j": energy, "throughput": rate, "temp_c": temp}
     same = some[1:] & some[:-1]  # a row that holds what the row before held
     for name, mask in held.items():
+        if not mask.any():  # a signal no row holds constrains none
+            continue
         a, b = mask[1:] & some[1:], mask[:-1] & some[:-1]
         same &= (a == b) & (~a | (values[name][1:] == values[name][:-1]))
     firsts = np.flatnonzero(some & ~np.concatenate(([False], same)))

@@ -47,6 +47,16 @@ class Window:
     def mask(self, t: np.ndarray) -> np.ndarray:
         return (t >= self.start_s) & (t <= self.end_s)
 
+    def select(self, t: np.ndarray) -> slice | np.ndarray:
+        """The rows of ``t`` in the window: a slice where ``t`` runs in time order (a
+        column indexed by it is a view, never a copy: a week's whole-load window is most of
+        a device's series), else the mask. The same rows either way."""
+        if t.size and not bool(np.all(t[1:] >= t[:-1])):  # NaN or out of order
+            return self.mask(t)
+        lo = int(np.searchsorted(t, self.start_s, side="left"))
+        hi = int(np.searchsorted(t, self.end_s, side="right"))
+        return slice(lo, max(lo, hi))
+
 
 @dataclass(frozen=True, slots=True)
 class WindowStats:
@@ -301,21 +311,24 @@ def window_stats(
     could not tell (``fields.unread_reasons``: a log with some reasons' columns only): a
     reason among them has no share (None, "not available"), never 0."""
     t = tele.t_s
-    mask = window.mask(t)
+    mask = window.select(t)  # a slice where t runs in time order: views, not copies
     median, p10, p90 = {}, {}, {}
     for name in WINDOW_METRICS:
-        values = tele[name][mask]
-        median[name] = _quantile(values, 0.5)
-        p10[name] = _quantile(values, 0.1)
-        p90[name] = _quantile(values, 0.9)
+        values = _finite(tele[name][mask])  # one copy for the three quantiles
+        found = values.size > 0
+        median[name] = float(np.quantile(values, 0.5)) if found else None
+        p10[name] = float(np.quantile(values, 0.1)) if found else None
+        p90[name] = float(np.quantile(values, 0.9)) if found else None
+        del values
 
     throughput, cv, counts = {}, {}, {}
     for part, w in work.items():
         mid = (w["t_start_s"] + w["t_end_s"]) / 2
-        inside = window.mask(mid)
-        durations = (w["t_end_s"] - w["t_start_s"])[inside]
+        inside = window.select(mid)
+        del mid
+        durations = w["t_end_s"][inside] - w["t_start_s"][inside]
         done = w["work"][inside]
-        counts[part] = int(inside.sum())
+        counts[part] = int(durations.size)
         throughput[part] = window_throughput(window, w["t_start_s"], w["t_end_s"], w["work"])
         if throughput[part] is None:
             cv[part] = None

@@ -33,7 +33,7 @@ from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import Bbox
 
 from soak.analysis.analyze import DeviceResult
-from soak.dataset import DeviceSeries, RunData, WorkRates
+from soak.dataset import DeviceSeries, RunData, WorkColumns
 from soak.fields import BY_NAME, HW_REASON_BITS, NOISE_METRICS, REASONS_BY_KEY
 from soak.model import ClockReason
 from soak.units import prefix
@@ -122,7 +122,9 @@ def envelope(t: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> Enve
     """Downsample to at most ``max_points`` bins of (t, mean, min, max) over readable values,
     so a short dip is still drawn as its bin's minimum rather than averaged away."""
     finite = np.isfinite(y) & np.isfinite(t)
-    t, y = t[finite], y[finite]
+    if not finite.all():  # else the columns as they are: a week's copies are not made
+        t, y = t[finite], y[finite]
+    del finite
     downsampled = t.size > max_points
     if downsampled:
         edges = np.linspace(0, t.size, max_points + 1).astype(int)
@@ -325,8 +327,7 @@ def device_timeline(d: DeviceResult, series: DeviceSeries) -> str:
         _clock_panel(ax["clock"], d, sm, mem, scale)
     if "power" in ax:
         _power_panel(ax["power"], power, envelope(rel, tele.power_limit_w), scale)
-    rates = {part: w.rates() for part, w in series.work.items()}
-    _throughput_panel(ax["throughput"], d, rates, t0, scale)
+    _throughput_panel(ax["throughput"], d, series.work, t0, scale)
     if "clock-event reasons" in ax:
         strip = ax["clock-event reasons"]
         _reason_strip(strip, t, tele.clock_reasons, t0, scale, d.facts.reasons_unread)
@@ -392,12 +393,14 @@ def _power_panel(ax: Axes, power: Envelope, limit: Envelope, scale: float):
 
 
 def _throughput_panel(
-    ax: Axes, d: DeviceResult, rates: Mapping[str, WorkRates], t0: float, scale: float
+    ax: Axes, d: DeviceResult, work: Mapping[str, WorkColumns], t0: float, scale: float
 ) -> None:
+    """Each part's rate against its cold figure; one part's rates at a time."""
     colors = ("#0969da", "#1a7f37", "#8250df", "#bc4c00")
     basis = "cold"
     drawn = False
-    for i, (part, r) in enumerate(sorted(rates.items())):
+    for i, part in enumerate(sorted(work)):
+        r = work[part].rates()
         ref = d.facts.cold.throughput.get(part) if d.facts.cold else None
         if not ref:
             finite = r.rate[np.isfinite(r.rate)]
@@ -505,10 +508,13 @@ def binned(
     """Per time bin the max or min of the readable values (``t`` ascending); NaN where a bin
     has none."""
     ok = np.isfinite(y)
-    t, y = t[ok], y[ok]
+    if not ok.all():  # else the columns themselves, not a copy of each
+        t, y = t[ok], y[ok]
+    del ok
     out = np.full(edges.size - 1, np.nan)
-    keep = (t >= edges[0]) & (t < edges[-1])
-    t, y = t[keep], y[keep]
+    # t ascending: the rows inside the edges are one slice (views)
+    inside = slice(np.searchsorted(t, edges[0], "left"), np.searchsorted(t, edges[-1], "left"))
+    t, y = t[inside], y[inside]
     if not t.size:
         return out
     idx = np.searchsorted(t, edges)
@@ -526,15 +532,20 @@ def held(t: np.ndarray, y: np.ndarray, edges: np.ndarray, how: Literal["max", "m
     than ``GAP_FACTOR`` typical spacings) a sample covers half a typical spacing; a bin no
     sample covers is NaN."""
     ok = np.isfinite(y) & np.isfinite(t)
-    t, y = t[ok], y[ok]
+    if not ok.all():  # else the columns themselves, not a copy of each
+        t, y = t[ok], y[ok]
+    del ok
     out = np.full(edges.size - 1, np.nan)
     if not t.size:
         return out
     spacing = np.diff(t)
     typical = float(np.median(spacing)) if spacing.size else 0.0
     half = np.where(spacing > GAP_FACTOR * typical, typical / 2, spacing / 2)
+    del spacing  # a week's arrays: as few at once as the steps need
     reach = np.concatenate(([typical / 2], half, [typical / 2]))
+    del half
     lo, hi = t - reach[:-1], t + reach[1:]
+    del reach
     first = np.searchsorted(hi, edges[:-1], side="right")  # first sample ending in the bin
     last = np.searchsorted(lo, edges[1:], side="left")  # past the last one starting in it
     reduce = np.max if how == "max" else np.min
