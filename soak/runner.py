@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
-import math
 import os
 import platform
 import signal
@@ -28,14 +27,13 @@ from types import FrameType
 
 from soak import __version__
 from soak.analysis.contention import FOREIGN_MIN_PCT
-from soak.analysis.decision import DECIDE_EVERY_S, Decision, decide, verdict_eta_s
 from soak.analysis.decision import META_KEY as DECISION_KEY
+from soak.analysis.decision import Decision, LiveStop, digest_work, verdict_eta_s
 from soak.analysis.equilibrium import Dated, OnlineDetector, Withdrawn
 from soak.analysis.windows import LiveWork
 from soak.bmc import BmcOptions, ServerSensors, open_bmc
 from soak.clock import Clock, VirtualClock, WallClock
 from soak.config import RunConfig
-from soak.dataset import RunData
 from soak.devices import BackendOptions, open_backend
 from soak.devices.base import Backend, Load, LoadUpdate
 from soak.errors import ConfigError, StoreError
@@ -288,7 +286,8 @@ class Runner:
         self.load: Load | None = None
         self.phase = Phase.BASELINE
         self.stopper = Stopper()
-        self.next_decision_s = -math.inf  # --until-steady: the next look at the checks
+        # --until-steady: the sequential stop, judged on what the online state holds
+        self.stop: LiveStop | None = None
         self.stop_detail = ""  # why --until-steady stopped, for the stop record
         self.predictions: dict[float, float | None] = {}  # load s -> predicted verdict load s
 
@@ -319,6 +318,15 @@ class Runner:
             workload_options=config.workload_options,
         )
         self.store.set_meta(run=run.to_json(), host=host_info(), profile=config.profile.as_dict())
+        if config.until_steady:
+            self.stop = LiveStop(
+                config.profile,
+                run,
+                self.devices,
+                self.detectors,
+                self.live_work,
+                {i: {k: str(v) for k, v in t.items()} for i, t in self.capabilities.items()},
+            )
         self.store.add_devices(self.devices)
         self.store.add_capabilities(self.capabilities)
         if self.sensors is not None:
@@ -340,7 +348,12 @@ class Runner:
         events = self.backend.poll_events(t) + update.events
         # what is judged live leaves out readings that cannot be true; the store keeps them
         implausible = self.screen(telemetry)
-        events += self._digest(t, _left_out(telemetry, implausible), update)
+        judged = _left_out(telemetry, implausible)
+        events += self._digest(t, judged, update)
+        if self.stop is not None:
+            for row in judged:
+                self.stop.add_reading(row)
+            self.stop.forget(t)
         for e in events:
             if e.kind is EventKind.DEVICE_LOST and e.device is not None:
                 self.lost.add(e.device)
@@ -464,28 +477,11 @@ class Runner:
             self.detectors[row.device].add_telemetry(
                 row.t_s, row.temp_c, row.power_w, row.sm_clock_mhz
             )
-        first: dict[int, float] = {}  # devices whose first work arrives now: its end
+        # the work into the live figures and the detectors, as a replayed stop takes it
+        digest_work(t, update.samples, self.detectors, self.live_work, self.load_start_by_device)
         for s in update.samples:
-            if s.device in self.live_work:
-                self.live_work[s.device].add(s.part, s.unit, s.t_start_s, s.t_end_s, s.work)
-        for index, work in self.live_work.items():  # what no live figure can need any more
-            detector = self.detectors[index]
-            work.forget(t - detector.reach_s, detector.equilibrium_s)
-        for s in update.samples:
-            if s.device not in self.load_start_by_device and s.t_end_s > s.t_start_s:
-                first[s.device] = max(first.get(s.device, s.t_end_s), s.t_end_s)
-        for device, t_end in first.items():
-            # the device's load starts once its first step is done, every part of it
-            # (warm-up before it), as in the offline analysis
-            if device in self.detectors:
-                self.load_start_by_device[device] = t_end
-                self.detectors[device].start(t_end)
-        for s in update.samples:
-            detector = self.detectors.get(s.device)
-            if detector is None or s.t_end_s <= s.t_start_s:
-                continue
-            detector.add_rate(s.part, (s.t_start_s + s.t_end_s) / 2, s.rate)
-            self.latest_rate.setdefault(s.device, {})[s.part] = Rate(s.part, s.rate, s.unit)
+            if s.device in self.detectors and s.t_end_s > s.t_start_s:
+                self.latest_rate.setdefault(s.device, {})[s.part] = Rate(s.part, s.rate, s.unit)
         for index, detector in self.detectors.items():
             for change in detector.update(t):
                 events.append(equilibrium_event(t, index, change, self.origin_s(index)))
@@ -573,7 +569,7 @@ class Runner:
             if t - self.running_since_s >= limit_s:
                 self._keep_decision(self._decide(active, t), limit_s)
                 return StopReason.DURATION
-            if self._ready(active, t):
+            if self.stop is not None and self.stop.due(active, t):
                 decision = self._decide(active, t)
                 if decision.decided:
                     self._keep_decision(decision, None)
@@ -582,20 +578,11 @@ class Runner:
             return StopReason.DURATION
         return None
 
-    def _ready(self, active: set[int], t: float) -> bool:
-        """Whether a look at the checks is due: every active device dated, each with the
-        profile's least steady window, and no look in the last ``DECIDE_EVERY_S``."""
-        if t < self.next_decision_s:
-            return False
-        least = self.config.profile.windows.min_steady_s
-        dates = [self.detectors[i].equilibrium_s for i in active]
-        return all(d is not None and t - d >= least for d in dates)
-
     def _decide(self, active: set[int], t: float) -> Decision:
-        """The sequential stop's look at ``t`` (soak.analysis.decision) on the store so far."""
-        self.next_decision_s = t + DECIDE_EVERY_S
-        data = RunData.from_store(self.store)
-        return decide(data, self.config.profile, t, active)
+        """The sequential stop's look at ``t`` (soak.analysis.decision) on what the online
+        state holds: nothing is read back from the store."""
+        assert self.stop is not None  # --until-steady
+        return self.stop.decide(active, t)
 
     def _load_s(self, t: float) -> float | None:
         """Seconds of load at ``t``, counted as the plan counts them."""
@@ -656,6 +643,8 @@ class Runner:
         self.phase = Phase.LOAD
         self.load_started_s = self.now_s()
         self.store.set_meta(load_start_s=self.load_started_s)
+        if self.stop is not None:
+            self.stop.load_started(self.load_started_s)
         message = f"load {self.config.workload} started"
         self.store.append(events=[Event(self.load_started_s, EventKind.LOAD_START, message)])
         group = self.load.start(self.t0)  # a multi-node ddp group's rank map

@@ -208,6 +208,22 @@ class LiveWork:
     def unit(self, part: str) -> str:
         return self._units[part]
 
+    @property
+    def units(self) -> dict[str, str]:
+        """Each part's unit of work, in the order the parts first came."""
+        return dict(self._units)
+
+    def columns(self) -> dict[str, dict[str, np.ndarray]]:
+        """The samples held, per part, as the analysis reads a device's work (``t_start_s``,
+        ``t_end_s``, ``work``): copies, valid after later samples come."""
+        return {
+            part: {
+                name: np.array(a, dtype=float)
+                for name, a in zip(("t_start_s", "t_end_s", "work"), arrays, strict=True)
+            }
+            for part, arrays in self._parts.items()
+        }
+
     def _over(self, window: Window) -> dict[str, float | None]:
         before = self._figures.pop(window, {})
         figures = {}
