@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import math
 import os
 import platform
 import signal
@@ -25,21 +26,32 @@ from importlib import metadata
 from pathlib import Path
 from types import FrameType
 
+import numpy as np
+
 from soak import __version__
 from soak.analysis.contention import FOREIGN_MIN_PCT
 from soak.analysis.decision import META_KEY as DECISION_KEY
-from soak.analysis.decision import Decision, LiveStop, digest_work, verdict_eta_s
+from soak.analysis.decision import (
+    Decision,
+    LiveStop,
+    digest_work,
+    digest_work_columns,
+    verdict_eta_s,
+)
 from soak.analysis.equilibrium import Dated, OnlineDetector, Withdrawn
 from soak.analysis.windows import LiveWork
 from soak.bmc import BmcOptions, ServerSensors, open_bmc
 from soak.clock import Clock, VirtualClock, WallClock
 from soak.config import RunConfig
+from soak.dataset import WorkColumns
 from soak.devices import BackendOptions, open_backend
 from soak.devices.base import Backend, Load, LoadUpdate
 from soak.errors import ConfigError, StoreError
+from soak.fields import INTEGER_COLUMNS
 from soak.model import (
     INLET_SERIES,
     NOTABLE_REASONS,
+    TELEMETRY_METRICS,
     Capability,
     ClockReason,
     DeviceInfo,
@@ -52,11 +64,13 @@ from soak.progress import DeviceProgress, Phase, Progress, Rate, Watcher
 from soak.record import RunRecord, SimRecord, StopRecord
 from soak.store import STORE_NAME, RunStore, make_run_dir
 from soak.units import minutes
-from soak.validity import FrozenWatch, Implausible, cleaned, screen_all
+from soak.validity import Frozen, FrozenWatch, Implausible, cleaned, screen_all, screen_columns
 
 log = logging.getLogger(__name__)
 
 
+# Ticks a simulated run steps at once on the virtual clock (``Runner.tick_block``).
+BLOCK_TICKS = 300
 PREDICTED_AT_S = (300.0, 600.0)  # load times whose verdict prediction the report keeps
 
 # A test's hook into the run: called each tick, once stored, with the runner and its snapshot.
@@ -656,16 +670,213 @@ class Runner:
         end = self.now_s() + self.config.baseline_s
         self.store.append(events=[Event(self.now_s(), EventKind.BASELINE_START, "idle baseline")])
         while self.now_s() < end and not stopper.reason:
-            self.tick(None)
+            times = self._block_times(None, end)
+            if times:
+                self.tick_block(None, times)
+            else:
+                self.tick(None)
             self._sleep_to_next_tick()
 
     def _loop(self, load: Load, stopper: Stopper) -> StopReason:
         while True:
-            self.tick(load)
+            times = self._block_times(load)
+            if times:
+                self.tick_block(load, times)
+            else:
+                self.tick(load)
             reason = self.should_stop(load, stopper)
             if reason:
                 return reason
             self._sleep_to_next_tick()
+
+    def _block_times(self, load: Load | None, end_s: float | None = None) -> list[float]:
+        """The ticks the next block may step (a virtual clock and a simulated server: up to
+        ``BLOCK_TICKS``, each where a tick by tick loop would take it, the last the one the
+        run stops after); [] where this tick is taken alone: a real clock (a killed run
+        loses at most one tick), a test's hook (it acts on each tick), ``--until-steady``
+        (a look may fall on any tick), a load not yet running everywhere, a backend that
+        cannot step in blocks now."""
+        step_block = getattr(self.backend, "step_block", None)
+        if (
+            BLOCK_TICKS < 2
+            or not isinstance(self.clock, VirtualClock)
+            or step_block is None
+            or not self.backend.block_ready()  # type: ignore[attr-defined]
+            or self.on_tick is not None
+            or self.config.until_steady
+        ):
+            return []
+        if load is not None:
+            if getattr(load, "server", None) is not self.backend or self.running_since_s is None:
+                return []
+            end_s = self.running_since_s + self.config.duration_s
+        clock, interval = VirtualClock(self.clock.now()), self.config.interval_s
+        times: list[float] = []
+        while len(times) < BLOCK_TICKS:
+            t = clock.now() - self.t0
+            if load is None and end_s is not None and t >= end_s:  # the baseline's end
+                break
+            times.append(t)
+            if load is not None and end_s is not None and t >= end_s:  # the run's last
+                break
+            clock.sleep((t // interval + 1) * interval - t)
+        return times
+
+    def tick_block(self, load: Load | None, times: list[float]) -> None:
+        """Step, store and digest many ticks at once (``_block_times``): the simulated
+        server reads them as columns (``SimServer.step_block``: the block ends early at a
+        tick where anything but the physics happens), screened over the columns, digested
+        as the ticks would be one at a time (the same events at the same times, the same
+        detectors' checks, the same live figures), written with one ``append_block``, and
+        one ``Progress`` published. The clock ends at the block's last tick."""
+        readings: list = []
+
+        def each(t: float) -> None:
+            for reading in self.sensors.sample(t) if self.sensors is not None else []:
+                readings.append(reading)
+                if reading.series == INLET_SERIES:
+                    self.inlet_c = reading.value
+
+        block = self.backend.step_block(times, each)  # type: ignore[attr-defined]
+        done = block.times
+        for _ in done[1:]:
+            self._sleep_to_next_tick()
+        t = done[-1]
+        at = {tick: k for k, tick in enumerate(done)}
+        # what the backend and the load said, at the block's last tick (the only one where
+        # either can say anything: ``step_block``)
+        said = self.backend.poll_events(t) + block.events
+        telemetry = block.telemetry
+        implausible = [
+            found
+            for device, columns in telemetry.items()
+            for found in screen_columns(device, columns, self.power_limits.get(device))
+        ]
+        judged = _columns_left_out(telemetry, implausible)
+        ordered = [(len(done) - 1, 0, e) for e in said]
+        ordered += self._digest_block(done, at, judged, block.work)
+        ordered.sort(key=lambda item: (item[0], item[1]))
+        events = [e for _, _, e in ordered]
+        for e in events:
+            if e.kind is EventKind.DEVICE_LOST and e.device is not None:
+                self.lost.add(e.device)
+        with self.stopper:  # a block lands whole, even on a second Ctrl-C
+            self.store.append_block(
+                telemetry,
+                block.work,
+                events,
+                implausible=implausible,
+                server_readings=readings,
+            )
+        if self.watchers:
+            self.publish(self.progress(t, events))
+
+    def _digest_block(
+        self,
+        times: list[float],
+        at: dict[float, int],
+        telemetry: dict[int, dict[str, np.ndarray]],
+        work: Sequence[WorkColumns],
+    ) -> list[tuple[int, int, Event]]:
+        """``_digest`` of a block: its events, each with the index of the tick it comes at
+        and its place among that tick's (the freeze watch, then each reading's clock and
+        contention events, then the equilibrium's), as a tick by tick loop stores them."""
+        out: list[tuple[int, int, Event]] = []
+        failed_before = set(self.load.failed_devices()) if self.load is not None else set()
+        failed_after = failed_before
+        for device, columns in telemetry.items():
+            t = columns["t_s"]
+            if device in self.freeze_watch and device not in self.frozen:
+                found = self._watch_freeze_block(device, columns, failed_before, failed_after)
+                if found is not None:
+                    self.frozen.add(device)
+                    text = found.describe(self.origin_s(device))
+                    row_t = found.to_s
+                    out.append(
+                        (
+                            at[row_t],
+                            1,
+                            Event(row_t, EventKind.TELEMETRY, text, device, found.as_dict()),
+                        )
+                    )
+            self.latest[device] = _last_reading(device, columns)
+            out += [(at[e.t_s], 2, e) for e in self._clock_events_block(device, columns)]
+            out += [(at[e.t_s], 2, e) for e in self._contention_block(device, columns)]
+            nan = np.full(t.size, np.nan)
+            self.detectors[device].add_columns(
+                t,
+                columns.get("temp_c", nan),
+                columns.get("power_w", nan),
+                columns.get("sm_clock_mhz", nan),
+            )
+        digest_work_columns(
+            times[-1], work, self.detectors, self.live_work, self.load_start_by_device
+        )
+        for part in work:
+            if part.device in self.detectors and part.size:
+                took = part.t_end_s > part.t_start_s
+                if took.any():
+                    rate = float(part.work[took][-1] / (part.t_end_s - part.t_start_s)[took][-1])
+                    self.latest_rate.setdefault(part.device, {})[part.part] = Rate(
+                        part.part, rate, part.unit
+                    )
+        for k, tick in enumerate(times):
+            for index, detector in self.detectors.items():
+                for change in detector.update(tick):
+                    event = equilibrium_event(tick, index, change, self.origin_s(index))
+                    out.append((k, 3, event))
+        return out
+
+    def _watch_freeze_block(
+        self,
+        device: int,
+        columns: dict[str, np.ndarray],
+        failed_before: set[int],
+        failed_after: set[int],
+    ) -> Frozen | None:
+        """``_watch_freeze`` of one device's block of readings."""
+        if self.load is None or self.phase is not Phase.LOAD:
+            return None
+        t = columns["t_s"]
+        started = device in self.load_start_by_device
+        loaded = np.full(t.size, started and device not in failed_before)
+        loaded[-1] = started and device not in failed_after
+        return self.freeze_watch[device].add_block(t, columns, loaded)
+
+    def _clock_events_block(self, device: int, columns: dict[str, np.ndarray]) -> list[Event]:
+        """``_clock_events`` of one device's block of readings."""
+        reasons = columns.get("clock_reasons")
+        if reasons is None:
+            return []
+        read = ~np.isnan(reasons)
+        bits = np.where(read, reasons, 0).astype(np.int64) & NOTABLE_REASONS
+        seen = self.reasons_seen.get(device, 0)
+        out = []
+        while True:
+            fresh = np.flatnonzero(read & ((bits & ~seen) != 0))
+            if not fresh.size:
+                break
+            k = int(fresh[0])
+            new = int(bits[k]) & ~seen
+            seen |= new
+            self.reasons_seen[device] = seen
+            message = f"clock event: {', '.join(ClockReason(new).names())}"
+            t = float(columns["t_s"][k])
+            out.append(Event(t, EventKind.CLOCK_EVENT, message, device, {"bits": new}))
+        return out
+
+    def _contention_block(self, device: int, columns: dict[str, np.ndarray]) -> list[Event]:
+        """``_contention_event`` of one device's block of readings."""
+        load = columns.get("foreign_load_pct")
+        if load is None or device in self.contended:
+            return []
+        with np.errstate(invalid="ignore"):
+            over = np.flatnonzero(~np.isnan(load) & (load >= FOREIGN_MIN_PCT))
+        if not over.size:
+            return []
+        k = int(over[0])
+        row = _last_reading(device, {name: values[k : k + 1] for name, values in columns.items()})
+        return self._contention_event(row)
 
     def _sleep_to_next_tick(self) -> None:
         interval = self.config.interval_s
@@ -727,6 +938,34 @@ class Runner:
                     watcher.close()
                 except Exception:
                     log.exception("closing a progress watcher failed: %r", watcher)
+
+
+def _columns_left_out(
+    telemetry: dict[int, dict[str, np.ndarray]], found: list[Implausible]
+) -> dict[int, dict[str, np.ndarray]]:
+    """The columns with the readings ``found`` left out (NaN)."""
+    if not found:
+        return telemetry
+    out = {device: dict(columns) for device, columns in telemetry.items()}
+    for f in found:
+        columns = out[f.device]
+        values = columns[f.field] = np.array(columns[f.field], dtype=float)
+        values[columns["t_s"] == f.t_s] = np.nan
+    return out
+
+
+def _last_reading(device: int, columns: dict[str, np.ndarray]) -> Telemetry:
+    """A device's last reading of a block of columns, as a ``Telemetry`` (None: not read)."""
+    values: dict[str, float | int | None] = {}
+    for name in TELEMETRY_METRICS:
+        column = columns.get(name)
+        value = None if column is None else float(column[-1])
+        if value is not None and math.isnan(value):
+            value = None
+        if value is not None and name in INTEGER_COLUMNS:
+            value = int(value)
+        values[name] = value
+    return Telemetry(device, float(columns["t_s"][-1]), **values)
 
 
 def _left_out(telemetry: list[Telemetry], found: list[Implausible]) -> list[Telemetry]:

@@ -45,7 +45,7 @@ from soak.analysis.windows import (
     steady_window,
     window_stats,
 )
-from soak.dataset import RunData
+from soak.dataset import RunData, WorkColumns
 from soak.fields import Columns, unread_reasons
 from soak.model import DeviceInfo, EventKind, StopReason, Telemetry, WorkSample
 from soak.profile import Profile, Windows
@@ -548,6 +548,49 @@ def digest_work(
         if detector is None or s.t_end_s <= s.t_start_s:
             continue
         detector.add_rate(s.part, (s.t_start_s + s.t_end_s) / 2, s.rate)
+
+
+def digest_work_columns(
+    t_s: float,
+    work: Sequence[WorkColumns],
+    detectors: Mapping[int, OnlineDetector],
+    live_work: Mapping[int, LiveWork],
+    started: dict[int, float],
+) -> None:
+    """``digest_work`` of many ticks' samples at once (each device's per part as columns,
+    ``t_s`` the last tick): the same live figures and detectors' rates. A device whose load
+    starts here starts at its first tick's samples, as tick by tick."""
+    for part in work:
+        if part.device in live_work:
+            live_work[part.device].add_columns(
+                part.part, part.unit, part.t_start_s, part.t_end_s, part.work
+            )
+    for index, held in live_work.items():
+        detector = detectors[index]
+        held.forget(t_s - detector.reach_s, detector.equilibrium_s)
+    first: dict[int, tuple[float, float]] = {}  # device -> (its first tick, latest end there)
+    for part in work:
+        if part.device in started or part.device not in detectors:
+            continue
+        took = np.flatnonzero(part.t_end_s > part.t_start_s)
+        if took.size:
+            tick = float(part.t_end_s[took[0]])
+            held = first.get(part.device)
+            if held is None or tick < held[0]:
+                first[part.device] = (tick, tick)
+            elif tick == held[0]:
+                first[part.device] = (tick, max(held[1], tick))
+    for device, (_, t_end) in first.items():
+        started[device] = t_end
+        detectors[device].start(t_end)
+    for part in work:
+        detector = detectors.get(part.device)
+        if detector is None:
+            continue
+        took = part.t_end_s > part.t_start_s
+        if took.any():
+            t0, t1 = part.t_start_s[took], part.t_end_s[took]
+            detector.add_rates(part.part, (t0 + t1) / 2, part.work[took] / (t1 - t0))
 
 
 def replay(
