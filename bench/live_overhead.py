@@ -21,8 +21,15 @@ plausible range in the store and the runner, and the freeze watch): the same vir
 run with the stage as it is and with it switched off, alternating. ``validity`` as the
 second argument runs only that table. Prints the tables and one JSON line.
 
+The fifth table is the live loop's cost in the run's length (``--long [HOURS]``, default
+161): one simulated 8-GPU soak on the virtual clock run to hour 160 and past, its ticks
+timed through the runner's own loop (a block of ticks at a time: ``Runner.tick_block``),
+the time per tick, the equilibrium detector's share of it and the process's VmRSS taken over
+hour 1 and over hour 160, side by side, with their ratios (the targets: the tick at hour 160
+within 10 % of hour 1, the RSS too, the equilibrium's share at most 5 %).
+
 ``python bench/live_overhead.py [ROUNDS]`` (default 3); ``--equilibrium-only`` runs the
-third figure alone.
+third figure alone, ``--long [HOURS]`` the fifth.
 """
 
 from __future__ import annotations
@@ -146,10 +153,9 @@ def equilibrium_share(out: Path, hours: float = HOURS) -> dict:
         backend="sim", workload="mix", duration_s=hours * 3600, seed=1, out=out, sim_gpus=GPUS
     )
     spent = {"tick": 0.0, "detector": 0.0}
-    originals = {
-        name: getattr(OnlineDetector, name) for name in ("add_telemetry", "add_rate", "update")
-    }
+    originals = {name: getattr(OnlineDetector, name) for name in DETECTOR_CALLS}
     tick = Runner.tick
+    tick_block = Runner.tick_block
 
     def timed(kind: str, fn):
         def call(*args, **kwargs):
@@ -164,16 +170,120 @@ def equilibrium_share(out: Path, hours: float = HOURS) -> dict:
     for name, fn in originals.items():
         setattr(OnlineDetector, name, timed("detector", fn))
     Runner.tick = timed("tick", tick)  # type: ignore[method-assign]
+    Runner.tick_block = timed("tick", tick_block)  # type: ignore[method-assign]
     try:
         run(config)
     finally:
         Runner.tick = tick  # type: ignore[method-assign]
+        Runner.tick_block = tick_block  # type: ignore[method-assign]
         for name, fn in originals.items():
             setattr(OnlineDetector, name, fn)
     share = spent["detector"] / spent["tick"]
     print(f"\nequilibrium detector: {spent['detector']:.2f} s of {spent['tick']:.2f} s of ticks")
     print(f"share of the tick: {100 * share:.1f} % ({GPUS} GPUs, {hours:g} h simulated)")
     return {"detector_s": spent["detector"], "tick_s": spent["tick"], "share": share}
+
+
+# Every call into the online detector: readings and rates in (a row or a block), checks made.
+DETECTOR_CALLS = ("add_telemetry", "add_rate", "add_columns", "add_rates", "update")
+
+
+def rss_mib() -> float:
+    """This process's resident memory now (Linux ``/proc/self/status``)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def long_run(out: Path, hours: float = 161.0, marks: tuple[int, int] = (1, 160)) -> dict:
+    """The live loop at hour 1 and at hour 160 of one simulated soak: per mark hour, its
+    ticks' time (ms per tick), the detector's share of it, and VmRSS at its end."""
+    config = RunConfig(
+        backend="sim", workload="mix", duration_s=hours * 3600, seed=1, out=out, sim_gpus=GPUS
+    )
+    spans = {h: {"tick_s": 0.0, "detector_s": 0.0, "ticks": 0, "rss_mib": None} for h in marks}
+    state = {"hour": None}
+    originals = {name: getattr(OnlineDetector, name) for name in DETECTOR_CALLS}
+    tick, tick_block = Runner.tick, Runner.tick_block
+
+    def detector(fn):
+        def call(*args, **kwargs):
+            if state["hour"] is None:
+                return fn(*args, **kwargs)
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spans[state["hour"]]["detector_s"] += time.perf_counter() - start
+
+        return call
+
+    def timed(fn, block: bool):
+        def call(self: Runner, load, *rest):
+            t = self.now_s()
+            hour = int(t // 3600) if t >= 0 else None
+            state["hour"] = hour if hour in spans else None
+            start = time.perf_counter()
+            fn(self, load, *rest)
+            spent = time.perf_counter() - start
+            if state["hour"] is not None:
+                span = spans[state["hour"]]
+                span["tick_s"] += spent
+                span["ticks"] += len(rest[0]) if block else 1
+                span["rss_mib"] = rss_mib()
+            state["hour"] = None
+
+        return call
+
+    for name, fn in originals.items():
+        setattr(OnlineDetector, name, detector(fn))
+    Runner.tick = timed(tick, False)  # type: ignore[method-assign]
+    Runner.tick_block = timed(tick_block, True)  # type: ignore[method-assign]
+    start = time.perf_counter()
+    try:
+        run(config)
+    finally:
+        Runner.tick, Runner.tick_block = tick, tick_block  # type: ignore[method-assign]
+        for name, fn in originals.items():
+            setattr(OnlineDetector, name, fn)
+    wall = time.perf_counter() - start
+    rows = {}
+    for hour, span in spans.items():
+        ticks = span["ticks"]
+        rows[hour] = {
+            "hour": hour,
+            "ticks": ticks,
+            "ms_per_tick": 1e3 * span["tick_s"] / ticks if ticks else None,
+            "detector_share": span["detector_s"] / span["tick_s"] if span["tick_s"] else None,
+            "rss_mib": span["rss_mib"],
+        }
+    first, last = (rows[h] for h in marks)
+    print(f"\nthe live loop over a {hours:g}-h simulated soak ({GPUS} GPUs, {wall:.0f} s wall)")
+    print(f"{'hour':>6} {'ticks':>6} {'ms/tick':>8} {'detector':>9} {'RSS MiB':>8}")
+    for r in rows.values():
+        share = r["detector_share"]
+        shown = "–" if share is None else f"{100 * share:.1f} %"
+        rss = "–" if r["rss_mib"] is None else f"{r['rss_mib']:.0f}"
+        ms = "–" if r["ms_per_tick"] is None else f"{r['ms_per_tick']:.3f}"
+        print(f"{r['hour']:>6} {r['ticks']:>6} {ms:>8} {shown:>9} {rss:>8}")
+    ratio_tick = (
+        last["ms_per_tick"] / first["ms_per_tick"]
+        if first["ms_per_tick"] and last["ms_per_tick"]
+        else None
+    )
+    ratio_rss = last["rss_mib"] / first["rss_mib"] if first["rss_mib"] and last["rss_mib"] else None
+    shown_rss = "not available" if ratio_rss is None else f"{ratio_rss:.3f}"
+    shown_tick = "not available" if ratio_tick is None else f"{ratio_tick:.3f}"
+    print(f"hour {marks[1]} / hour {marks[0]}: tick {shown_tick}, RSS {shown_rss}")
+    return {
+        "hours": hours,
+        "wall_s": wall,
+        "marks": list(rows.values()),
+        "tick_ratio": ratio_tick,
+        "rss_ratio": ratio_rss,
+    }
 
 
 @contextlib.contextmanager
@@ -207,6 +317,13 @@ def validity_table(rounds: int) -> list[dict]:
 
 
 def main() -> None:
+    if "--long" in sys.argv:
+        rest = sys.argv[sys.argv.index("--long") + 1 :]
+        hours = float(rest[0]) if rest else 161.0
+        with tempfile.TemporaryDirectory() as tmp:
+            found = long_run(Path(tmp), hours)
+        print(json.dumps({"bench": "live_overhead", "gpus": GPUS, "long": found}))
+        return
     if "--equilibrium-only" in sys.argv:
         with tempfile.TemporaryDirectory() as tmp:
             share = equilibrium_share(Path(tmp))
