@@ -755,6 +755,10 @@ class Runner:
         judged = _columns_left_out(telemetry, implausible)
         ordered = [(len(done) - 1, 0, e) for e in said]
         ordered += self._digest_block(done, at, judged, block.work)
+        if self.stop is not None:  # what a look would judge (none is made within a block)
+            for device, columns in judged.items():
+                self.stop.add_columns(device, columns)
+            self.stop.forget(t)
         ordered.sort(key=lambda item: (item[0], item[1]))
         events = [e for _, _, e in ordered]
         for e in events:
