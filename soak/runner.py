@@ -262,8 +262,11 @@ class Runner:
         watchers: Sequence[Watcher] = (),
         on_tick: RunnerHook | None = None,
         sensors: ServerSensors | None = None,
+        block_ticks: int | None = None,
     ) -> None:
         self.config = config
+        # ticks a block may hold on the virtual clock (1: tick by tick)
+        self.block_ticks = BLOCK_TICKS if block_ticks is None else block_ticks
         self.sensors = sensors
         self.backend = backend
         self.clock = clock
@@ -698,7 +701,7 @@ class Runner:
         cannot step in blocks now."""
         step_block = getattr(self.backend, "step_block", None)
         if (
-            BLOCK_TICKS < 2
+            self.block_ticks < 2
             or not isinstance(self.clock, VirtualClock)
             or step_block is None
             or not self.backend.block_ready()  # type: ignore[attr-defined]
@@ -712,7 +715,7 @@ class Runner:
             end_s = self.running_since_s + self.config.duration_s
         clock, interval = VirtualClock(self.clock.now()), self.config.interval_s
         times: list[float] = []
-        while len(times) < BLOCK_TICKS:
+        while len(times) < self.block_ticks:
             t = clock.now() - self.t0
             if load is None and end_s is not None and t >= end_s:  # the baseline's end
                 break
@@ -986,12 +989,15 @@ def run(
     clock: Clock | None = None,
     watchers: Sequence[Watcher] = (),
     on_tick: RunnerHook | None = None,
+    block_ticks: int | None = None,
 ) -> RunResult:
     """Run one soak and leave its store in a new run folder; the caller builds the report.
 
     ``watchers`` see each tick's ``Progress`` snapshot (the CLI passes the terminal view and
     the exporter); ``on_tick`` is for tests that act on the run itself (kill a worker, fill
-    the disk) and gets the runner with the snapshot."""
+    the disk) and gets the runner with the snapshot. ``block_ticks``: the most ticks a block
+    holds on the virtual clock (``BLOCK_TICKS``; 1 steps tick by tick, as a real clock does,
+    and leaves the store a real run's layout)."""
     backend = backend or open_configured_backend(config)
     sensors: ServerSensors | None = None
     try:
@@ -1003,7 +1009,9 @@ def run(
             print(f"soak: {sensors.probe.line}", file=sys.stderr)
         run_dir = make_run_dir(config.out, run_host(), dt.datetime.now(dt.UTC))
         with Stopper().installed() as stopper:
-            runner = Runner(config, backend, clock, run_dir, watchers, on_tick, sensors)
+            runner = Runner(
+                config, backend, clock, run_dir, watchers, on_tick, sensors, block_ticks
+            )
             try:
                 reason = runner.run(stopper)
             except KeyboardInterrupt:

@@ -281,9 +281,9 @@ class FrozenWatch:
         if not t.size:
             return None
         nan = np.full(t.size, np.nan)
-        power, temp, energy = (
-            np.asarray(values.get(k, nan), dtype=float) for k in ("power_w", "temp_c", "energy_j")
-        )
+        power = np.asarray(values.get("power_w", nan), dtype=float)
+        temp = np.asarray(values.get("temp_c", nan), dtype=float)
+        energy = np.asarray(values.get("energy_j", nan), dtype=float)
         loaded = np.asarray(loaded, dtype=bool)
         moved = ~np.isnan(energy[1:]) & ~np.isnan(energy[:-1]) & (energy[1:] != energy[:-1])
         held_energy = dict(self._held).get("energy_j")
