@@ -27,21 +27,31 @@ from importlib import metadata
 from pathlib import Path
 from types import FrameType
 
+import numpy as np
+
 from soak import __version__
 from soak.analysis.contention import FOREIGN_MIN_PCT
-from soak.analysis.decision import DECIDE_EVERY_S, Decision, decide, verdict_eta_s
+from soak.analysis.decision import (
+    Decision,
+    LiveStop,
+    digest_work,
+    digest_work_columns,
+    verdict_eta_s,
+)
 from soak.analysis.equilibrium import Dated, OnlineDetector, Withdrawn
 from soak.analysis.windows import LiveWork
 from soak.bmc import BmcOptions, ServerSensors, open_bmc
 from soak.clock import Clock, VirtualClock, WallClock
 from soak.config import RunConfig
-from soak.dataset import RunData
+from soak.dataset import WorkColumns
 from soak.devices import BackendOptions, open_backend
 from soak.devices.base import Backend, Load, LoadUpdate
 from soak.errors import ConfigError, StoreError
+from soak.fields import INTEGER_COLUMNS
 from soak.model import (
     INLET_SERIES,
     NOTABLE_REASONS,
+    TELEMETRY_METRICS,
     Capability,
     ClockReason,
     DeviceInfo,
@@ -54,11 +64,13 @@ from soak.progress import DeviceProgress, Phase, Progress, Rate, Watcher
 from soak.record import Prediction, RunRecord, SimRecord, StopRecord
 from soak.store import STORE_NAME, RunStore, make_run_dir
 from soak.units import minutes
-from soak.validity import FrozenWatch, Implausible, cleaned, screen_all
+from soak.validity import Frozen, FrozenWatch, Implausible, cleaned, screen_all, screen_columns
 
 log = logging.getLogger(__name__)
 
 
+# Ticks a simulated run steps at once on the virtual clock (``Runner.tick_block``).
+BLOCK_TICKS = 300
 PREDICTED_AT_S = (300.0, 600.0)  # load times whose verdict prediction the report keeps
 
 # A test's hook into the run: called each tick, once stored, with the runner and its snapshot.
@@ -250,8 +262,11 @@ class Runner:
         watchers: Sequence[Watcher] = (),
         on_tick: RunnerHook | None = None,
         sensors: ServerSensors | None = None,
+        block_ticks: int | None = None,
     ) -> None:
         self.config = config
+        # ticks a block may hold on the virtual clock (1: tick by tick)
+        self.block_ticks = BLOCK_TICKS if block_ticks is None else block_ticks
         self.sensors = sensors
         self.backend = backend
         self.clock = clock
@@ -288,7 +303,8 @@ class Runner:
         self.load: Load | None = None
         self.phase = Phase.BASELINE
         self.stopper = Stopper()
-        self.next_decision_s = -math.inf  # --until-steady: the next look at the checks
+        # --until-steady: the sequential stop, judged on what the online state holds
+        self.stop: LiveStop | None = None
         self.stop_detail = ""  # why --until-steady stopped, for the stop record
         self.predictions: dict[float, float | None] = {}  # load s -> predicted verdict load s
 
@@ -319,6 +335,15 @@ class Runner:
             workload_options=config.workload_options,
         )
         self.store.set_meta(run=run.to_json(), host=host_info(), profile=config.profile.as_dict())
+        if config.until_steady:
+            self.stop = LiveStop(
+                config.profile,
+                run,
+                self.devices,
+                self.detectors,
+                self.live_work,
+                {i: {k: str(v) for k, v in t.items()} for i, t in self.capabilities.items()},
+            )
         self.store.add_devices(self.devices)
         self.store.add_capabilities(self.capabilities)
         if self.sensors is not None:
@@ -340,7 +365,12 @@ class Runner:
         events = self.backend.poll_events(t) + update.events
         # what is judged live leaves out readings that cannot be true; the store keeps them
         implausible = self.screen(telemetry)
-        events += self._digest(t, _left_out(telemetry, implausible), update)
+        judged = _left_out(telemetry, implausible)
+        events += self._digest(t, judged, update)
+        if self.stop is not None:
+            for row in judged:
+                self.stop.add_reading(row)
+            self.stop.forget(t)
         for e in events:
             if e.kind is EventKind.DEVICE_LOST and e.device is not None:
                 self.lost.add(e.device)
@@ -464,28 +494,11 @@ class Runner:
             self.detectors[row.device].add_telemetry(
                 row.t_s, row.temp_c, row.power_w, row.sm_clock_mhz
             )
-        first: dict[int, float] = {}  # devices whose first work arrives now: its end
+        # the work into the live figures and the detectors, as a replayed stop takes it
+        digest_work(t, update.samples, self.detectors, self.live_work, self.load_start_by_device)
         for s in update.samples:
-            if s.device in self.live_work:
-                self.live_work[s.device].add(s.part, s.unit, s.t_start_s, s.t_end_s, s.work)
-        for index, work in self.live_work.items():  # what no live figure can need any more
-            detector = self.detectors[index]
-            work.forget(t - detector.reach_s, detector.equilibrium_s)
-        for s in update.samples:
-            if s.device not in self.load_start_by_device and s.t_end_s > s.t_start_s:
-                first[s.device] = max(first.get(s.device, s.t_end_s), s.t_end_s)
-        for device, t_end in first.items():
-            # the device's load starts once its first step is done, every part of it
-            # (warm-up before it), as in the offline analysis
-            if device in self.detectors:
-                self.load_start_by_device[device] = t_end
-                self.detectors[device].start(t_end)
-        for s in update.samples:
-            detector = self.detectors.get(s.device)
-            if detector is None or s.t_end_s <= s.t_start_s:
-                continue
-            detector.add_rate(s.part, (s.t_start_s + s.t_end_s) / 2, s.rate)
-            self.latest_rate.setdefault(s.device, {})[s.part] = Rate(s.part, s.rate, s.unit)
+            if s.device in self.detectors and s.t_end_s > s.t_start_s:
+                self.latest_rate.setdefault(s.device, {})[s.part] = Rate(s.part, s.rate, s.unit)
         for index, detector in self.detectors.items():
             for change in detector.update(t):
                 events.append(equilibrium_event(t, index, change, self.origin_s(index)))
@@ -573,7 +586,7 @@ class Runner:
             if t - self.running_since_s >= limit_s:
                 self._keep_decision(self._decide(active, t), limit_s)
                 return StopReason.DURATION
-            if self._ready(active, t):
+            if self.stop is not None and self.stop.due(active, t):
                 decision = self._decide(active, t)
                 if decision.decided:
                     self._keep_decision(decision, None)
@@ -582,20 +595,11 @@ class Runner:
             return StopReason.DURATION
         return None
 
-    def _ready(self, active: set[int], t: float) -> bool:
-        """Whether a look at the checks is due: every active device dated, each with the
-        profile's least steady window, and no look in the last ``DECIDE_EVERY_S``."""
-        if t < self.next_decision_s:
-            return False
-        least = self.config.profile.windows.min_steady_s
-        dates = [self.detectors[i].equilibrium_s for i in active]
-        return all(d is not None and t - d >= least for d in dates)
-
     def _decide(self, active: set[int], t: float) -> Decision:
-        """The sequential stop's look at ``t`` (soak.analysis.decision) on the store so far."""
-        self.next_decision_s = t + DECIDE_EVERY_S
-        data = RunData.from_store(self.store)
-        return decide(data, self.config.profile, t, active)
+        """The sequential stop's look at ``t`` (soak.analysis.decision) on what the online
+        state holds: nothing is read back from the store."""
+        assert self.stop is not None  # --until-steady
+        return self.stop.decide(active, t)
 
     def _load_s(self, t: float) -> float | None:
         """Seconds of load at ``t``, counted as the plan counts them."""
@@ -655,6 +659,8 @@ class Runner:
         self.phase = Phase.LOAD
         self.load_started_s = self.now_s()
         self.store.set_meta(load_start_s=self.load_started_s)
+        if self.stop is not None:
+            self.stop.load_started(self.load_started_s)
         message = f"load {self.config.workload} started"
         self.store.append(events=[Event(self.load_started_s, EventKind.LOAD_START, message)])
         group = self.load.start(self.t0)  # a multi-node ddp group's rank map
@@ -666,16 +672,217 @@ class Runner:
         end = self.now_s() + self.config.baseline_s
         self.store.append(events=[Event(self.now_s(), EventKind.BASELINE_START, "idle baseline")])
         while self.now_s() < end and not stopper.reason:
-            self.tick(None)
+            times = self._block_times(None, end)
+            if times:
+                self.tick_block(None, times)
+            else:
+                self.tick(None)
             self._sleep_to_next_tick()
 
     def _loop(self, load: Load, stopper: Stopper) -> StopReason:
         while True:
-            self.tick(load)
+            times = self._block_times(load)
+            if times:
+                self.tick_block(load, times)
+            else:
+                self.tick(load)
             reason = self.should_stop(load, stopper)
             if reason:
                 return reason
             self._sleep_to_next_tick()
+
+    def _block_times(self, load: Load | None, end_s: float | None = None) -> list[float]:
+        """The ticks the next block may step (a virtual clock and a simulated server: up to
+        ``BLOCK_TICKS``, each where a tick by tick loop would take it, the last the one the
+        run stops after); [] where this tick is taken alone: a real clock (a killed run
+        loses at most one tick), a test's hook (it acts on each tick), ``--until-steady``
+        (a look may fall on any tick), a load not yet running everywhere, a backend that
+        cannot step in blocks now."""
+        step_block = getattr(self.backend, "step_block", None)
+        if (
+            self.block_ticks < 2
+            or not isinstance(self.clock, VirtualClock)
+            or step_block is None
+            or not self.backend.block_ready()  # type: ignore[attr-defined]
+            or self.on_tick is not None
+            or self.config.until_steady
+        ):
+            return []
+        if load is not None:
+            if getattr(load, "server", None) is not self.backend or self.running_since_s is None:
+                return []
+            end_s = self.running_since_s + self.config.duration_s
+        clock, interval = VirtualClock(self.clock.now()), self.config.interval_s
+        times: list[float] = []
+        while len(times) < self.block_ticks:
+            t = clock.now() - self.t0
+            if load is None and end_s is not None and t >= end_s:  # the baseline's end
+                break
+            times.append(t)
+            if load is not None and end_s is not None and t >= end_s:  # the run's last
+                break
+            clock.sleep((t // interval + 1) * interval - t)
+        return times
+
+    def tick_block(self, load: Load | None, times: list[float]) -> None:
+        """Step, store and digest many ticks at once (``_block_times``): the simulated
+        server reads them as columns (``SimServer.step_block``: the block ends early at a
+        tick where anything but the physics happens), screened over the columns, digested
+        as the ticks would be one at a time (the same events at the same times, the same
+        detectors' checks, the same live figures), written with one ``append_block``, and
+        one ``Progress`` published. The clock ends at the block's last tick."""
+        readings: list = []
+
+        def each(t: float) -> None:
+            for reading in self.sensors.sample(t) if self.sensors is not None else []:
+                readings.append(reading)
+                if reading.series == INLET_SERIES:
+                    self.inlet_c = reading.value
+
+        block = self.backend.step_block(times, each)  # type: ignore[attr-defined]
+        done = block.times
+        for _ in done[1:]:
+            self._sleep_to_next_tick()
+        t = done[-1]
+        at = {tick: k for k, tick in enumerate(done)}
+        # what the backend and the load said, at the block's last tick (the only one where
+        # either can say anything: ``step_block``)
+        said = self.backend.poll_events(t) + block.events
+        telemetry = block.telemetry
+        implausible = [
+            found
+            for device, columns in telemetry.items()
+            for found in screen_columns(device, columns, self.power_limits.get(device))
+        ]
+        judged = _columns_left_out(telemetry, implausible)
+        ordered = [(len(done) - 1, 0, e) for e in said]
+        ordered += self._digest_block(done, at, judged, block.work)
+        if self.stop is not None:  # what a look would judge (none is made within a block)
+            for device, columns in judged.items():
+                self.stop.add_columns(device, columns)
+            self.stop.forget(t)
+        ordered.sort(key=lambda item: (item[0], item[1]))
+        events = [e for _, _, e in ordered]
+        for e in events:
+            if e.kind is EventKind.DEVICE_LOST and e.device is not None:
+                self.lost.add(e.device)
+        with self.stopper:  # a block lands whole, even on a second Ctrl-C
+            self.store.append_block(
+                telemetry,
+                block.work,
+                events,
+                implausible=implausible,
+                server_readings=readings,
+            )
+        if self.watchers:
+            self.publish(self.progress(t, events))
+
+    def _digest_block(
+        self,
+        times: list[float],
+        at: dict[float, int],
+        telemetry: dict[int, dict[str, np.ndarray]],
+        work: Sequence[WorkColumns],
+    ) -> list[tuple[int, int, Event]]:
+        """``_digest`` of a block: its events, each with the index of the tick it comes at
+        and its place among that tick's (the freeze watch, then each reading's clock and
+        contention events, then the equilibrium's), as a tick by tick loop stores them."""
+        out: list[tuple[int, int, Event]] = []
+        failed_before = set(self.load.failed_devices()) if self.load is not None else set()
+        failed_after = failed_before
+        for device, columns in telemetry.items():
+            t = columns["t_s"]
+            if device in self.freeze_watch and device not in self.frozen:
+                found = self._watch_freeze_block(device, columns, failed_before, failed_after)
+                if found is not None:
+                    self.frozen.add(device)
+                    text = found.describe(self.origin_s(device))
+                    row_t = found.to_s
+                    out.append(
+                        (
+                            at[row_t],
+                            1,
+                            Event(row_t, EventKind.TELEMETRY, text, device, found.as_dict()),
+                        )
+                    )
+            self.latest[device] = _last_reading(device, columns)
+            out += [(at[e.t_s], 2, e) for e in self._clock_events_block(device, columns)]
+            out += [(at[e.t_s], 2, e) for e in self._contention_block(device, columns)]
+            nan = np.full(t.size, np.nan)
+            self.detectors[device].add_columns(
+                t,
+                columns.get("temp_c", nan),
+                columns.get("power_w", nan),
+                columns.get("sm_clock_mhz", nan),
+            )
+        digest_work_columns(
+            times[-1], work, self.detectors, self.live_work, self.load_start_by_device
+        )
+        for part in work:
+            if part.device in self.detectors and part.size:
+                took = part.t_end_s > part.t_start_s
+                if took.any():
+                    rate = float(part.work[took][-1] / (part.t_end_s - part.t_start_s)[took][-1])
+                    self.latest_rate.setdefault(part.device, {})[part.part] = Rate(
+                        part.part, rate, part.unit
+                    )
+        for k, tick in enumerate(times):
+            for index, detector in self.detectors.items():
+                for change in detector.update(tick):
+                    event = equilibrium_event(tick, index, change, self.origin_s(index))
+                    out.append((k, 3, event))
+        return out
+
+    def _watch_freeze_block(
+        self,
+        device: int,
+        columns: dict[str, np.ndarray],
+        failed_before: set[int],
+        failed_after: set[int],
+    ) -> Frozen | None:
+        """``_watch_freeze`` of one device's block of readings."""
+        if self.load is None or self.phase is not Phase.LOAD:
+            return None
+        t = columns["t_s"]
+        started = device in self.load_start_by_device
+        loaded = np.full(t.size, started and device not in failed_before)
+        loaded[-1] = started and device not in failed_after
+        return self.freeze_watch[device].add_block(t, columns, loaded)
+
+    def _clock_events_block(self, device: int, columns: dict[str, np.ndarray]) -> list[Event]:
+        """``_clock_events`` of one device's block of readings."""
+        reasons = columns.get("clock_reasons")
+        if reasons is None:
+            return []
+        read = ~np.isnan(reasons)
+        bits = np.where(read, reasons, 0).astype(np.int64) & NOTABLE_REASONS
+        seen = self.reasons_seen.get(device, 0)
+        out = []
+        while True:
+            fresh = np.flatnonzero(read & ((bits & ~seen) != 0))
+            if not fresh.size:
+                break
+            k = int(fresh[0])
+            new = int(bits[k]) & ~seen
+            seen |= new
+            self.reasons_seen[device] = seen
+            message = f"clock event: {', '.join(ClockReason(new).names())}"
+            t = float(columns["t_s"][k])
+            out.append(Event(t, EventKind.CLOCK_EVENT, message, device, {"bits": new}))
+        return out
+
+    def _contention_block(self, device: int, columns: dict[str, np.ndarray]) -> list[Event]:
+        """``_contention_event`` of one device's block of readings."""
+        load = columns.get("foreign_load_pct")
+        if load is None or device in self.contended:
+            return []
+        with np.errstate(invalid="ignore"):
+            over = np.flatnonzero(~np.isnan(load) & (load >= FOREIGN_MIN_PCT))
+        if not over.size:
+            return []
+        k = int(over[0])
+        row = _last_reading(device, {name: values[k : k + 1] for name, values in columns.items()})
+        return self._contention_event(row)
 
     def _sleep_to_next_tick(self) -> None:
         interval = self.config.interval_s
@@ -739,6 +946,34 @@ class Runner:
                     log.exception("closing a progress watcher failed: %r", watcher)
 
 
+def _columns_left_out(
+    telemetry: dict[int, dict[str, np.ndarray]], found: list[Implausible]
+) -> dict[int, dict[str, np.ndarray]]:
+    """The columns with the readings ``found`` left out (NaN)."""
+    if not found:
+        return telemetry
+    out = {device: dict(columns) for device, columns in telemetry.items()}
+    for f in found:
+        columns = out[f.device]
+        values = columns[f.field] = np.array(columns[f.field], dtype=float)
+        values[columns["t_s"] == f.t_s] = np.nan
+    return out
+
+
+def _last_reading(device: int, columns: dict[str, np.ndarray]) -> Telemetry:
+    """A device's last reading of a block of columns, as a ``Telemetry`` (None: not read)."""
+    values: dict[str, float | int | None] = {}
+    for name in TELEMETRY_METRICS:
+        column = columns.get(name)
+        value = None if column is None else float(column[-1])
+        if value is not None and math.isnan(value):
+            value = None
+        if value is not None and name in INTEGER_COLUMNS:
+            value = int(value)
+        values[name] = value
+    return Telemetry(device, float(columns["t_s"][-1]), **values)
+
+
 def _left_out(telemetry: list[Telemetry], found: list[Implausible]) -> list[Telemetry]:
     """The rows with the readings ``found`` left out (None)."""
     if not found:
@@ -753,12 +988,15 @@ def run(
     clock: Clock | None = None,
     watchers: Sequence[Watcher] = (),
     on_tick: RunnerHook | None = None,
+    block_ticks: int | None = None,
 ) -> RunResult:
     """Run one soak and leave its store in a new run folder; the caller builds the report.
 
     ``watchers`` see each tick's ``Progress`` snapshot (the CLI passes the terminal view and
     the exporter); ``on_tick`` is for tests that act on the run itself (kill a worker, fill
-    the disk) and gets the runner with the snapshot."""
+    the disk) and gets the runner with the snapshot. ``block_ticks``: the most ticks a block
+    holds on the virtual clock (``BLOCK_TICKS``; 1 steps tick by tick, as a real clock does,
+    and leaves the store a real run's layout)."""
     backend = backend or open_configured_backend(config)
     sensors: ServerSensors | None = None
     try:
@@ -770,7 +1008,9 @@ def run(
             print(f"soak: {sensors.probe.line}", file=sys.stderr)
         run_dir = make_run_dir(config.out, run_host(), dt.datetime.now(dt.UTC))
         with Stopper().installed() as stopper:
-            runner = Runner(config, backend, clock, run_dir, watchers, on_tick, sensors)
+            runner = Runner(
+                config, backend, clock, run_dir, watchers, on_tick, sensors, block_ticks
+            )
             try:
                 reason = runner.run(stopper)
             except KeyboardInterrupt:

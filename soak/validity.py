@@ -270,6 +270,51 @@ class FrozenWatch:
         self.span = Frozen(self.device, self._since, t_s, held)
         return self.span if first else None
 
+    def add_block(
+        self, t_s: np.ndarray, values: Mapping[str, np.ndarray], loaded: np.ndarray
+    ) -> Frozen | None:
+        """``add`` of many rows at once (columns, NaN: not read; ``loaded`` per row): the
+        same state after and the same span found. Where every loaded row's energy counter
+        moved from the row before, no row holds still and only the last row's state
+        stands; else each row is added in turn."""
+        t = np.asarray(t_s, dtype=float)
+        if not t.size:
+            return None
+        nan = np.full(t.size, np.nan)
+        power = np.asarray(values.get("power_w", nan), dtype=float)
+        temp = np.asarray(values.get("temp_c", nan), dtype=float)
+        energy = np.asarray(values.get("energy_j", nan), dtype=float)
+        loaded = np.asarray(loaded, dtype=bool)
+        moved = ~np.isnan(energy[1:]) & ~np.isnan(energy[:-1]) & (energy[1:] != energy[:-1])
+        held_energy = dict(self._held).get("energy_j")
+        first_moved = not self._held or (
+            held_energy is not None and not np.isnan(energy[0]) and energy[0] != held_energy
+        )
+        if (loaded[0] and not first_moved) or np.any(loaded[1:] & loaded[:-1] & ~moved):
+            found = None
+            for k in range(t.size):
+                row = {
+                    "power_w": None if np.isnan(power[k]) else float(power[k]),
+                    "temp_c": None if np.isnan(temp[k]) else float(temp[k]),
+                    "energy_j": None if np.isnan(energy[k]) else float(energy[k]),
+                }
+                span = self.add(float(t[k]), row, bool(loaded[k]))
+                found = found or span
+            return found
+        with np.errstate(invalid="ignore"):
+            fine = loaded & ~np.isnan(power) & (power != np.round(power))
+        self.fine_power = self.fine_power or bool(fine.any())
+        last = {
+            "power_w": None if np.isnan(power[-1]) else float(power[-1]),
+            "temp_c": None if np.isnan(temp[-1]) else float(temp[-1]),
+            "energy_j": None if np.isnan(energy[-1]) else float(energy[-1]),
+        }
+        held = self._signals(last) if loaded[-1] else ()
+        self._since, self._held, self._count = (float(t[-1]), held, 1) if held else (None, (), 0)
+        self.span = None
+        self._last_t = float(t[-1])
+        return None
+
     def _signals(self, values: Mapping[str, float | None]) -> tuple[tuple[str, float], ...]:
         """The must-move signals this row reads, or () where they cannot tell a freeze."""
         power, temp = values.get("power_w"), values.get("temp_c")

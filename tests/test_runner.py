@@ -7,6 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from soak.analysis.analyze import analyze_run
+from soak.analysis.decision import replay
+from soak.dataset import RunData
 from soak.pipeline import analyze, build_outputs
 from soak.runner import run
 from soak.store import RunStore
@@ -91,6 +94,33 @@ def test_until_steady_stops_at_its_limit_and_says_what_is_undecided(sim_config):
     decision = json.loads((result.run_dir / "summary.json").read_text())["stop_decision"]
     assert not decision["decided"] and decision["decided_at_s"] is None
     assert decision["reason"].startswith("no sequential stop by the 10-min limit: device ")
+
+
+def test_until_steady_looks_at_the_online_state_and_a_replay_stops_alike(sim_config, monkeypatch):
+    """The live stop reads nothing back from the store (its looks judge what the online
+    state holds), and the replay of the stored run, fed to the same machinery, stops at the
+    same look with the same figures."""
+    config = sim_config(duration_s=7200.0, until_steady=True, sim_gpus=2)
+    with monkeypatch.context() as patched:
+        for name in ("device_series", "telemetry", "telemetry_times", "work"):
+
+            def refuse(*args, _name=name, **kwargs):
+                raise AssertionError(f"the live loop read the store ({_name})")
+
+            patched.setattr(RunStore, name, refuse)
+        result = run(config)
+    assert result.stop_reason == "steady"
+    store = RunStore.open(result.run_dir)
+    try:
+        data = RunData.from_store(store)
+    finally:
+        store.close_read()
+    live = data.meta.stop_decision
+    assert live is not None and live.decided
+    replayed = replay(data, config.profile, analyze_run(data, config.profile))
+    assert replayed is not None and replayed.decided
+    assert replayed.t_s == live.decided_at_s
+    assert replayed.as_json()["checks"] == live.to_json()["checks"]
 
 
 def test_same_seed_same_run_bit_for_bit(sim_config):

@@ -24,7 +24,7 @@ def small_run(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("salvage")
     config = sim_config(out, duration_s=900.0, seed=5, sim_gpus=2)
-    return run(config).run_dir
+    return run(config, block_ticks=1).run_dir  # a real run's layout: a tick at a time
 
 
 def _copy(run_dir, to):
@@ -101,7 +101,8 @@ def blocks_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("salvage-blocks")
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(store, "BLOCK_ROWS", 64)
-        return run(sim_config(out, duration_s=900.0, seed=5, sim_gpus=2)).run_dir
+        # tick by tick, packed as a real run's ticks are
+        return run(sim_config(out, duration_s=900.0, seed=5, sim_gpus=2), block_ticks=1).run_dir
 
 
 def _samples(run_dir):

@@ -16,11 +16,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from soak.analysis.analyze import Analysis, DeviceResult, analyze_run
+import numpy as np
+
+from soak.analysis.analyze import Analysis, DeviceResult, analyze_run, records_throughput
 from soak.analysis.checks import (
     CLOCK_OF_UNIT,
     DeviceFacts,
@@ -29,13 +31,25 @@ from soak.analysis.checks import (
     split_by_cause,
 )
 from soak.analysis.equilibrium import OnlineDetector
+from soak.analysis.held import HeldTelemetry, Steps, row_of
 from soak.analysis.intervals import CONFIDENCE, Interval, mean_interval, ratio_interval, scaled
 from soak.analysis.noise import Noise, noise
-from soak.analysis.windows import WindowName, WindowStats
-from soak.dataset import RunData
-from soak.model import StopReason
+from soak.analysis.warmstart import warm_start
+from soak.analysis.windows import (
+    LiveWork,
+    Window,
+    WindowName,
+    WindowStats,
+    cold_window,
+    final_window,
+    steady_window,
+    window_stats,
+)
+from soak.dataset import RunData, WorkColumns
+from soak.fields import Columns, unread_reasons
+from soak.model import DeviceInfo, EventKind, StopReason, Telemetry, WorkSample
 from soak.profile import Profile, Windows
-from soak.record import DECISION_KEY, JudgedCheck, StopDecision, StopRecord
+from soak.record import DECISION_KEY, JudgedCheck, RunRecord, StopDecision, StopRecord
 from soak.units import pct, rate_unit, si
 
 DECIDE_EVERY_S = 30.0  # one equilibrium check's worth of new data between two looks
@@ -208,11 +222,23 @@ def _blocked(results: Iterable[DeviceResult], profile: Profile) -> str:
 def judge_device(data: RunData, analysis: Analysis, result: DeviceResult) -> list[Judged]:
     """Every check with a floor of one device, on its late windows (steady, and final where
     it differs), with the intervals of its figures."""
-    facts, profile = result.facts, analysis.profile
     tele, work = data.telemetry[result.index], data.work.get(result.index, {})
+    return judge_facts(result.facts, tele, work, analysis.profile)
+
+
+def judge_facts(
+    facts: DeviceFacts,
+    tele: Columns,
+    work: Mapping[str, Mapping[str, np.ndarray]],
+    profile: Profile,
+    steps: Steps | None = None,
+) -> list[Judged]:
+    """``judge_device`` on a device's facts and the series its windows were taken from;
+    ``steps``: the clocks' steps over the whole run where ``tele`` holds only part of it
+    (the live stop's held readings)."""
     if facts.cold is None:
         return []
-    cold_noise = noise(facts.cold.window, None, tele, work)
+    cold_noise = _noise(facts.cold.window, tele, work, steps)
     late = [(WindowName.STEADY, facts.steady)]
     if facts.final is not None and (
         facts.steady is None or facts.final.window != facts.steady.window
@@ -222,7 +248,7 @@ def judge_device(data: RunData, analysis: Analysis, result: DeviceResult) -> lis
     for label, stats in late:
         if stats is None:
             continue
-        late_noise = noise(stats.window, None, tele, work)
+        late_noise = _noise(stats.window, tele, work, steps)
         figures = _Figures(facts, label, stats, cold_noise, late_noise)
         if facts.records_throughput:
             for part in sorted(facts.units):
@@ -231,6 +257,25 @@ def judge_device(data: RunData, analysis: Analysis, result: DeviceResult) -> lis
         else:
             out += figures.clock_retention(profile)
     return out
+
+
+# The fields whose step between readings a look reads (``_Figures.median``: the clocks).
+STEP_KEYS = tuple(sorted({*CLOCK_OF_UNIT.values(), "sm_clock_mhz"}))
+
+
+def _noise(
+    window: Window,
+    tele: Columns,
+    work: Mapping[str, Mapping[str, np.ndarray]],
+    steps: Steps | None,
+) -> Noise:
+    """The batch-means noise of a window; with ``steps``, the clocks' steps from them."""
+    found = noise(window, None, tele, dict(work))  # type: ignore[arg-type]
+    if steps is None:
+        return found
+    step = dict(found.step)
+    step.update({key: steps.step(key) for key in steps.keys})
+    return dataclasses.replace(found, step=step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,37 +387,326 @@ def _judge_split(
     return out
 
 
+class LiveStop:
+    """The sequential stop as a run goes: each look judged on what the online state holds,
+    never on the store. The run's online equilibrium detectors date the devices and its
+    ``LiveWork`` holds their work (both bounded by the windows); this holds what else a look
+    reads (``HeldTelemetry``: the readings of the cold, steady and final windows, the
+    baseline; ``Steps``: the clocks' steps). A look's work is bounded by the windows, not by
+    the run's age. The live runner feeds it tick by tick (or a block at a time); ``replay``
+    feeds it from a stored run's series, so a replayed stop falls where the live one did.
+
+    A look (``decide``) is what ``decide`` makes of the run cut at ``t``: the same windows,
+    statistics, noise and floors, with the equilibrium the online detector holds at ``t``
+    (which dates a device as the offline pass does, from the checks made by ``t`` less the
+    detector's lag)."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        run: RunRecord,
+        devices: Sequence[DeviceInfo],
+        detectors: Mapping[int, OnlineDetector],
+        work: Mapping[int, LiveWork],
+        capabilities: Mapping[int, Mapping[str, str]] | None = None,
+        every_s: float = DECIDE_EVERY_S,
+    ) -> None:
+        self.profile, self.run = profile, run
+        self.devices = {d.index: d for d in devices}
+        self.detectors, self.work = detectors, work
+        self.unread = {
+            d.index: unread_reasons(dict((capabilities or {}).get(d.index, {}))) for d in devices
+        }
+        self.held = {d.index: HeldTelemetry() for d in devices}
+        self.steps = {d.index: Steps(STEP_KEYS) for d in devices}
+        self.every_s = every_s
+        self.next_look_s = -math.inf
+        self.load_start_s: float | None = None  # the run's (its baseline ends there)
+
+    def load_started(self, t_s: float) -> None:
+        self.load_start_s = t_s
+        for held in self.held.values():
+            held.run_load_start_s = t_s
+
+    def add_reading(self, reading: Telemetry) -> None:
+        """One device's reading of a tick (readings that cannot be true left out)."""
+        row = row_of(reading)
+        self.held[reading.device].add_row(row)
+        self.steps[reading.device].add_row(row)
+
+    def add_columns(self, device: int, columns: Mapping[str, np.ndarray]) -> None:
+        """Many readings of one device as columns (``t_s`` and any fields)."""
+        self.held[device].add_columns(columns)
+        self.steps[device].add(columns)
+
+    def forget(self, t_s: float) -> None:
+        """Drop what no look from ``t_s`` on can read (in batches: cheap per tick)."""
+        windows = self.profile.windows
+        for index, held in self.held.items():
+            detector = self.detectors[index]
+            keep_from = t_s - max(detector.reach_s, windows.steady_length_s)
+            start, date = self.work[index].load_start_s, detector.equilibrium_s
+            keep = [] if start is None else [cold_window(start, windows)]
+            if start is not None and date is not None:
+                keep.append(steady_window(date, start, math.inf, windows))
+            held.forget(keep_from, keep)
+
+    def rows_held(self) -> int:
+        return sum(len(h) for h in self.held.values())
+
+    def due(self, active: Collection[int], t_s: float) -> bool:
+        """Whether a look is due: every active device dated, each with the profile's least
+        steady window, and no look in the last ``every_s``."""
+        if t_s < self.next_look_s:
+            return False
+        least = self.profile.windows.min_steady_s
+        dates = [self.detectors[i].equilibrium_s for i in active]
+        return all(d is not None and t_s - d >= least for d in dates)
+
+    def decide(self, active: Collection[int], t_s: float) -> Decision:
+        """The look at ``t_s`` on the ``active`` devices; the next is due ``every_s`` on."""
+        self.next_look_s = t_s + self.every_s
+        load_s = None if self.load_start_s is None else t_s - self.load_start_s
+        judged: list[Judged] = []
+        blocked = ""
+        for index in sorted(active):
+            found = self._facts(index)
+            if found is None:
+                blocked = blocked or f"device {index} has no equilibrium date"
+                continue
+            facts, tele, work = found
+            blocked = blocked or self._blocked(index, facts)
+            judged += judge_facts(facts, tele, work, self.profile, self.steps[index])
+        return Decision(t_s, load_s, tuple(judged), blocked)
+
+    def _blocked(self, index: int, facts: DeviceFacts) -> str:
+        least = self.profile.windows.min_steady_s
+        if self.detectors[index].equilibrium_s is None:
+            return f"device {index} has no equilibrium date"
+        steady = facts.steady
+        if steady is None or steady.window.length_s < least:
+            held = 0.0 if steady is None else steady.window.length_s
+            return f"device {index} holds {held:.0f} s of steady window of the {least:g} s asked"
+        return ""
+
+    def _facts(
+        self, index: int
+    ) -> tuple[DeviceFacts, Columns, dict[str, dict[str, np.ndarray]]] | None:
+        """A device's facts as a look judges them (its windows' statistics over the rows
+        held); None before its load has a start and an end."""
+        live, windows = self.work[index], self.profile.windows
+        work = live.columns()
+        start = live.load_start_s
+        ends = [float(w["t_end_s"].max()) for w in work.values() if w["t_end_s"].size]
+        if start is None or not ends or max(ends) <= start:
+            return None
+        end = max(ends)
+        tele = self.held[index].columns()
+        date = self.detectors[index].equilibrium_s
+        unread = self.unread[index]
+        cold = window_stats(cold_window(start, windows), tele, work, unread)
+        steady = window_stats(steady_window(date, start, end, windows), tele, work, unread)
+        final = window_stats(final_window(date, start, end, windows), tele, work, unread)
+        warm = warm_start(tele, self.load_start_s, steady, self.run.imported)
+        own_work = True
+        units = live.units
+        facts = DeviceFacts(
+            index=index,
+            name=self.devices[index].name,
+            units={part: units.get(part, "") for part in work},
+            cold=None if warm is not None and warm.begun else cold,
+            steady=steady,
+            whole=None,
+            final=final,
+            equilibrium=None,
+            slowdown_temp_c=self.devices[index].slowdown_temp_c,
+            workload=self.run.workload,
+            records_throughput=records_throughput(self.run, own_work),
+            load_start_s=start,
+        )
+        return facts, tele, work
+
+
+def digest_work(
+    t_s: float,
+    samples: Sequence[WorkSample],
+    detectors: Mapping[int, OnlineDetector],
+    live_work: Mapping[int, LiveWork],
+    started: dict[int, float],
+) -> None:
+    """A tick's work samples into the online state, as the live runner takes them: each
+    device's ``LiveWork``, its load start once its first work is done (``started``; the
+    detector starts there), and the detector's rates."""
+    for s in samples:
+        if s.device in live_work:
+            live_work[s.device].add(s.part, s.unit, s.t_start_s, s.t_end_s, s.work)
+    for index, work in live_work.items():  # what no live figure can need any more
+        detector = detectors[index]
+        work.forget(t_s - detector.reach_s, detector.equilibrium_s)
+    first: dict[int, float] = {}  # devices whose first work arrives now: its end
+    for s in samples:
+        if s.device not in started and s.t_end_s > s.t_start_s:
+            first[s.device] = max(first.get(s.device, s.t_end_s), s.t_end_s)
+    for device, t_end in first.items():
+        # the device's load starts once its first step is done, every part of it
+        # (warm-up before it), as in the offline analysis
+        if device in detectors:
+            started[device] = t_end
+            detectors[device].start(t_end)
+    for s in samples:
+        detector = detectors.get(s.device)
+        if detector is None or s.t_end_s <= s.t_start_s:
+            continue
+        detector.add_rate(s.part, (s.t_start_s + s.t_end_s) / 2, s.rate)
+
+
+def digest_work_columns(
+    t_s: float,
+    work: Sequence[WorkColumns],
+    detectors: Mapping[int, OnlineDetector],
+    live_work: Mapping[int, LiveWork],
+    started: dict[int, float],
+) -> None:
+    """``digest_work`` of many ticks' samples at once (each device's per part as columns,
+    ``t_s`` the last tick): the same live figures and detectors' rates. A device whose load
+    starts here starts at its first tick's samples, as tick by tick."""
+    for part in work:
+        if part.device in live_work:
+            live_work[part.device].add_columns(
+                part.part, part.unit, part.t_start_s, part.t_end_s, part.work
+            )
+    for index, held in live_work.items():
+        detector = detectors[index]
+        held.forget(t_s - detector.reach_s, detector.equilibrium_s)
+    first: dict[int, tuple[float, float]] = {}  # device -> (its first tick, latest end there)
+    for part in work:
+        if part.device in started or part.device not in detectors:
+            continue
+        took = np.flatnonzero(part.t_end_s > part.t_start_s)
+        if took.size:
+            tick = float(part.t_end_s[took[0]])
+            held = first.get(part.device)
+            if held is None or tick < held[0]:
+                first[part.device] = (tick, tick)
+            elif tick == held[0]:
+                first[part.device] = (tick, max(held[1], tick))
+    for device, (_, t_end) in first.items():
+        started[device] = t_end
+        detectors[device].start(t_end)
+    for part in work:
+        detector = detectors.get(part.device)
+        if detector is None:
+            continue
+        took = part.t_end_s > part.t_start_s
+        if took.any():
+            t0, t1 = part.t_start_s[took], part.t_end_s[took]
+            detector.add_rates(part.part, (t0 + t1) / 2, part.work[took] / (t1 - t0))
+
+
 def replay(
     data: RunData,
     profile: Profile,
-    analysis: Analysis,
+    analysis: Analysis | None = None,
     step_s: float = DECIDE_EVERY_S,
     limit_s: float = MAX_S,
 ) -> Decision | None:
-    """Where the sequential stop would have fallen on a stored run: the first decided look,
-    made every ``step_s`` from the earliest time every device could stand dated with its
-    least steady window (``_earliest``); None where no look is decided before the end or
-    ``limit_s`` of load (``--max-minutes``)."""
-    starts, ends = [], []
+    """Where the sequential stop would have fallen on a stored run: its series fed, tick
+    by tick, to the online machinery the live run uses (``LiveStop``, the equilibrium
+    detectors, ``LiveWork``), with a look every ``step_s`` once every device that worked
+    and was not lost is dated with its least steady window; the first decided look, or None
+    where none is decided before the end or ``limit_s`` of load (``--max-minutes``).
+    ``analysis``, the whole run's, lets a run with a device never dated skip the replay."""
+    if analysis is not None and not _may_stop(analysis, profile):
+        return None
+    meta = data.meta
+    detectors = {d.index: OnlineDetector(profile.windows) for d in data.devices}
+    live_work = {d.index: LiveWork(profile.windows) for d in data.devices}
+    stop = LiveStop(
+        profile, meta.run, data.devices, detectors, live_work, data.capabilities, step_s
+    )
+    if meta.load_start_s is not None:
+        stop.load_started(meta.load_start_s)
+    feed = StoredFeed(data)
+    lost = {e.device: e.t_s for e in data.events if e.kind is EventKind.DEVICE_LOST}
+    end = feed.end_s if meta.load_start_s is None else min(feed.end_s, meta.load_start_s + limit_s)
+    started: dict[int, float] = {}
+    for t in feed.times:
+        if t > end:
+            break
+        rows, samples = feed.upto(t)
+        for index, columns in rows.items():
+            stop.add_columns(index, columns)
+            detector = detectors[index]
+            for row in zip(*(columns[k] for k in _DETECTED), strict=True):
+                detector.add_telemetry(*row)
+        digest_work(t, samples, detectors, live_work, started)
+        for detector in detectors.values():
+            detector.update(t)
+        stop.forget(t)
+        active = {i for i in started if not (i in lost and lost[i] <= t)}
+        if active and stop.due(active, t):
+            decision = stop.decide(active, t)
+            if decision.decided:
+                return decision
+    return None
+
+
+_DETECTED = ("t_s", "temp_c", "power_w", "sm_clock_mhz")  # what the detector reads
+
+
+class StoredFeed:
+    """A stored run's series in the order a live run took them: at each tick (the time of
+    a reading), every device's readings since the last and the work samples that ended by
+    it."""
+
+    def __init__(self, data: RunData) -> None:
+        self.tele: dict[int, Columns] = {}
+        self.samples: list[WorkSample] = []
+        for info in data.devices:
+            series = data.device(info.index)
+            self.tele[info.index] = series.telemetry
+            for part, w in series.work.items():
+                unit = data.units.get(part, "")
+                for t0, t1, done in zip(
+                    w["t_start_s"].tolist(),
+                    w["t_end_s"].tolist(),
+                    w["work"].tolist(),
+                    strict=True,
+                ):
+                    self.samples.append(WorkSample(info.index, t0, t1, part, done, unit))
+        self.samples.sort(key=lambda s: s.t_end_s)
+        stamps = [c.t_s for c in self.tele.values() if c.t_s.size]
+        self.times = np.unique(np.concatenate(stamps)).tolist() if stamps else []
+        ends = [s.t_end_s for s in self.samples[-1:]]
+        self.end_s = max([*self.times[-1:], *ends], default=-math.inf)
+        self._next_row = dict.fromkeys(self.tele, 0)
+        self._next_sample = 0
+
+    def upto(self, t_s: float) -> tuple[dict[int, dict[str, np.ndarray]], list[WorkSample]]:
+        rows = {}
+        for index, tele in self.tele.items():
+            lo = self._next_row[index]
+            hi = int(np.searchsorted(tele.t_s, t_s, side="right"))
+            if hi > lo:
+                rows[index] = {name: tele[name][lo:hi] for name in tele}
+                self._next_row[index] = hi
+        lo = self._next_sample
+        hi = lo
+        while hi < len(self.samples) and self.samples[hi].t_end_s <= t_s:
+            hi += 1
+        self._next_sample = hi
+        return rows, self.samples[lo:hi]
+
+
+def _may_stop(analysis: Analysis, profile: Profile) -> bool:
+    """Whether the whole run's detection dates every device that worked and was not lost
+    (the rule reads only back: a device never dated by the end is never dated sooner)."""
     for r in analysis.devices:
         if r.load_start_s is None or r.facts.lost:
             continue
-        earliest = _earliest(r, profile.windows.min_steady_s)
-        if earliest is None or r.end_s is None:
-            return None
-        starts.append(earliest)
-        ends.append(r.end_s)
-    if not starts:
-        return None
-    t, end = max(starts), max(ends)
-    if data.meta.load_start_s is not None:
-        end = min(end, data.meta.load_start_s + limit_s)
-    while t <= end:
-        decision = decide(data, profile, t)
-        if decision.decided:
-            return decision
-        t += step_s
-    return None
+        if _earliest(r, profile.windows.min_steady_s) is None or r.end_s is None:
+            return False
+    return True
 
 
 def _earliest(result: DeviceResult, least_s: float) -> float | None:

@@ -172,6 +172,18 @@ class LiveWork:
         self._units[part] = unit
         self._first_end.setdefault(part, t_end_s)
 
+    def add_columns(
+        self, part: str, unit: str, t_start_s: np.ndarray, t_end_s: np.ndarray, work: np.ndarray
+    ) -> None:
+        """Many samples of one part at once, in time order: ``add`` of each."""
+        if not np.size(t_end_s):
+            return
+        arrays = self._parts.setdefault(part, (array("d"), array("d"), array("d")))
+        for held, values in zip(arrays, (t_start_s, t_end_s, work), strict=True):
+            held.frombytes(np.ascontiguousarray(values, dtype=float).tobytes())
+        self._units[part] = unit
+        self._first_end.setdefault(part, float(t_end_s[0]))
+
     @property
     def load_start_s(self) -> float | None:
         return load_start(list(self._first_end.values()))
@@ -217,6 +229,22 @@ class LiveWork:
 
     def unit(self, part: str) -> str:
         return self._units[part]
+
+    @property
+    def units(self) -> dict[str, str]:
+        """Each part's unit of work, in the order the parts first came."""
+        return dict(self._units)
+
+    def columns(self) -> dict[str, dict[str, np.ndarray]]:
+        """The samples held, per part, as the analysis reads a device's work (``t_start_s``,
+        ``t_end_s``, ``work``): copies, valid after later samples come."""
+        return {
+            part: {
+                name: np.array(a, dtype=float)
+                for name, a in zip(("t_start_s", "t_end_s", "work"), arrays, strict=True)
+            }
+            for part, arrays in self._parts.items()
+        }
 
     def _over(self, window: Window) -> dict[str, float | None]:
         before = self._figures.pop(window, {})

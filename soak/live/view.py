@@ -11,6 +11,7 @@ holds it at the same minute of load; the plain lines count time in minutes of lo
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 import re
@@ -89,9 +90,14 @@ class Tracker:
 
     def add(self, progress: Progress) -> list[str]:
         """Take one snapshot; returns the messages it brings, in order."""
+        return [message for _, message in self.add_timed(progress)]
+
+    def add_timed(self, progress: Progress) -> list[tuple[float, str]]:
+        """``add``, each message with its event's time (a snapshot of a block of ticks
+        brings events of several)."""
         self.latest = progress
         messages = [
-            _event_text(e.device, e.message)
+            (e.t_s, _event_text(e.device, e.message))
             for e in progress.events
             if e.kind in ANNOUNCED or (e.kind is EventKind.WORKER_OUTCOME and _bad_outcome(e))
         ]
@@ -484,8 +490,12 @@ class PlainView:
             self.stream = None
 
     def update(self, progress: Progress) -> None:
-        stamp = f"{self._now():%Y-%m-%dT%H:%M:%SZ} {load_stamp(progress)}"
-        lines = [f"{stamp} {m}" for m in self.tracker.add(progress)]
+        now = f"{self._now():%Y-%m-%dT%H:%M:%SZ}"
+        stamp = f"{now} {load_stamp(progress)}"
+        lines = [  # an event at its own minute of load
+            f"{now} {load_stamp(dataclasses.replace(progress, t_s=t))} {m}"
+            for t, m in self.tracker.add_timed(progress)
+        ]
         load = load_s(progress)  # a progress line at each whole minute of load
         clock = progress.t_s if load is None else load
         started = load is not None and not self._loading  # the minutes count from here

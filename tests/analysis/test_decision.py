@@ -10,8 +10,21 @@ import math
 import pytest
 
 from soak.analysis.analyze import analyze_run
-from soak.analysis.decision import Decision, Judged, Outcome, decide, replay, truncated
+from soak.analysis.decision import (
+    DECIDE_EVERY_S,
+    Decision,
+    Judged,
+    LiveStop,
+    Outcome,
+    StoredFeed,
+    decide,
+    digest_work,
+    replay,
+    truncated,
+)
+from soak.analysis.equilibrium import OnlineDetector
 from soak.analysis.intervals import Interval, mean_interval, ratio_interval, t_quantile
+from soak.analysis.windows import LiveWork
 from soak.profile import load_profile
 from testkit.sim import simulate
 
@@ -138,3 +151,70 @@ def test_a_figure_on_its_floor_keeps_the_run_going(healthy):
     decision = decide(data, on_floor, found.t_s)
     assert not decision.decided
     assert any(j.device == closest.device and j.label == closest.label for j in decision.undecided)
+
+
+@pytest.mark.slow
+def test_a_replayed_look_judges_what_the_whole_analysis_judges(healthy):
+    """The online look (``LiveStop``: the windows held, the detector's date) gives the very
+    figures and intervals the whole analysis of the run cut at the same time gives."""
+    data, profile, found = healthy
+    offline = decide(data, profile, found.t_s)
+    assert offline.decided and not offline.blocked
+    assert [(j.label, j.value, j.interval) for j in found.judged] == [
+        (j.label, j.value, j.interval) for j in offline.judged
+    ]
+    # the first look falls where a live run's would: its equilibrium dated by the detector
+    # after its lag, the least steady window held, on a tick of the run
+    analysis = analyze_run(data, profile)
+    least = profile.windows.min_steady_s
+    earliest = max(
+        max(d.facts.equilibrium.confirmed_s, d.facts.equilibrium.time_s + least)
+        for d in analysis.devices
+    )
+    assert earliest <= found.t_s <= earliest + DECIDE_EVERY_S + 10.0
+
+
+def test_what_a_look_holds_is_bounded_by_the_windows_not_the_run():
+    """Fed two hours of a simulated run tick by tick, the stop's held readings stop growing
+    once the windows are behind: a look at hour 2 reads no more than one at hour 1."""
+    run = simulate(seed=2, gpus=2, duration_s=7200.0)
+    data, profile = run.data, load_profile(None)
+    detectors = {d.index: OnlineDetector(profile.windows) for d in data.devices}
+    work = {d.index: LiveWork(profile.windows) for d in data.devices}
+    stop = LiveStop(profile, data.meta.run, data.devices, detectors, work)
+    stop.load_started(data.meta.load_start_s)
+    feed = StoredFeed(data)
+    started: dict[int, float] = {}
+    held, fed = {}, 0
+    for t in feed.times:
+        rows, samples = feed.upto(t)
+        for index, columns in rows.items():
+            stop.add_columns(index, columns)
+            fed += columns["t_s"].size
+            for k in range(columns["t_s"].size):
+                detectors[index].add_telemetry(
+                    columns["t_s"][k],
+                    columns["temp_c"][k],
+                    columns["power_w"][k],
+                    columns["sm_clock_mhz"][k],
+                )
+        digest_work(t, samples, detectors, work, started)
+        for detector in detectors.values():
+            detector.update(t)
+        stop.forget(t)
+        if t >= 3600:
+            held[t] = stop.rows_held()
+    assert all(d.equilibrium_s is not None for d in detectors.values())
+    bound = (
+        2
+        * len(detectors)
+        * (
+            max(detectors[0].reach_s, profile.windows.steady_length_s)  # the recent readings
+            + profile.windows.cold_length_s  # the cold window
+            + profile.windows.steady_length_s  # the steady window of the date held
+            + 60.0  # the baseline and a trace's head
+        )
+    )
+    assert bound < 0.75 * fed  # a look that held the whole run would not keep under it
+    assert max(held.values()) <= bound  # twice the windows: rows are dropped in batches
+    assert stop.decide(set(detectors), feed.times[-1]).decided

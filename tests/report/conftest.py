@@ -65,7 +65,8 @@ def faulty_run(tmp_path_factory) -> Path:
         tags={"rack": HOSTILE_TAG},
         command="soak run --backend sim --minutes 40 --sim-gpus 4 --seed 3",
     )
-    result = run(config)
+    # tick by tick, as a real run stores it: these tests edit the store's telemetry rows
+    result = run(config, block_ticks=1)
     rename_device(result.run_dir, 0, HOSTILE_NAME)
     build_outputs(result.run_dir)
     return result.run_dir

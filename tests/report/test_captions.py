@@ -32,7 +32,8 @@ def _like_a_cpu(run_dir) -> None:
 
 
 def test_a_cpu_heat_map_reads_as_the_rest_and_its_caption_says_only_what_is_drawn(sim_config):
-    result = run(sim_config(workload="mix", duration_s=180.0, sim_gpus=1))
+    # tick by tick, as a real run stores it: ``_like_a_cpu`` edits the telemetry rows
+    result = run(sim_config(workload="mix", duration_s=180.0, sim_gpus=1), block_ticks=1)
     _like_a_cpu(result.run_dir)
     _, report = build_outputs(result.run_dir)
     heat = next(c for c in _captions(report.read_text()) if c.startswith("Device × time"))

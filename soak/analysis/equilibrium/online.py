@@ -103,6 +103,37 @@ class OnlineDetector:
         if self.load_start_s is not None and t_s >= self.load_start_s and temp_c is not None:
             self._history.add(t_s, temp_c)
 
+    def add_columns(
+        self, t_s: np.ndarray, temp_c: np.ndarray, power_w: np.ndarray, sm_clock_mhz: np.ndarray
+    ) -> None:
+        """Many readings at once, in time order after those held (NaN: not read): what
+        ``add_telemetry`` of each row does, without a call per row."""
+        t = np.asarray(t_s, dtype=float)
+        if not t.size:
+            return
+        if t[0] <= self._tele.last_t or (t.size > 1 and not np.all(np.diff(t) > 0)):
+            for row in zip(t, temp_c, power_w, sm_clock_mhz, strict=True):
+                self.add_telemetry(*(None if math.isnan(v) else float(v) for v in row))
+            return
+        self._tele.extend(np.vstack((t, temp_c, power_w, sm_clock_mhz)))
+        if self.load_start_s is not None:
+            keep = (t >= self.load_start_s) & ~np.isnan(temp_c)
+            for ti, yi in zip(t[keep].tolist(), np.asarray(temp_c)[keep].tolist(), strict=True):
+                self._history.add(ti, yi)
+
+    def add_rates(self, part: str, t_mid_s: np.ndarray, rate: np.ndarray) -> None:
+        """Many of one part's rates at once, in time order: ``add_rate`` of each."""
+        t = np.asarray(t_mid_s, dtype=float)
+        if not t.size:
+            return
+        recent = self._rates.get(part)
+        ordered = t.size == 1 or bool(np.all(np.diff(t) > 0))
+        if recent is None or t[0] <= recent.last_t or not ordered:
+            for ti, ri in zip(t.tolist(), np.asarray(rate).tolist(), strict=True):
+                self.add_rate(part, ti, ri)
+            return
+        recent.extend(np.vstack((t, rate)))
+
     def add_rate(self, part: str, t_mid_s: float, rate: float) -> None:
         if part not in self._rates:
             self._rates[part] = _Recent(2)
@@ -201,6 +232,12 @@ class _Recent:
         if row[0] > self.last_t:
             self.last_t = row[0]
 
+    def extend(self, block: np.ndarray) -> None:
+        """Many rows at once, a row per column (times after those held, in order)."""
+        self._flush()
+        self._put(block)
+        self.last_t = max(self.last_t, float(block[0, -1]))
+
     def trim(self, horizon_s: float) -> None:
         """Drop the rows before ``horizon_s`` (rows come in time order)."""
         self._flush()
@@ -219,14 +256,19 @@ class _Recent:
             return
         new = np.array(self._pending, dtype=float)
         self._pending = []
+        self._put(new.T)
+
+    def _put(self, block: np.ndarray) -> None:
+        """Rows (a row per column) after those held, into the array."""
+        rows = block.shape[1]
         held = self._end - self._start
         capacity = self._data.shape[1]
-        if self._end + len(new) > capacity:
+        if self._end + rows > capacity:
             size = capacity
-            while held + len(new) > size // 2:  # mostly live: make room
+            while held + rows > size // 2:  # mostly live: make room
                 size *= 2
             data = np.empty((self._data.shape[0], size)) if size > capacity else self._data
             data[:, :held] = self._data[:, self._start : self._end].copy()
             self._data, self._start, self._end = data, 0, held
-        self._data[:, self._end : self._end + len(new)] = new.T
-        self._end += len(new)
+        self._data[:, self._end : self._end + rows] = block
+        self._end += rows

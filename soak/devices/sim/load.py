@@ -8,6 +8,7 @@ from typing import Protocol
 
 import numpy as np
 
+from soak.dataset import WorkColumns
 from soak.devices.base import LoadUpdate
 from soak.devices.sim.lockstep import SyncSim
 from soak.devices.sim.params import Chassis, Workload
@@ -72,11 +73,81 @@ class SimLoad:
         """Called by the server when the load switches on."""
         self.started_s = self._last_s = t_s
 
-    def poll(self, t_s: float) -> LoadUpdate:
+    def poll(self, t_s: float, checks: list[tuple[float, np.ndarray]] | None = None) -> LoadUpdate:
+        """Work and events since the last poll; ``checks``: the result checks due by
+        ``t_s`` where already drawn (``due_checks``)."""
         self.server.advance(t_s)
         if self.started_s is None or self._stopped:
             return LoadUpdate()
-        return self._collect(t_s)
+        return self._collect(t_s, checks)
+
+    @property
+    def collecting(self) -> bool:
+        """Whether the load is on: started and not stopped."""
+        return self.started_s is not None and not self._stopped
+
+    def due_checks(self, t_s: float) -> list[tuple[float, np.ndarray]]:
+        """The result checks due by ``t_s`` (drawn now: each is drawn once)."""
+        return self._checks(t_s)
+
+    def alone(self, checks: list[tuple[float, np.ndarray]]) -> bool:
+        """Whether a tick with these checks must be taken alone, not in a block: a check
+        failed, or a device still running was lost (either makes events)."""
+        running = [d for d in self.server.selected if d not in self._ended]
+        if any(d in self.server.lost_at for d in running):
+            return True
+        return any(bool(np.any(error[:, running] > 0)) for _, error in checks)
+
+    def collect_block(
+        self,
+        times: list[float],
+        works: list[np.ndarray],
+        checks: list[list[tuple[float, np.ndarray]]],
+    ) -> tuple[list[WorkColumns], list[Event]]:
+        """``poll`` of many ticks at once, none taken alone (``alone``): each tick's work
+        (``works``, taken from the server at it) with its noise, each device's samples per
+        part as columns. The same samples and random numbers as a poll at each tick."""
+        if not times:
+            return [], []
+        t = np.array(times)
+        t0 = np.concatenate(([self._last_s], t[:-1]))
+        self._last_s = times[-1]
+        took = t > t0 + EPS  # a poll where no time passed returns nothing
+        t, t0 = t[took], t0[took]
+        work = np.array(works)[took]
+        ticks, parts = len(t), len(self.workload.parts)
+        if not ticks:
+            return [], []
+        c, n = self.server.chassis, work.shape[2]
+        noise = self.server.random("work", parts * ticks).reshape(ticks, parts, n)
+        if c.work_noise_dof is not None:
+            chi2 = self.server.random("work_tail", parts * ticks).reshape(ticks, parts, n)
+            noise = noise / np.sqrt(chi2 / c.work_noise_dof)
+        scale = c.work_noise_frac / np.sqrt(np.maximum(t - t0, 0.1))
+        jitter = scale[:, None, None] * noise
+        if c.work_noise_dof is not None:
+            jitter = np.clip(jitter, -c.work_noise_clip, c.work_noise_clip)
+        noisy = work * np.maximum(1.0 + jitter, 0.0)
+        checked = np.array([bool(due) for due, ok in zip(checks, took, strict=True) if ok])
+        verified = np.where(checked, 1.0, np.nan)  # none failed: ``alone`` took those
+        out = []
+        for device in self.server.selected:
+            if device in self._ended:
+                continue
+            for k, part in enumerate(self.workload.parts):
+                out.append(
+                    WorkColumns(
+                        device,
+                        part.name,
+                        part.unit,
+                        t0,
+                        t,
+                        noisy[:, k, device],
+                        verified,
+                        np.full(ticks, np.nan),
+                    )
+                )
+        return out, []
 
     def stop(self, t_s: float) -> LoadUpdate:
         """Switch the load off; the work left and one WORKER_OUTCOME per device still running."""
@@ -118,14 +189,16 @@ class SimLoad:
             {"outcome": outcome.value},
         )
 
-    def _collect(self, t_s: float) -> LoadUpdate:
+    def _collect(
+        self, t_s: float, checks: list[tuple[float, np.ndarray]] | None = None
+    ) -> LoadUpdate:
         """Samples and events for (last poll, t_s]."""
         server, t0 = self.server, self._last_s
         work = server.take_work()
         self._last_s = t_s
         if t_s <= t0 + EPS:
             return LoadUpdate()
-        checks = self._checks(t_s)
+        checks = self._checks(t_s) if checks is None else checks
         noisy = work * np.maximum(1.0 + self._jitter(t_s - t0), 0.0)
         update = LoadUpdate()
         if self.sync is not None:  # lock-step: every device does the slowest's work

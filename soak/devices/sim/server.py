@@ -11,11 +11,12 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from soak.dataset import WorkColumns
 from soak.devices.common import select
 from soak.devices.sim.faults import Fault, fault_error, parse_fault, swinging, swung_clock
 from soak.devices.sim.load import SimLoad
@@ -38,6 +39,7 @@ from soak.model import (
     Event,
     EventKind,
     Telemetry,
+    WorkSample,
 )
 
 MAX_GPUS = 64
@@ -47,6 +49,44 @@ SIM_METRICS = frozenset(TELEMETRY_METRICS) - {"fan_pct", "foreign_load_pct"}
 # The process a contention fault starts: what NVML would list for it.
 FOREIGN_PID, FOREIGN_NAME, FOREIGN_MEM_MIB = 4242, "python3", 8192.0
 XID_FALLEN_OFF_BUS = 79
+
+
+@dataclass(frozen=True, slots=True)
+class SimBlock:
+    """Many ticks stepped at once (``SimServer.step_block``): the times stepped (a prefix of
+    those asked: a block ends at the first tick where anything but the physics happens),
+    each device's readings as columns (``t_s`` and the fields it reads; a tick where a
+    device read nothing has no row), and its load's work and events over those ticks."""
+
+    times: list[float]
+    telemetry: dict[int, dict[str, np.ndarray]]
+    work: list[WorkColumns]
+    events: list[Event]
+
+
+@dataclass(slots=True)
+class _Snapshots:
+    """The state a reading reads, per plain tick of a block (a row per tick)."""
+
+    t: list[float]
+    power: list[np.ndarray]  # the 1-s average before noise
+    t_die: list[np.ndarray]
+    t_mem: list[np.ndarray]
+    energy: list[np.ndarray]
+    sm_mhz: list[np.ndarray]
+    mem_mhz: list[np.ndarray]
+    util: list[np.ndarray]
+    reasons: list[np.ndarray]
+    power_violation: list[np.ndarray]
+    thermal_violation: list[np.ndarray]
+    loaded: list[np.ndarray]
+    # what changes only at an event (so only at a block's last tick, read alone): as the
+    # block began
+    constant: dict[str, np.ndarray]
+
+    @classmethod
+    def empty(cls, constant: dict[str, np.ndarray]) -> _Snapshots:
+        return cls([], [], [], [], [], [], [], [], [], [], [], [], constant)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +302,220 @@ class SimServer:
         """Truth for accuracy benchmarks: per GPU, the part of the die temperature that the
         fans' slow hunt adds now (°C; the die is ``die_truth()`` plus this)."""
         return self.physics.hunt_die.copy()
+
+    # -- blocks of ticks -------------------------------------------------------------------
+
+    def block_ready(self) -> bool:
+        """Whether ticks can be stepped as a block: no telemetry fault applies to the
+        readings (frozen, glitch, reset, a gap, a swinging clock) and the load, if any, is
+        the server's own and not lock-step (ddp). Otherwise each tick is read alone."""
+        load = self._load or self._pending_load
+        if any(getattr(type(self), name) is not getattr(SimServer, name) for name in _READS):
+            return False  # a subclass that reads otherwise (a test's): read each tick alone
+        return not (
+            self._frozen
+            or self._glitch.any()
+            or self._counter_zero
+            or self._gap_until is not None
+            or self._swing.any()
+            or (load is not None and load.sync is not None)
+        )
+
+    def step_block(
+        self, times: Sequence[float], each: Callable[[float], None] | None = None
+    ) -> SimBlock:
+        """Step through ``times`` (ticks, in order) as the runner's ticks would, each tick's
+        physics as ``advance`` makes it, and read every tick at once: the same readings,
+        work and events, the same random numbers, as ``sample``, the load's ``poll`` and
+        ``poll_events`` at each tick in turn. The block ends after the first tick where
+        anything but the physics happens (an event, a load switched on, a result check
+        failed, a telemetry fault): that tick is read as a single tick is. ``each`` is
+        called at each tick once the server stands there (the BMC reads it)."""
+        load = self._load if self._load is not None and self._load.collecting else None
+        p = self.physics
+        snaps = _Snapshots.empty(
+            {
+                "ecc_uncorrected": self.ecc_uncorrected.copy(),
+                "remap_pending": self.remap_pending.copy(),
+                "foreign": p.foreign.copy(),
+                "limit_w": p.limit_w.copy(),
+                "lost": p.lost.copy(),
+            }
+        )
+        works: list[np.ndarray] = []
+        checks: list[list[tuple[float, np.ndarray]]] = []
+        last: float | None = None  # a tick read alone, ending the block
+        last_checks: list[tuple[float, np.ndarray]] | None = None
+        for t in times:
+            switching = self._pending_load is not None
+            self.advance(t)
+            if each is not None:
+                each(t)
+            if switching or self._events or not self.block_ready():
+                last = t
+                break
+            if load is not None:
+                due = load.due_checks(t)
+                if load.alone(due):
+                    last, last_checks = t, due
+                    break
+                works.append(self.physics.take_work())
+                checks.append(due)
+            self._snapshot_state(t, snaps)
+        telemetry = self._read_block(snaps, load)
+        work, events = load.collect_block(snaps.t, works, checks) if load is not None else ([], [])
+        if last is not None:
+            self._snapshot = None
+            rows = self.sample(last)
+            for column in _columns(rows).items():
+                _extend(telemetry, *column)
+            if self._load is not None:
+                update = self._load.poll(last, last_checks)
+                work += _work_columns(update.samples)
+                events += update.events
+        times_done = snaps.t + ([last] if last is not None else [])
+        return SimBlock(times_done, telemetry, work, events)
+
+    def _snapshot_state(self, t_s: float, snaps: _Snapshots) -> None:
+        p = self.physics
+        window = min(1.0, t_s - self._energy_log[0][0])
+        power = p.power_w
+        if window > EPS:
+            power = (p.energy_j - self._energy_at(t_s - window)) / window
+        snaps.t.append(t_s)
+        snaps.power.append(power)
+        snaps.t_die.append(p.t_die)
+        snaps.t_mem.append(p.t_mem)
+        snaps.energy.append(p.energy_j)
+        snaps.sm_mhz.append(p.sm_mhz)
+        snaps.mem_mhz.append(p.mem_mhz)
+        snaps.util.append(p.util)
+        snaps.reasons.append(p.reasons)
+        snaps.power_violation.append(p.power_violation_s)
+        snaps.thermal_violation.append(p.thermal_violation_s)
+        snaps.loaded.append(p.loaded.copy())  # a lost device's is cleared in place
+
+    def _read_block(
+        self, snaps: _Snapshots, load: SimLoad | None
+    ) -> dict[int, dict[str, np.ndarray]]:
+        """``_read`` of many plain ticks at once (a row per tick, a column per device)."""
+        ticks = len(snaps.t)
+        if not ticks:
+            return {}
+        c, n = self.chassis, self.gpus
+        t = np.array(snaps.t)
+        noise = self._banks["noise"].take(3 * ticks).reshape(ticks, 3, n)
+        loaded = np.array(snaps.loaded)
+        reasons = np.array(snaps.reasons)
+        ripple = self._ripple_block(t, loaded, reasons, load)
+        power = np.array(snaps.power)
+        if ripple is not None:
+            power = power * (1.0 + ripple[0])
+        power = power + (c.power_noise_frac * power + c.power_noise_w) * noise[:, 0]
+        duty = np.array(snaps.util)
+        mem_util = load.workload.mem_util_pct if load is not None else 0.0
+        die, mem = self._temperatures_block(
+            t, np.array(snaps.t_die), np.array(snaps.t_mem), noise, ripple
+        )
+        zeros = np.zeros((ticks, n))
+        held = snaps.constant
+        foreign = np.broadcast_to(held["foreign"], (ticks, n))
+        columns: dict[str, np.ndarray] = {
+            "temp_c": die,
+            "mem_temp_c": mem,
+            "sm_clock_mhz": self._clock_block(np.array(snaps.sm_mhz), loaded, ripple),
+            "mem_clock_mhz": np.array(snaps.mem_mhz),
+            "power_w": np.rint(power * 1000) / 1000,
+            "power_limit_w": np.broadcast_to(held["limit_w"], (ticks, n)),
+            "energy_j": self._draws.energy_offset_j + np.array(snaps.energy),
+            "util_pct": np.rint(100.0 * duty),
+            "mem_util_pct": np.rint(mem_util * duty),
+            "clock_reasons": reasons,
+            "power_violation_s": np.array(snaps.power_violation),
+            "thermal_violation_s": np.array(snaps.thermal_violation),
+            "ecc_corrected": zeros,
+            "ecc_uncorrected": np.broadcast_to(held["ecc_uncorrected"], (ticks, n)),
+            "remap_pending": np.broadcast_to(held["remap_pending"], (ticks, n)),
+            "remap_failure": zeros,
+            "retired_pages": zeros,
+            "pcie_replay": zeros,
+            "foreign_procs": (foreign > 0).astype(float),
+            "foreign_mem_mib": np.where(foreign > 0, FOREIGN_MEM_MIB, 0.0),
+        }
+        read = [m for m in self._readable if m]
+        return {
+            i: {"t_s": t, **{m: np.array(columns[m][:, i], dtype=float) for m in read}}
+            for i in self.selected
+            if not held["lost"][i]
+        }
+
+    def _ripple_block(
+        self, t: np.ndarray, loaded: np.ndarray, reasons: np.ndarray, load: SimLoad | None
+    ) -> np.ndarray | None:
+        """``_ripple`` of many ticks: (3, ticks, devices), or None where nothing ripples."""
+        if load is None or not self.chassis.ripple or load.workload.ripple == Ripple():
+            return None
+        r, ticks, n = load.workload.ripple, len(t), self.gpus
+        z = self._banks["ripple"].take(2 * ticks).reshape(ticks, 2, n)
+        u = self._banks["ripple_clock"].take(ticks)
+        cycle = np.sin(2 * math.pi * (t[:, None] / r.temp_cycle_s + self._draws.ripple_phase))
+        share = r.temp_cycle_share
+        temp = math.sqrt(2 * share) * cycle + math.sqrt(1 - share) * z[:, 1]
+        held = (reasons & int(ClockReason.SW_POWER_CAP | ClockReason.SW_THERMAL)) != 0
+        return np.stack(
+            (
+                np.where(loaded, r.power * z[:, 0], 0.0),
+                np.where(loaded, r.temp_c * temp, 0.0),
+                np.where(loaded & held, r.clock * math.sqrt(3.0) * (2.0 * u - 1.0), 0.0),
+            )
+        )
+
+    def _temperatures_block(
+        self,
+        t: np.ndarray,
+        t_die: np.ndarray,
+        t_mem: np.ndarray,
+        noise: np.ndarray,
+        ripple: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``_temperatures`` of many ticks: each sensor's value held from its refresh."""
+        c = self.chassis
+        die = t_die + c.temp_noise_c * noise[:, 1]
+        die = np.rint(die if ripple is None else die + ripple[1])
+        mem = np.rint(t_mem + c.temp_noise_c * noise[:, 2])
+        if not c.temp_refresh:
+            return die, mem
+        index = np.floor(t[:, None] / self.sku.temp_refresh_s + self._draws.sensor_phase)
+        before = np.vstack((self._refresh_index[None, :], index[:-1]))
+        fresh = index != before
+        self._refresh_index = index[-1]
+        rows = np.arange(len(t))[:, None]
+        if self._held_temps is None:
+            fresh[0] = True  # the first reading is taken as read
+        source = np.maximum.accumulate(np.where(fresh, rows, -1), axis=0)
+        cols = np.arange(self.gpus)
+        if self._held_temps is not None:
+            held_die, held_mem = (np.asarray(v) for v in self._held_temps)
+            die = np.where(source >= 0, die[np.maximum(source, 0), cols], held_die)
+            mem = np.where(source >= 0, mem[np.maximum(source, 0), cols], held_mem)
+        else:
+            die, mem = die[source, cols], mem[source, cols]
+        self._held_temps = (die[-1], mem[-1])
+        return die, mem
+
+    def _clock_block(
+        self, sm_mhz: np.ndarray, loaded: np.ndarray, ripple: np.ndarray | None
+    ) -> np.ndarray:
+        """``_dithered_clock`` of many ticks (no swinging clock: ``block_ready``)."""
+        s = self.sku
+        u = self._banks["dither"].take(len(sm_mhz))
+        f = sm_mhz
+        if ripple is not None:
+            f = np.clip(f * (1.0 + ripple[2]), s.idle_sm_clock_mhz, s.max_sm_clock_mhz)
+        below = (s.max_sm_clock_mhz - f) / s.clock_step_mhz
+        bins = np.floor(below + u)
+        clock = s.max_sm_clock_mhz - bins * s.clock_step_mhz
+        return np.where(loaded, clock, f)
 
     # -- time ---------------------------------------------------------------------------
 
@@ -588,6 +842,63 @@ class SimServer:
             swung = swung_clock(p.sm_mhz, s.idle_sm_clock_mhz, s.max_sm_clock_mhz, self._swing_rng)
             clock = np.where(held, swung, clock)
         return clock
+
+
+# What a block reads in its own way: a subclass that changes one reads tick by tick.
+_READS = ("sample", "poll_events", "advance", "_read", "_tamper", "_ripple", "_temperatures")
+
+
+def _columns(rows: Sequence[Telemetry]) -> dict[int, dict[str, np.ndarray]]:
+    """One tick's rows as one-row columns per device (None: NaN, a field not read)."""
+    out = {}
+    for row in rows:
+        values = {
+            name: np.array([math.nan if v is None else float(v)])
+            for name in TELEMETRY_METRICS
+            if (v := getattr(row, name)) is not None
+        }
+        out[row.device] = {"t_s": np.array([row.t_s]), **values}
+    return out
+
+
+def _extend(
+    telemetry: dict[int, dict[str, np.ndarray]], device: int, columns: dict[str, np.ndarray]
+) -> None:
+    """Append one device's columns to a block's (a field one of them lacks: NaN there)."""
+    held = telemetry.get(device)
+    if held is None:
+        telemetry[device] = columns
+        return
+    size, more = held["t_s"].size, columns["t_s"].size
+    names = set(held) | set(columns)
+    telemetry[device] = {
+        name: np.concatenate(
+            (held.get(name, np.full(size, math.nan)), columns.get(name, np.full(more, math.nan)))
+        )
+        for name in names
+    }
+
+
+def _work_columns(samples: Sequence[WorkSample]) -> list[WorkColumns]:
+    """Work samples as columns per device and part, in the order they came."""
+    grouped: dict[tuple[int, str, str], list[WorkSample]] = {}
+    for s in samples:
+        grouped.setdefault((s.device, s.part, s.unit), []).append(s)
+    out = []
+    for (device, part, unit), rows in grouped.items():
+        out.append(
+            WorkColumns(
+                device,
+                part,
+                unit,
+                np.array([r.t_start_s for r in rows]),
+                np.array([r.t_end_s for r in rows]),
+                np.array([r.work for r in rows]),
+                np.array([math.nan if r.verified is None else float(r.verified) for r in rows]),
+                np.array([math.nan if r.verify_error is None else r.verify_error for r in rows]),
+            )
+        )
+    return out
 
 
 GLITCH_TEMP_C = -75.0  # what a glitching sensor reads: below any room a server runs in
