@@ -37,12 +37,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from soak.analysis.analyze import analyze_run
 from soak.analysis.decision import replay, truncated, verdict_eta_s
-from soak.analysis.equilibrium import OnlineDetector
+from soak.analysis.equilibrium import CLAUSE_NAMES, OnlineDetector
 from soak.dataset import work_rates
 from soak.model import EventKind
 from soak.profile import load_profile
 from soak.runner import PREDICTED_AT_S
 from testkit.cases import CASES, HEALTHY, gpu_for, telemetry_timing, timing
+from testkit.clauses import clauses_off
 from testkit.reference import TEMP_BAND_C, reference_time
 from testkit.sim import BASELINE_S, settled_at, simulate
 
@@ -84,8 +85,13 @@ def _scenario(kind: str, seed: int) -> dict:
     }
 
 
-def job(args: tuple[str, int]) -> dict:
-    kind, seed = args
+def job(args: tuple[str, int, tuple[str, ...]]) -> dict:
+    kind, seed, off = args
+    with clauses_off(*off):
+        return _job(kind, seed)
+
+
+def _job(kind: str, seed: int) -> dict:
     sc = _scenario(kind, seed)
     run = simulate(
         seed=seed,
@@ -115,6 +121,11 @@ def job(args: tuple[str, int]) -> dict:
         "ref_last_min": _last_reference(run.data, hour, load_start),
         "truth_last_min": _last_truth(run, hour, load_start),
         "sku": sc["sku"],
+        "window_s": [
+            d.facts.equilibrium.scale.window_s
+            for d in hour.devices
+            if d.facts.equilibrium is not None and d.facts.equilibrium.scale is not None
+        ],
         "confirmed_last_min": _last_confirmed(hour, load_start),
         "closest": closest.describe() if closest is not None else None,
         "stop_load_min": (stop_t - since) / 60,
@@ -322,12 +333,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--servers", type=int, default=208, help="servers to run (default 208)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        choices=CLAUSE_NAMES,
+        help="with this clause of the equilibrium rule off (repeatable; 'scale': the "
+        "profile's windows for every device, the rule before 2026-12-05)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(job, servers(args.servers)))
+        todo = [(kind, seed, tuple(args.without)) for kind, seed in servers(args.servers)]
+        results = list(pool.map(job, todo))
     report = summarise(results)
     report["wall_s"] = round(time.perf_counter() - started, 1)
+    report["without"] = args.without
+    windows = Counter(w for r in results if r["kind"] == "healthy" for w in r["window_s"])
+    report["healthy_device_windows_s"] = {f"{w:g}": n for w, n in sorted(windows.items())}
     for r in results:
         after = None if r["ref_last_min"] is None else r["stop_min"] - r["ref_last_min"]
         print(

@@ -583,13 +583,16 @@ class Runner:
         return None
 
     def _ready(self, active: set[int], t: float) -> bool:
-        """Whether a look at the checks is due: every active device dated, each with the
-        profile's least steady window, and no look in the last ``DECIDE_EVERY_S``."""
+        """Whether a look at the checks is due: every active device dated, each with its
+        least steady window (the profile's, scaled with the windows it is judged on), and
+        no look in the last ``DECIDE_EVERY_S``."""
         if t < self.next_decision_s:
             return False
-        least = self.config.profile.windows.min_steady_s
-        dates = [self.detectors[i].equilibrium_s for i in active]
-        return all(d is not None and t - d >= least for d in dates)
+        found = [self.detectors[i] for i in active]
+        return all(
+            d.equilibrium_s is not None and t - d.equilibrium_s >= d.judged_windows.min_steady_s
+            for d in found
+        )
 
     def _decide(self, active: set[int], t: float) -> Decision:
         """The sequential stop's look at ``t`` (soak.analysis.decision) on the store so far."""

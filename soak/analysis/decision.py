@@ -101,6 +101,48 @@ class Judged:
 
 
 @dataclass(frozen=True, slots=True)
+class Settled:
+    """When the last device settled (its equilibrium date) and what the stop waited for
+    after it: each device's confirmation (the rule's check that completed its count) and its
+    least steady window, the latest of which made the run ready to be looked at, then the
+    looks until every check was decided."""
+
+    device: int  # the device dated last
+    date_s: float  # its date: when the last device settled
+    ready_s: float  # the latest of every device's confirmation and date + least steady
+    ready_device: int  # whose confirmation or steady window that was
+    by_confirmation: bool  # True: its confirmation; False: its least steady window
+    window_s: float  # the windows that device's checks compared
+    checks: int  # the passing checks its count asked for
+    interval_s: float  # its checks' interval
+    least_s: float  # its least steady window
+    load_start_s: float | None = None
+
+    def held(self, t_s: float) -> str:
+        """Why the run went on from the last date to ``t_s``."""
+        origin = self.load_start_s if self.load_start_s is not None else 0.0
+        what = (
+            f"its date confirmed at {(self.ready_s - origin) / 60:.1f} min of load (two "
+            f"{self.window_s / 60:g}-min windows compared, {self.checks} passing checks "
+            f"{self.interval_s:g} s apart)"
+            if self.by_confirmation
+            else f"its steady window held its least, {self.least_s / 60:g} min, at "
+            f"{(self.ready_s - origin) / 60:.1f} min of load"
+        )
+        looks = t_s - self.ready_s
+        decided = (
+            "the checks decided at the first look after"
+            if looks <= DECIDE_EVERY_S
+            else f"the checks' intervals decided {looks / 60:.1f} min after that"
+        )
+        return (
+            f"{(t_s - self.date_s) / 60:.1f} min after the last device settled (device "
+            f"{self.device}, dated at {(self.date_s - origin) / 60:.1f} min of load): device "
+            f"{self.ready_device} {what}; {decided}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """Whether the run may stop at ``t_s``, and why (``blocked``: what it still waits for)."""
 
@@ -108,6 +150,7 @@ class Decision:
     load_s: float | None  # of load at t_s
     judged: tuple[Judged, ...] = ()
     blocked: str = ""  # a precondition not met ("" once every device is dated and steady)
+    settled: Settled | None = None  # when the last device settled (None: one is not dated)
 
     @property
     def undecided(self) -> list[Judged]:
@@ -137,9 +180,18 @@ class Decision:
         more = f" (and {len(open_) - 3} more)" if len(open_) > 3 else ""
         return f"{len(open_)} of {len(self.judged)} checks undecided at {level}: {named}{more}"
 
+    def after_settled(self) -> str:
+        """How long the run went on after the last device settled, and why ("" where some
+        device is not dated)."""
+        return "" if self.settled is None else "went on " + self.settled.held(self.t_s)
+
     def as_json(self, limit_s: float | None = None) -> dict[str, Any]:
         closest = self.closest
+        settled = self.settled
         return {
+            "after_settled": self.after_settled() or None,
+            "settled_at_s": None if settled is None else settled.date_s,
+            "after_settled_s": None if settled is None else self.t_s - settled.date_s,
             "reason": self.reason(limit_s),
             "decided": self.decided,
             "decided_at_s": self.t_s if self.decided else None,
@@ -172,7 +224,40 @@ def decide(
     results = [r for r in analysis.devices if _active(r, active)]
     blocked = _blocked(results, profile)
     judged = tuple(j for r in results for j in judge_device(cut, analysis, r))
-    return Decision(t_s, load_s, judged, blocked)
+    return Decision(t_s, load_s, judged, blocked, settled(results, profile.windows, load_start))
+
+
+def settled(
+    results: Iterable[DeviceResult], windows: Windows, load_start_s: float | None = None
+) -> Settled | None:
+    """When the last of ``results`` settled and what the stop waited for after it (None
+    where one is not dated)."""
+    dated = []
+    for r in results:
+        eq = r.facts.equilibrium
+        if eq is None or eq.time_s is None or eq.confirmed_s is None:
+            return None
+        least = least_steady_s(r, windows)
+        ready = max(eq.confirmed_s, eq.time_s + least)
+        judged = eq.scale.windows if eq.scale is not None else windows
+        dated.append((r.index, eq.time_s, ready, eq.confirmed_s >= eq.time_s + least, judged))
+    if not dated:
+        return None
+    last = max(dated, key=lambda d: d[1])
+    ready = max(dated, key=lambda d: d[2])
+    w = ready[4]
+    return Settled(
+        last[0],
+        last[1],
+        ready[2],
+        ready[0],
+        ready[3],
+        w.eq_window_s,
+        w.eq_checks,
+        w.eq_check_interval_s,
+        w.min_steady_s,
+        load_start_s,
+    )
 
 
 def _active(result: DeviceResult, active: Collection[int] | None) -> bool:
@@ -184,9 +269,9 @@ def _active(result: DeviceResult, active: Collection[int] | None) -> bool:
 def _blocked(results: Iterable[DeviceResult], profile: Profile) -> str:
     """The first precondition of a stop not met: a device undated (or its date withdrawn
     and not yet dated again), or a steady window shorter than the profile's least."""
-    least = profile.windows.min_steady_s
     for r in results:
         eq, steady = r.facts.equilibrium, r.facts.steady
+        least = least_steady_s(r, profile.windows)
         if eq is None or not eq.reached:
             return f"device {r.index} has no equilibrium date"
         if steady is None or steady.window.length_s < least:
@@ -347,7 +432,7 @@ def replay(
     for r in analysis.devices:
         if r.load_start_s is None or r.facts.lost:
             continue
-        earliest = _earliest(r, profile.windows.min_steady_s)
+        earliest = _earliest(r, least_steady_s(r, profile.windows))
         if earliest is None or r.end_s is None:
             return None
         starts.append(earliest)
@@ -363,6 +448,15 @@ def replay(
             return decision
         t += step_s
     return None
+
+
+def least_steady_s(result: DeviceResult, windows: Windows) -> float:
+    """The shortest steady window a stop may judge a device's checks on: the profile's
+    ``min_steady_s``, scaled with the windows the device is judged on (equilibrium rule,
+    line 16)."""
+    eq = result.facts.equilibrium
+    scale = None if eq is None else eq.scale
+    return windows.min_steady_s if scale is None else scale.windows.min_steady_s
 
 
 def _earliest(result: DeviceResult, least_s: float) -> float | None:
@@ -384,12 +478,13 @@ def verdict_eta_s(detector: OnlineDetector, t_s: float, windows: Windows) -> flo
     steady window holds ``min_steady_s``. Not yet: the fit's time to the confirming check
     (``OnlineDetector.eta_s``), or later where ``min_steady_s`` is longer than the ~1.5
     windows by which a date precedes the check that confirms it. None: no fit yet."""
+    judged = detector.scale.windows if detector.scale is not None else windows
     if detector.equilibrium_s is not None:
-        return max(0.0, detector.equilibrium_s + windows.min_steady_s - t_s)
+        return max(0.0, detector.equilibrium_s + judged.min_steady_s - t_s)
     eta = detector.eta_s(t_s)
     if eta is None:
         return None
-    return eta + max(0.0, windows.min_steady_s - 1.5 * windows.eq_window_s)
+    return eta + max(0.0, judged.min_steady_s - 1.5 * judged.eq_window_s)
 
 
 def stored(meta_extra: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -598,7 +598,9 @@ def _decision_line(found: dict[str, Any] | None) -> str:
     if found is None or not found.get("reason"):
         return ""
     head = "--until-steady would have stopped" if found.get("replayed") else "stopped"
-    return f"{head}: {text(found['reason'])}"
+    after = found.get("after_settled")
+    went_on = f"; it {text(after)}" if after else ""
+    return f"{head}: {text(found['reason'])}{went_on}"
 
 
 def _decision(analysis: Analysis) -> dict[str, Any] | None:
@@ -637,8 +639,10 @@ def _decision(analysis: Analysis) -> dict[str, Any] | None:
         if isinstance(p, dict) and isinstance(p.get("at_load_s"), float | int)
     ]
     actual = found.get("actual_load_s")
+    after = found.get("after_settled")
     return {
-        "reason": text(found.get("reason")),
+        "reason": text(found.get("reason"))
+        + (f". The run {text(after)}" if isinstance(after, str) and after else ""),
         "rows": rows,
         "predicted": "; ".join(predicted),
         "actual": f"{actual / 60:.1f} min" if isinstance(actual, float | int) else "",

@@ -2,7 +2,16 @@
 
 import numpy as np
 
-from soak.analysis.equilibrium import Dated, Machine, Phase, Series, Signals, Withdrawn, detect
+from soak.analysis.equilibrium import (
+    Clauses,
+    Dated,
+    Machine,
+    Phase,
+    Series,
+    Signals,
+    Withdrawn,
+    detect,
+)
 from soak.analysis.equilibrium.check import check_times
 from soak.profile import Windows
 
@@ -49,8 +58,9 @@ def test_searching_dated_withdrawn_dated_again():
     between = [p for t, p, e in seen if t_gone <= t < t_again and not e]
     assert set(between) <= {Phase.WITHDRAWN}
     assert machine.phase is Phase.DATED and machine.reason(3600.0) == ""
-    # the offline pass is this replay
-    eq = detect(0.0, 3599.0, signals, W)
+    # the offline pass is this replay (on the profile's windows, as the machine above, whose
+    # scale was not chosen)
+    eq = detect(0.0, 3599.0, signals, W, Clauses(scale=False))
     assert (eq.time_s, eq.confirmed_s) == (again.time_s, again.confirmed_s)
     assert eq.withdrawn == (gone.withdrawal,)
 
@@ -79,7 +89,7 @@ def test_a_withdrawal_and_its_event_give_times_in_minutes_since_load_start():
     base = _plateau_then_fall()
     temp = Series(base.temp.t + shift, base.temp.y)
     nan = Series(temp.t, np.full_like(temp.t, np.nan))
-    eq = detect(shift, 3599.0 + shift, Signals(temp, nan, nan), W)
+    eq = detect(shift, 3599.0 + shift, Signals(temp, nan, nan), W, Clauses(scale=False))
     [gone] = eq.withdrawn
     date, at = (gone.time_s - shift) / 60, (gone.at_s - shift) / 60
     text = gone.describe(shift)

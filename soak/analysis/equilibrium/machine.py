@@ -20,6 +20,7 @@ from soak.analysis.equilibrium.check import (
 )
 from soak.analysis.equilibrium.levels import LONG_SCALE, Level, level_of
 from soak.analysis.equilibrium.refutation import MOVED, STEPPED, Refutation, Withdrawal, compare
+from soak.analysis.equilibrium.scale import Scale, choose, floor_factor
 from soak.analysis.equilibrium.signals import Signals
 from soak.profile import Windows
 
@@ -63,6 +64,7 @@ class Clauses:
     step: bool = True  # line 12: a step refutes against the level from the date
     replay: bool = True  # line 13: the checks before the withdrawal made again
     clock: bool = True  # line 1: the SM clock judged beside a measured throughput
+    scale: bool = True  # line 16: the windows from the device's fitted τ and scatter
 
     def without(self, *names: str) -> Clauses:
         """These clauses, with ``names`` off."""
@@ -87,7 +89,10 @@ class Machine:
     def __init__(
         self, windows: Windows, load_start_s: float | None = None, clauses: Clauses | None = None
     ) -> None:
-        self.windows = windows
+        self.windows = windows  # the profile's, until ``choose_scale`` (rule, line 16)
+        self.profile_windows = windows
+        self.scale: Scale | None = None
+        self._floor_factor = 1.0
         self.clauses = Clauses() if clauses is None else clauses  # all on, unless given
         self.load_start_s = load_start_s  # the longer scale needs 4 windows of load
         self.basis: str | None = None
@@ -99,6 +104,19 @@ class Machine:
         self._passes: list[CheckResult] = []  # the counted passes of the last window's time
         self._anchor: dict[str, Level] | None = None  # the 5 min from the date, per signal
         self._stepped: set[str] = set()  # the signals that stepped since the date (line 12)
+
+    def choose_scale(self, signals: Signals) -> Scale:
+        """The device's windows from its temperature since the load start (rule, line 16;
+        ``scale.choose``), made once, at ``scale.chosen_at_s``, before the first check."""
+        assert self.load_start_s is not None and self.last is None
+        profile = self.profile_windows
+        if self.clauses.scale:
+            scale = choose(profile, self.load_start_s, signals.temp)
+        else:
+            scale = Scale(profile, why="switched off")
+        self.scale, self.windows = scale, scale.windows
+        self._floor_factor = floor_factor(scale.windows, profile)
+        return scale
 
     @property
     def phase(self) -> Phase:
@@ -171,12 +189,13 @@ class Machine:
         basis = signals.basis(t_check - 2 * w, t_check, self.basis)
         if basis != self.basis:  # a better sensor came: its passes start their own count
             self.basis, self._passes = basis, []
-        result = check_window(t_check, signals, self.windows, basis)
+        factor = self._floor_factor
+        result = check_window(t_check, signals, self.windows, basis, floor_factor=factor)
         long_w = LONG_SCALE * w
         start = self.load_start_s
         old_enough = start is not None and t_check - 2 * long_w >= start
         if not result.passed and old_enough and self.clauses.long_scale:
-            longer = check_window(t_check, signals, self.windows, basis, long_w)
+            longer = check_window(t_check, signals, self.windows, basis, long_w, factor)
             if longer.passed:
                 result = longer
         self.last = result
@@ -222,7 +241,7 @@ class Machine:
         assert self.basis is not None
         if found is None or is_basis(name, self.basis):
             return found
-        floor = floor_of(series, t_check, self.windows, absolute)
+        floor = floor_of(series, t_check, self.windows, absolute, self._floor_factor)
         return found if floor is None or floor < found.tolerance else None
 
     def _refutation(

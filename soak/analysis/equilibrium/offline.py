@@ -8,6 +8,7 @@ from soak.analysis.equilibrium.check import CheckResult, check_times
 from soak.analysis.equilibrium.fit import Fit, fit_exponential
 from soak.analysis.equilibrium.machine import Clauses, Machine, look_back_s
 from soak.analysis.equilibrium.refutation import Withdrawal
+from soak.analysis.equilibrium.scale import Scale, chosen_at_s
 from soak.analysis.equilibrium.signals import Signals, choose_basis
 from soak.profile import Windows
 
@@ -25,6 +26,9 @@ class Equilibrium:
     # the counted pass whose date stands (None where not reached): the signals that judged
     # the date, set it, and could not judge it (rule, line 1)
     dating: CheckResult | None = None
+    # the windows the device was judged on (rule, line 16); None where the load ended
+    # before they were chosen (the profile's then)
+    scale: Scale | None = None
 
     @property
     def deciding_check(self) -> CheckResult | None:
@@ -43,8 +47,11 @@ def detect(
     """The same checks the online detector makes, replayed over stored series; ``clauses``:
     the rule's clauses (None: all on; a bench or a test switches one off to measure it)."""
     machine = Machine(windows, load_start_s, clauses)
-    cached = signals.cached(look_back_s(windows) + windows.eq_window_s)
-    for t_check in check_times(load_start_s, end_s, windows):
+    if end_s >= chosen_at_s(load_start_s, windows):
+        machine.choose_scale(signals)
+    judged_on = machine.windows
+    cached = signals.cached(look_back_s(judged_on) + judged_on.eq_window_s)
+    for t_check in check_times(load_start_s, end_s, judged_on):
         machine.step(float(t_check), cached)
     basis = machine.basis or choose_basis(signals.temp, signals.power)
     fit = None
@@ -61,4 +68,5 @@ def detect(
         machine.reason(end_s - load_start_s),
         tuple(machine.withdrawn),
         machine.dating,
+        machine.scale,
     )
