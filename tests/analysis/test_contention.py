@@ -158,8 +158,7 @@ def test_a_loss_that_stays_when_the_foreign_load_is_gone_fails() -> None:
     steady = next(c for c in _retention(analysis) if c.message.startswith("steady"))
     assert steady.status is Status.FAIL
     assert (
-        f"the loss stays without the foreign load: 600 token/s over the {without:.0f} s "
-        "without it"
+        f"the loss stays without the foreign load: 600 token/s over the {without:.0f} s without it"
     ) in steady.message
 
 

@@ -50,15 +50,15 @@ def test_clock_still_sliding_blocks_equilibrium_even_with_flat_temperature():
     t, temp, clock, rate, power = _curves(tau_s=60.0, clock_drift=0.005)  # 0.5 %/min
     eq = _detect(t, temp, clock, rate, power)
     assert not eq.reached
-    # The temperature's τ of 60 s sets 3-min windows (rule, line 16), and the clock's
-    # tolerance goes with them to 0.6 %: the same rate as 1 % over 5 min. 9 MHz/min for
-    # 3 min: at the hour's end (1260 MHz) the last window's level is 2.1 % under the one
+    # The temperature's τ of 60 s sets the shortest windows, 4 min (rule, line 16), and the
+    # clock's tolerance goes with them to 0.8 %: the same rate as 1 % over 5 min. 9 MHz/min
+    # for 4 min: at the hour's end (1260 MHz) the last window's level is 2.8 % under the one
     # before it, well past its tolerance, and the reason says so.
-    assert eq.scale is not None and eq.scale.window_s == 180.0
-    assert eq.scale.windows.eq_rel_tolerance_pct == pytest.approx(0.6)
-    assert eq.last_check.drift("SM clock").change == pytest.approx(-2.1, abs=0.1)
+    assert eq.scale is not None and eq.scale.window_s == 240.0
+    assert eq.scale.windows.eq_rel_tolerance_pct == pytest.approx(0.8)
+    assert eq.last_check.drift("SM clock").change == pytest.approx(-2.8, abs=0.1)
     assert eq.reason.startswith("still moving at the end of the load: SM clock moved -2.")
-    assert eq.reason.endswith("between the last two 3-min windows; tolerance 0.6 %")
+    assert eq.reason.endswith("between the last two 4-min windows; tolerance 0.8 %")
     # On the profile's 5-min windows: 3.5 %, against 1 %.
     signals = Signals(
         Series(t, temp), Series(t, power), Series(t, clock), {"gemm": Series(t + 0.5, rate)}
@@ -429,9 +429,8 @@ def test_a_long_plateau_that_falls_later_is_withdrawn_and_found_again_online_and
     # found again, after the fall, once: no check dated before the step's newer window
     # counts (a 10-min check made again at the withdrawal straddles the fall and would date
     # the plateau again); the online detector, fed tick by tick, withdraws and dates the
-    # same. On the profile's 5-min windows the step withdraws it; on the 3-min windows its
-    # τ of 60 s sets (rule, line 16) the fall lies beyond the step's reach, and adjacent
-    # 6-min levels withdraw it.
+    # same. Dated on the profile's 5-min windows or on the 4-min ones its τ of 60 s sets
+    # (rule, line 16), the watch reads the profile's, and the step withdraws it.
     t = np.arange(0.0, 3600.0, 1.0)
     fall = np.clip((t - 900) / 300, 0, 1)
     true = 36 + 32.3 * (1 - np.exp(-t / 60)) - 2.0 * (1 - np.cos(np.pi * fall)) / 2
@@ -443,13 +442,8 @@ def test_a_long_plateau_that_falls_later_is_withdrawn_and_found_again_online_and
     assert eq.reached and len(eq.withdrawn) == 1, eq
     [gone] = eq.withdrawn
     assert gone.time_s < 900 and 900 < gone.at_s <= gone.time_s + 5 * W.eq_window_s
-    if scale:
-        assert eq.scale is not None and eq.scale.window_s == 180.0
-        assert "temperature's level moved -1.20 °C (± 0.06) from one 6-min window" in (
-            gone.reason(0.0)
-        )
-    else:
-        assert "temperature's level stepped: the 10 min to " in gone.reason(0.0)
+    assert eq.scale is not None and eq.scale.window_s == (240.0 if scale else 300.0)
+    assert "temperature's level stepped: the 10 min to " in gone.reason(0.0)
     assert np.max(np.abs(true[t >= eq.time_s] - true[-1])) <= 1.0, eq.time_s
     online = OnlineDetector(W, lag_s=0.0, clauses=clauses)
     online.start(0.0)
@@ -483,7 +477,7 @@ def test_a_reading_that_sinks_steadily_after_the_date_is_withdrawn_by_the_10_min
     # Settled within minutes, then from 15 min on the reading sinks 2.5 °C over a quarter
     # of an hour: never a step (0.8 °C per 5 min), but one 10-min level lies more than the
     # tolerance below the one before it, so the date goes. Its τ of 90 s sets 4.5-min
-    # windows (rule, line 16), and the levels that withdraw it are 9 min long.
+    # windows (rule, line 16); the watch reads the profile's.
     t = np.arange(0.0, 3600.0, 1.0)
     true = 33 + 34 * (1 - np.exp(-t / 90)) - 2.5 * np.clip((t - 900) / 900, 0, 1)
     temp = np.round(true + np.random.default_rng(13).normal(0, 0.3, t.size))
@@ -492,7 +486,7 @@ def test_a_reading_that_sinks_steadily_after_the_date_is_withdrawn_by_the_10_min
     [gone] = eq.withdrawn
     assert gone.time_s < 900 and "temperature's level moved -" in gone.reason(0.0), gone
     assert eq.scale is not None and eq.scale.window_s == 270.0
-    assert "from one 9-min window to the next" in gone.reason(0.0)
+    assert "from one 10-min window to the next" in gone.reason(0.0)
     assert eq.reached and eq.time_s > 900
 
 

@@ -74,9 +74,7 @@ def test_without_withdrawal_a_plateau_keeps_its_early_date():
 
 
 def test_without_the_step_the_plateau_goes_later_by_its_10_min_levels():
-    # On the profile's 5-min windows: on the 3-min ones the plateau's τ sets (rule, line
-    # 16), its fall lies beyond the step's reach (test_equilibrium.py's long plateau).
-    on, off = _detect(_plateau(), "scale"), _detect(_plateau(), "scale", "step")
+    on, off = _detect(_plateau()), _detect(_plateau(), "step")
     [stepped], [moved] = on.withdrawn, off.withdrawn
     assert stepped.refutations[0].kind == "stepped" and moved.refutations[0].kind == "moved"
     assert moved.at_s > stepped.at_s
@@ -102,8 +100,7 @@ def test_without_agreement_a_v100_is_dated_on_the_rise_to_its_overshoot():
 
 
 def test_without_replay_a_device_settled_before_its_withdrawal_is_dated_again_later():
-    # On the profile's windows, which the sink's withdrawal and its replay are built for.
-    on, off = _detect(_sink(), "scale"), _detect(_sink(), "scale", "replay")
+    on, off = _detect(_sink()), _detect(_sink(), "replay")
     [gone] = on.withdrawn
     assert on.confirmed_s == gone.at_s  # the checks made again complete the count at once
     assert off.withdrawn == on.withdrawn and off.confirmed_s > on.confirmed_s

@@ -2,16 +2,7 @@
 
 import numpy as np
 
-from soak.analysis.equilibrium import (
-    Clauses,
-    Dated,
-    Machine,
-    Phase,
-    Series,
-    Signals,
-    Withdrawn,
-    detect,
-)
+from soak.analysis.equilibrium import Dated, Machine, Phase, Series, Signals, Withdrawn, detect
 from soak.analysis.equilibrium.check import check_times
 from soak.profile import Windows
 
@@ -32,9 +23,11 @@ def test_searching_dated_withdrawn_dated_again():
     signals = _plateau_then_fall()
     machine = Machine(W, 0.0)
     assert machine.phase is Phase.SEARCHING and machine.reason(60.0).startswith("load of 1.0")
+    # its windows, from its τ of 60 s (rule, line 16), chosen as ``detect`` chooses them
+    assert machine.choose_scale(signals).window_s == 240.0 and machine.windows.eq_window_s == 240.0
     seen: list[tuple[float, Phase, list]] = []
     idle = []
-    for t in check_times(0.0, 3599.0, W):
+    for t in check_times(0.0, 3599.0, machine.windows):
         idle.append((float(t), machine.idle(float(t))))
         events = machine.step(float(t), signals)
         seen.append((float(t), machine.phase, events))
@@ -45,7 +38,8 @@ def test_searching_dated_withdrawn_dated_again():
     # dated: at the check that completed the count, a date before it, the plateau's
     assert first.confirmed_s == t_dated and first.time_s < 900 and not first.again
     assert first.basis == "temperature"
-    # while dated, the machine idles until the check's older window starts at the date
+    # while dated, the machine idles until the older of the profile's windows (which the
+    # watch reads) starts at the date
     watched = first.time_s + 2 * W.eq_window_s
     assert [t for t, i in idle if i and t < t_gone] == [t for t, _ in idle if t_dated < t < watched]
     # withdrawn: the date it had, found at a later check
@@ -58,9 +52,8 @@ def test_searching_dated_withdrawn_dated_again():
     between = [p for t, p, e in seen if t_gone <= t < t_again and not e]
     assert set(between) <= {Phase.WITHDRAWN}
     assert machine.phase is Phase.DATED and machine.reason(3600.0) == ""
-    # the offline pass is this replay (on the profile's windows, as the machine above, whose
-    # scale was not chosen)
-    eq = detect(0.0, 3599.0, signals, W, Clauses(scale=False))
+    # the offline pass is this replay
+    eq = detect(0.0, 3599.0, signals, W)
     assert (eq.time_s, eq.confirmed_s) == (again.time_s, again.confirmed_s)
     assert eq.withdrawn == (gone.withdrawal,)
 
@@ -89,7 +82,7 @@ def test_a_withdrawal_and_its_event_give_times_in_minutes_since_load_start():
     base = _plateau_then_fall()
     temp = Series(base.temp.t + shift, base.temp.y)
     nan = Series(temp.t, np.full_like(temp.t, np.nan))
-    eq = detect(shift, 3599.0 + shift, Signals(temp, nan, nan), W, Clauses(scale=False))
+    eq = detect(shift, 3599.0 + shift, Signals(temp, nan, nan), W)
     [gone] = eq.withdrawn
     date, at = (gone.time_s - shift) / 60, (gone.at_s - shift) / 60
     text = gone.describe(shift)

@@ -126,9 +126,10 @@ class Machine:
 
     def idle(self, t_check: float) -> bool:
         """Whether the step at ``t_check`` has nothing to do: dated, and the older of the
-        check's two 5-min windows does not yet start at the date."""
+        check's two 5-min windows (the profile's: the watch's, rule line 16) does not yet
+        start at the date."""
         date = self.time_s
-        return date is not None and t_check < date + 2 * self.windows.eq_window_s
+        return date is not None and t_check < date + 2 * self.profile_windows.eq_window_s
 
     def step(self, t_check: float, signals: Signals) -> list[Event]:
         """The check scheduled at ``t_check``, on series holding its windows' data."""
@@ -212,10 +213,14 @@ class Machine:
         return events
 
     def _watch(self, t_check: float, signals: Signals) -> Withdrawal | None:
-        """Whether later levels refute the date; if they do, withdraw it."""
-        date, w = self.time_s, self.windows.eq_window_s
+        """Whether later levels refute the date; if they do, withdraw it. The watch reads the
+        profile's windows whatever the device was dated on (rule, line 16): what refutes a
+        date over a long soak does not depend on how soon it was confirmed."""
+        date, w = self.time_s, self.profile_windows.eq_window_s
         assert date is not None and self.basis is not None
-        judged = signals.judged(self.basis, self.windows, t_check - 2 * LONG_SCALE * w, t_check)
+        judged = signals.judged(
+            self.basis, self.profile_windows, t_check - 2 * LONG_SCALE * w, t_check
+        )
         if self._anchor is None:  # the first watch: the 5 min from the date are in
             self._anchor = self._levels_from_date(signals)
         found = []
@@ -241,7 +246,7 @@ class Machine:
         assert self.basis is not None
         if found is None or is_basis(name, self.basis):
             return found
-        floor = floor_of(series, t_check, self.windows, absolute, self._floor_factor)
+        floor = floor_of(series, t_check, self.profile_windows, absolute)
         return found if floor is None or floor < found.tolerance else None
 
     def _refutation(
@@ -251,39 +256,39 @@ class Machine:
         adjacent 10-min levels (line 11)."""
         date, w, long_w = (
             self.time_s,
-            self.windows.eq_window_s,
-            LONG_SCALE * self.windows.eq_window_s,
+            self.profile_windows.eq_window_s,
+            LONG_SCALE * self.profile_windows.eq_window_s,
         )
         assert date is not None and self._anchor is not None
         anchor_end = date + w  # the end of the 5 min from the date
         soon = t_check - w - anchor_end <= long_w and self.clauses.step  # a step soon: noted
-        if soon and drift(name, series, t_check, self.windows, absolute_c=absolute).stepped:
+        if soon and drift(name, series, t_check, self.profile_windows, absolute_c=absolute).stepped:
             self._stepped.add(name)
-        now = level_of(series, t_check, self.windows)
+        now = level_of(series, t_check, self.profile_windows)
         if now is None:
             return None
         since = self._anchor.get(name)
         after = t_check - long_w - anchor_end  # when the 10-min window starts
         if name in self._stepped and since is not None and 0 <= after <= long_w:
-            step = compare(name, since, now, self.windows, absolute, STEPPED, t_check)
+            step = compare(name, since, now, self.profile_windows, absolute, STEPPED, t_check)
             if step is not None and step.refutes:
                 return step
         if t_check < date + 2 * long_w:
             return None
-        before = level_of(series, t_check - long_w, self.windows)
+        before = level_of(series, t_check - long_w, self.profile_windows)
         if before is None:
             return None
-        moved = compare(name, before, now, self.windows, absolute, MOVED, t_check)
+        moved = compare(name, before, now, self.profile_windows, absolute, MOVED, t_check)
         return moved if moved is not None and moved.refutes else None
 
     def _levels_from_date(self, signals: Signals) -> dict[str, Level]:
         """Each judged signal's level over the 5 min from the date: what the date says the
         signal had come to (rule, line 12)."""
-        date, w = self.time_s, self.windows.eq_window_s
+        date, w = self.time_s, self.profile_windows.eq_window_s
         assert date is not None and self.basis is not None
         out = {}
-        for name, series, _ in signals.judged(self.basis, self.windows, date, date + w):
-            level = level_of(series, date + w, self.windows, windows_n=1)
+        for name, series, _ in signals.judged(self.basis, self.profile_windows, date, date + w):
+            level = level_of(series, date + w, self.profile_windows, windows_n=1)
             if level is not None:
                 out[name] = level
         return out

@@ -35,7 +35,7 @@ from soak.analysis.equilibrium.fit import TAU_MIN_S, Fit, fit_exponential
 from soak.analysis.equilibrium.levels import BATCHES, Series, t_quantile
 from soak.profile import Windows
 
-SHORTEST_S = 180.0  # the floor: the real traces' (docs/equilibrium.md, "The confirming scale")
+SHORTEST_S = 240.0  # the floor: the real traces' (docs/equilibrium.md, "The confirming scale")
 TAU_WINDOWS = 3.0  # W ≥ 3τ: 2τ dates a first-order approach within the tolerance; 1.5× margin
 QUIET = 0.5  # the noise's margin on the shortest windows, as a share of the tolerance
 GRAIN_S = 30.0  # the scaled W is a whole number of these
