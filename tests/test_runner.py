@@ -72,7 +72,15 @@ def test_until_steady_stops_early_with_the_same_verdict(sim_config):
     # the live view's prediction after 5 and 10 minutes of load, kept against the outcome
     assert [p["at_load_s"] for p in decision["predicted"]] == [300.0, 600.0]
     assert decision["actual_load_s"] == pytest.approx(stop.duration_s, abs=15)
-    assert "stop-decision" in (short.run_dir / "report.html").read_text()
+    # how long it went on after the last device settled, and what held it
+    last = max(d.facts.equilibrium.time_s for d in short_analysis.devices)
+    assert decision["settled_at_s"] == last
+    assert decision["after_settled_s"] == pytest.approx(decision["decided_at_s"] - last)
+    assert decision["after_settled"].startswith(
+        f"went on {decision['after_settled_s'] / 60:.1f} min after the last device settled"
+    )
+    html = (short.run_dir / "report.html").read_text()
+    assert "stop-decision" in html and "after the last device settled" in html
     doc = (Path(__file__).parents[1] / "docs" / "summary-schema.md").read_text()
     documented = set(re.findall(r"`([a-z_0-9]+)`", doc))
     keys = set(decision) | {k for c in decision["checks"] for k in c}

@@ -3,7 +3,7 @@
 import numpy as np
 
 from soak.analysis.equilibrium import Dated, Machine, Phase, Series, Signals, Withdrawn, detect
-from soak.analysis.equilibrium.check import check_times
+from soak.analysis.equilibrium.check import check_times, first_check_s
 from soak.profile import Windows
 
 W = Windows()
@@ -27,10 +27,13 @@ def test_searching_dated_withdrawn_dated_again():
     assert machine.choose_scale(signals).window_s == 240.0 and machine.windows.eq_window_s == 240.0
     seen: list[tuple[float, Phase, list]] = []
     idle = []
-    for t in check_times(0.0, 3599.0, machine.windows):
-        idle.append((float(t), machine.idle(float(t))))
-        events = machine.step(float(t), signals)
-        seen.append((float(t), machine.phase, events))
+    # checks on its windows' grid while searching, on the profile's (the watch's) once dated
+    t = first_check_s(0.0, machine.windows)
+    while t <= 3599.0:
+        idle.append((t, machine.idle(t)))
+        events = machine.step(t, signals)
+        seen.append((t, machine.phase, events))
+        t = machine.next_check_s(t)
     changes = [(t, e) for t, _, events in seen for e in events]
     kinds = [type(e) for _, e in changes]
     assert kinds == [Dated, Withdrawn, Dated], changes

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from dataclasses import dataclass, field
 
 from soak.analysis.equilibrium.check import (
@@ -117,6 +118,16 @@ class Machine:
         self.scale, self.windows = scale, scale.windows
         self._floor_factor = floor_factor(scale.windows, profile)
         return scale
+
+    def next_check_s(self, t_check: float) -> float:
+        """The check after ``t_check``: on the grid of the windows it searches on while
+        searching, on the profile's once dated (the watch's, rule line 16), each from
+        load start + 2W every interval."""
+        assert self.load_start_s is not None
+        w = self.profile_windows if self.time_s is not None else self.windows
+        first = self.load_start_s + 2 * w.eq_window_s
+        k = max(math.floor((t_check - first) / w.eq_check_interval_s + 1e-9) + 1, 0)
+        return first + w.eq_check_interval_s * k
 
     @property
     def phase(self) -> Phase:

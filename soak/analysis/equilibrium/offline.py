@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from soak.analysis.equilibrium.check import CheckResult, check_times
+from soak.analysis.equilibrium.check import CheckResult, first_check_s
 from soak.analysis.equilibrium.fit import Fit, fit_exponential
 from soak.analysis.equilibrium.machine import Clauses, Machine, look_back_s
 from soak.analysis.equilibrium.refutation import Withdrawal
@@ -49,10 +49,12 @@ def detect(
     machine = Machine(windows, load_start_s, clauses)
     if end_s >= chosen_at_s(load_start_s, windows):
         machine.choose_scale(signals)
-    judged_on = machine.windows
-    cached = signals.cached(look_back_s(judged_on) + judged_on.eq_window_s)
-    for t_check in check_times(load_start_s, end_s, judged_on):
-        machine.step(float(t_check), cached)
+    # the rings reach back as far as the profile's windows do: the watch reads them
+    cached = signals.cached(look_back_s(windows) + windows.eq_window_s)
+    t_check = first_check_s(load_start_s, machine.windows)
+    while t_check - end_s <= 1e-9 * machine.windows.eq_check_interval_s:
+        machine.step(t_check, cached)
+        t_check = machine.next_check_s(t_check)
     basis = machine.basis or choose_basis(signals.temp, signals.power)
     fit = None
     if basis == "temperature":

@@ -140,7 +140,7 @@ class OnlineDetector:
         while self._next_check is not None and now_s >= self._next_check + self._lag_s:
             if not self._machine.idle(self._next_check):
                 events += self._machine.step(self._next_check, self._signals())
-            self._next_check += self._machine.windows.eq_check_interval_s
+            self._next_check = self._machine.next_check_s(self._next_check)
         for event in events:
             self._dated = event if isinstance(event, Dated) else None
         return events
