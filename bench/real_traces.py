@@ -421,7 +421,7 @@ def _side_by_side(
         label = f"{config[0]} off" if config else "all on"
         summary = _summary(rows[config], seconds)
         if config:
-            out[config[0]] = summary
+            out[config[0]] = summary | {"traces": _per_trace(rows[config])}
         for group, figures in summary.items():
             if isinstance(figures, dict):
                 print(f"{group:12} {label:>18} " + " ".join(f"{figures[k]!s:>19}" for k in keys))
