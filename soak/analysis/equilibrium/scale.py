@@ -2,8 +2,7 @@
 
 The rule compares two windows of W; a date falls at best at A's centre, 1.5 W before the
 check that shows it, and the sequential stop then waits for the steady window. With the
-profile's W of 5 min a device that settles in a minute is confirmed 8.5 min after it
-settled. How long the windows must be is a property of the device's approach: for
+profile's W of 5 min a device dated at its reference stops 8.5 min later at best. How long the windows must be is a property of the device's approach: for
 T∞ − ΔT·e^(−t/τ) two adjacent windows of W ≥ 2τ differ by at least the distance left at A's
 centre, so a pass there dates a monotone approach no earlier than the tolerance allows
 (docs/equilibrium.md, "The confirming scale").
@@ -16,8 +15,9 @@ whole number of ``GRAIN_S`` and never under ``SHORTEST_S``, that are at least
 ``TAU_WINDOWS``·τ long and on which the margin its noise takes, t·σ·√(2/``BATCHES``)·
 √(``SHORTEST_S``/W) with σ the rms of the shortest windows' batch levels about the fitted
 approach, is at most ``QUIET`` of the tolerance, where those are shorter than the
-profile's; its check interval and least steady window scale with them (each the same share
-of W as the profile's). Otherwise (slow, noisy, a ramp, no temperature) the profile's
+profile's; its check interval, least steady window and relative tolerance scale with them
+(each the same share of W as the profile's), and its watch (lines 10-13) reads the
+profile's windows. Otherwise (slow, noisy, a ramp, no temperature) the profile's
 windows stand. The choice reads only the data up to ``chosen_at_s``, once, so the online
 detector and ``detect`` make the same choice, and a run cut at any later time the same.
 """
