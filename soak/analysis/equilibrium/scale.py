@@ -2,9 +2,10 @@
 
 The rule compares two windows of W; a date falls at best at A's centre, 1.5 W before the
 check that shows it, and the sequential stop then waits for the steady window. With the
-profile's W of 5 min a device dated at its reference stops 8.5 min later at best. How long the windows must be is a property of the device's approach: for
-T∞ − ΔT·e^(−t/τ) two adjacent windows of W ≥ 2τ differ by at least the distance left at A's
-centre, so a pass there dates a monotone approach no earlier than the tolerance allows
+profile's W of 5 min a device dated at its reference stops 8.5 min later at best. How
+long the windows must be is a property of the device's approach: for T∞ − ΔT·e^(−t/τ)
+two adjacent windows of W ≥ 2τ differ by at least the distance left at A's centre, so a
+pass there dates a monotone approach no earlier than the tolerance allows
 (docs/equilibrium.md, "The confirming scale").
 
 At ``chosen_at_s`` (load start + 2 × ``SHORTEST_S``, when the shortest windows' first check
