@@ -265,8 +265,7 @@ def drift(
         # B still moves: A and B agreeing says nothing (a hump: rise in A, fall in B). Only
         # the longer scale, whose windows span a fan cycle, may pass it.
         note, most = _still_moving(w, unit, tolerance, b_step * scale, b_se * scale, t_q, most)
-    floor = _floor(parts, df, segments, scale)
-    floor = None if floor is None else floor * floor_factor
+    floor = _floor(parts, df, segments, scale * floor_factor)
     found = (change, noise, most, level_b, settled_from, note, b_flat, off_until, floor)
     return Drift(signal, unit, tolerance, *found, basis)
 
@@ -289,8 +288,8 @@ def floor_of(
     level_b = mean(parts[1].finite)
     if df < 2 or (absolute_c is None and level_b == 0):
         return None
-    floor = _floor(parts, df, 1, 100.0 / abs(level_b) if absolute_c is None else 1.0)
-    return None if floor is None else floor * floor_factor
+    scale = 100.0 / abs(level_b) if absolute_c is None else 1.0
+    return _floor(parts, df, 1, scale * floor_factor)
 
 
 def _floor(parts: list[Piece], df: int, segments: int, scale: float) -> float | None:
