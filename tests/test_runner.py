@@ -43,8 +43,9 @@ def test_a_two_hour_soak_leaves_store_summary_and_report(sim_config):
         assert device["equilibrium"]["reached"]
         # dated a few minutes in: the H100's 28-s heat sink (measured) settles within ~3 min
         # (the simulator's die within 1.5 °C of where it stays at 1.3-1.7 min,
-        # bench/time_to_verdict.py), dated on 4-min windows from 2.4 min (rule line 16)
-        assert 120 <= device["equilibrium"]["time_s"] <= 1500
+        # bench/time_to_verdict.py; a 25 °C rise with τ 28 s is within 1 °C after 90 s);
+        # on 4-min windows (rule line 16) some are dated at 2 min
+        assert 90 <= device["equilibrium"]["time_s"] <= 1500
         assert 0.94 < device["ratio"]["throughput"]["gemm"] < 0.99  # leakage costs a few %
         assert device["ratio"]["throughput"]["membw"] == pytest.approx(1.0, abs=0.01)
     store = RunStore.open(folder)
