@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from soak.analysis.analyze import analyze_run  # noqa: E402
-from soak.analysis.decision import replay  # noqa: E402
+from soak.analysis.decision import replay, truncated  # noqa: E402
 from soak.analysis.equilibrium import CLAUSE_NAMES  # noqa: E402
 from soak.dataset import RunData  # noqa: E402
 from soak.importers import csv as csv_import  # noqa: E402
@@ -58,7 +58,7 @@ from soak.importers import gpu_burn  # noqa: E402
 from soak.importers.core import ImportOptions, Trace, write_run  # noqa: E402
 from soak.importers.source import describe  # noqa: E402
 from soak.profile import load_profile  # noqa: E402
-from soak.store import RunStore  # noqa: E402
+from soak.store import STORE_NAME, RunStore  # noqa: E402
 from testkit.clauses import clauses_off  # noqa: E402
 from testkit.reference import reference_time  # noqa: E402
 from testkit.traces import h100_csv_options, missing_reason, trace_dir  # noqa: E402
@@ -185,6 +185,8 @@ class Row:
     diagnosis: str
     note: str
     stop_min: float | None = None  # where --until-steady's sequential stop would have fallen
+    stop_verdict: str | None = None  # the device's verdict on the data up to the stop
+    window_s: float | None = None  # the windows it was judged on (equilibrium rule, line 16)
 
     @property
     def delay_min(self) -> float | None:
@@ -218,12 +220,17 @@ def run_case(
         with clauses_off(*off):
             analysis = analyze_run(data, profile)
             stop = replay(data, profile, analysis)
-            rows[off] = _rows(case, data, result, analysis, None if stop is None else stop.t_s)
+            stop_s = None if stop is None else stop.t_s
+            short = None if stop_s is None else analyze_run(truncated(data, stop_s), profile)
+            rows[off] = _rows(case, data, result, analysis, stop_s, short)
     return rows, time.perf_counter() - began
 
 
-def _rows(case: Case, data: RunData, result, analysis, stop_s: float | None) -> list[Row]:
+def _rows(
+    case: Case, data: RunData, result, analysis, stop_s: float | None, short=None
+) -> list[Row]:
     rows = []
+    at_stop = {} if short is None else {d.index: d.verdict for d in short.devices}
     for d in analysis.devices:
         start = d.load_start_s if d.load_start_s is not None else result.segment.start_s
         end = d.end_s if d.end_s is not None else result.segment.end_s
@@ -247,9 +254,40 @@ def _rows(case: Case, data: RunData, result, analysis, stop_s: float | None) -> 
                 d.diagnosis,
                 note,
                 None if stop_s is None else (stop_s - start) / 60,
+                at_stop.get(d.index),
+                None if eq is None or eq.scale is None else eq.scale.window_s,
             )
         )
     return rows
+
+
+H200_RECORDING = ROOT / "tests" / "fixtures" / "gpu" / "h200-2026-12-04" / "mix.sqlite"
+
+
+def h200_recording(out: Path, off: tuple[str, ...] = ()) -> list[Row]:
+    """The H200 recording (11 min of ``mix`` from a cold card, 2026-12-04): a soak's own
+    store, analysed and replayed as an imported trace is. Its reference's last 30 min are
+    its whole load (``reference_time`` clips them)."""
+    run_dir = out / "h200-2026-12-04"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(H200_RECORDING, run_dir / STORE_NAME)
+    store = RunStore.open(run_dir)
+    try:
+        data = RunData.from_store(store)
+    finally:
+        store.close_read()
+    profile = load_profile(None)
+    with clauses_off(*off):
+        analysis = analyze_run(data, profile)
+        stop = replay(data, profile, analysis)
+        stop_s = None if stop is None else stop.t_s
+        short = None if stop_s is None else analyze_run(truncated(data, stop_s), profile)
+    case = Case("h200-2026-12-04/mix", H200_RECORDING, _no_reader, "mix")
+    return _rows(case, data, None, analysis, stop_s, short)
+
+
+def _no_reader(path: Path) -> Trace:
+    raise TypeError(f"{path} is a soak store, not a trace to import")
 
 
 def _fmt(value: float | None, spec: str = "6.1f") -> str:
@@ -293,12 +331,18 @@ def main(argv: list[str] | None = None) -> int:
             for config, more in case_rows.items():
                 rows[config] += more
             seconds[case.name] = took
+        if H200_RECORDING.exists() and (not args.only or args.only in "h200-2026-12-04/mix"):
+            began = time.perf_counter()
+            for config in configs:
+                rows[config] += h200_recording(out, config)
+            seconds["h200-2026-12-04/mix"] = time.perf_counter() - began
     finally:
         if args.keep is None:
             shutil.rmtree(out, ignore_errors=True)
     _table(rows[()])
     summary = _summary(rows[()], seconds)
     summary["missing"] = sorted(missing)
+    summary["traces"] = _per_trace(rows[()])
     if len(configs) > 1:
         summary["without"] = _side_by_side(rows, seconds)
     print(json.dumps(summary, sort_keys=True))
@@ -306,14 +350,51 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _table(rows: list[Row]) -> None:
-    print(f"{'trace':48} dev  ref min  soak min  delay min  stop min  stop-ref  verdict  diagnosis")
+    print(
+        f"{'trace':48} dev  ref min  soak min  delay min  W min  stop min  stop-ref  verdict  "
+        "at stop  diagnosis"
+    )
     for r in rows:
         after = None if r.stop_min is None or r.ref_min is None else r.stop_min - r.ref_min
+        w = None if r.window_s is None else r.window_s / 60
         print(
             f"{r.trace:48} {r.device:3}  {_fmt(r.ref_min, '7.1f')}  {_fmt(r.eq_min, '8.1f')}  "
-            f"{_fmt(r.delay_min, '9.1f')}  {_fmt(r.stop_min, '8.1f')}  {_fmt(after, '8.1f')}  "
-            f"{r.verdict:7}  {r.diagnosis}" + (f"  ({r.note})" if r.note else "")
+            f"{_fmt(r.delay_min, '9.1f')}  {_fmt(w, '5.1f')}  {_fmt(r.stop_min, '8.1f')}  "
+            f"{_fmt(after, '8.1f')}  {r.verdict:7}  {r.stop_verdict or '–':7}  {r.diagnosis}"
+            + (f"  ({r.note})" if r.note else "")
         )
+    traces = _per_trace(rows)
+    print(f"\n{'trace':48} devices  latest ref min  stop min  stop − latest ref  verdict = whole's")
+    for name, t in traces.items():
+        print(
+            f"{name:48} {t['devices']:7}  {_fmt(t['latest_ref_min'], '14.1f')}  "
+            f"{_fmt(t['stop_min'], '8.1f')}  {_fmt(t['stop_after_latest_ref_min'], '17.1f')}  "
+            f"{t['verdict_at_stop_equal'] if t['stop_min'] is not None else '–'}"
+        )
+
+
+def _per_trace(rows: list[Row]) -> dict[str, dict]:
+    """Per trace (its devices share one stop): the stop − the latest device's reference
+    (None where some device has no reference, or no stop fell), and whether every device's
+    verdict at the stop is the whole trace's."""
+    out: dict[str, dict] = {}
+    for name in dict.fromkeys(r.trace for r in rows):
+        group = [r for r in rows if r.trace == name]
+        refs = [r.ref_min for r in group]
+        latest = None if any(x is None for x in refs) else max(refs)  # type: ignore[type-var]
+        stop = group[0].stop_min
+        out[name] = {
+            "devices": len(group),
+            "latest_ref_min": latest,
+            "stop_min": stop,
+            "stop_after_latest_ref_min": None
+            if stop is None or latest is None
+            else round(stop - latest, 2),
+            "verdict_at_stop_equal": None
+            if stop is None
+            else all(r.stop_verdict == r.verdict for r in group),
+        }
+    return out
 
 
 def _side_by_side(
@@ -340,7 +421,7 @@ def _side_by_side(
         label = f"{config[0]} off" if config else "all on"
         summary = _summary(rows[config], seconds)
         if config:
-            out[config[0]] = summary
+            out[config[0]] = summary | {"traces": _per_trace(rows[config])}
         for group, figures in summary.items():
             if isinstance(figures, dict):
                 print(f"{group:12} {label:>18} " + " ".join(f"{figures[k]!s:>19}" for k in keys))
@@ -367,6 +448,9 @@ def _summary(rows: list[Row], seconds: dict[str, float]) -> dict[str, object]:
             "verdicts": {v: sum(r.verdict == v for r in group) for v in ("PASS", "FAIL")},
             "hardware_fault": sum(r.diagnosis == "hardware-fault" for r in group),
             "sequential_stop": sum(r.stop_min is not None for r in group),
+            "verdict_at_stop_differs": sum(
+                r.stop_verdict is not None and r.stop_verdict != r.verdict for r in group
+            ),
             "stop_within_10_min_of_reference": sum(
                 r.stop_min is not None and r.ref_min is not None and r.stop_min - r.ref_min <= 10
                 for r in group

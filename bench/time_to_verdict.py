@@ -37,13 +37,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from soak.analysis.analyze import analyze_run
 from soak.analysis.decision import replay, truncated, verdict_eta_s
-from soak.analysis.equilibrium import OnlineDetector
+from soak.analysis.equilibrium import CLAUSE_NAMES, OnlineDetector
 from soak.dataset import work_rates
 from soak.model import EventKind
 from soak.profile import load_profile
 from soak.runner import PREDICTED_AT_S
 from testkit.cases import CASES, HEALTHY, gpu_for, telemetry_timing, timing
-from testkit.sim import BASELINE_S, simulate
+from testkit.clauses import clauses_off
+from testkit.reference import TEMP_BAND_C, reference_time
+from testkit.sim import BASELINE_S, settled_at, simulate
 
 PROFILE = load_profile(None)
 HOUR_S = 3600.0
@@ -83,11 +85,21 @@ def _scenario(kind: str, seed: int) -> dict:
     }
 
 
-def job(args: tuple[str, int]) -> dict:
-    kind, seed = args
+def job(args: tuple[str, int, tuple[str, ...]]) -> dict:
+    kind, seed, off = args
+    with clauses_off(*off):
+        return _job(kind, seed)
+
+
+def _job(kind: str, seed: int) -> dict:
     sc = _scenario(kind, seed)
     run = simulate(
-        seed=seed, faults=sc["faults"], sku=sc["sku"], workload=sc["workload"], duration_s=HOUR_S
+        seed=seed,
+        faults=sc["faults"],
+        sku=sc["sku"],
+        workload=sc["workload"],
+        duration_s=HOUR_S,
+        truth=True,
     )
     hour = analyze_run(run.data, PROFILE)
     found = replay(run.data, PROFILE, hour)
@@ -106,6 +118,14 @@ def job(args: tuple[str, int]) -> dict:
         "short": str(short.verdict),
         "fault_at_min": None if "fault_at_s" not in sc else (sc["fault_at_s"] - load_start) / 60,
         "eq_last_min": _last_date(hour, load_start),
+        "ref_last_min": _last_reference(run.data, hour, load_start),
+        "truth_last_min": _last_truth(run, hour, load_start),
+        "sku": sc["sku"],
+        "window_s": [
+            d.facts.equilibrium.scale.window_s
+            for d in hour.devices
+            if d.facts.equilibrium is not None and d.facts.equilibrium.scale is not None
+        ],
         "confirmed_last_min": _last_confirmed(hour, load_start),
         "closest": closest.describe() if closest is not None else None,
         "stop_load_min": (stop_t - since) / 60,
@@ -178,6 +198,34 @@ def _last_date(analysis, load_start: float) -> float | None:
     return (max(dates) - load_start) / 60
 
 
+def _last_reference(data, analysis, load_start: float) -> float | None:
+    """The latest device's reference equilibrium (``testkit.reference``: the real traces'
+    rule, on each device's recorded temperature from its own load start to the end of the
+    hour), minutes of the run's load; None where some device has none."""
+    refs = []
+    for d in analysis.devices:
+        if d.load_start_s is None or d.end_s is None:
+            continue
+        tele = data.telemetry[d.index]
+        refs.append(reference_time(d.load_start_s, d.end_s, tele["t_s"], tele["temp_c"]))
+    if not refs or any(r is None for r in refs):
+        return None
+    return (max(refs) - load_start) / 60
+
+
+def _last_truth(run, analysis, load_start: float) -> float | None:
+    """The simulator's own truth beside it: when the latest device's die, hunt included,
+    came to stay within the reference's band (1.5 °C) of the band its hunt sweeps."""
+    found = []
+    for d in analysis.devices:
+        if d.load_start_s is None:
+            continue
+        found.append(settled_at(run.truth_t, run.distance(d.index, hunt=True), TEMP_BAND_C))
+    if not found or any(t is None for t in found):
+        return None
+    return (max(found) - load_start) / 60
+
+
 def _last_confirmed(analysis, load_start: float) -> float | None:
     """When the hour's last device date was confirmed (the rule's check that counted it)."""
     times = [d.facts.equilibrium.confirmed_s for d in analysis.devices if d.facts.equilibrium]
@@ -211,9 +259,39 @@ def summarise(results: list[dict]) -> dict:
         ]
         for r in healthy
     ]
+    after_ref = [
+        r["stop_min"] - r["ref_last_min"] for r in healthy if r["ref_last_min"] is not None
+    ]
+    after_truth = [
+        r["stop_min"] - r["truth_last_min"] for r in healthy if r["truth_last_min"] is not None
+    ]
+    skus = sorted({r["sku"] for r in healthy})
     return {
         "servers": len(results),
         "healthy": len(healthy),
+        "healthy_stop_after_reference_median_min": _q(after_ref, 0.5),
+        "healthy_stop_after_reference_p90_min": _q(after_ref, 0.9),
+        "healthy_stop_after_reference_max_min": max(after_ref, default=None),
+        "healthy_without_reference": len(healthy) - len(after_ref),
+        "healthy_stop_after_truth_median_min": _q(after_truth, 0.5),
+        "healthy_stop_after_truth_p90_min": _q(after_truth, 0.9),
+        "healthy_reference_median_min": _q(
+            [r["ref_last_min"] for r in healthy if r["ref_last_min"] is not None], 0.5
+        ),
+        "healthy_stop_median_min_by_sku": {
+            sku: _q([r["stop_min"] for r in healthy if r["sku"] == sku], 0.5) for sku in skus
+        },
+        "healthy_stop_after_reference_median_min_by_sku": {
+            sku: _q(
+                [
+                    r["stop_min"] - r["ref_last_min"]
+                    for r in healthy
+                    if r["sku"] == sku and r["ref_last_min"] is not None
+                ],
+                0.5,
+            )
+            for sku in skus
+        },
         "healthy_stop_median_min": _q(stops, 0.5),
         "healthy_stop_p90_min": _q(stops, 0.9),
         "healthy_last_date_median_min": _q(
@@ -246,22 +324,55 @@ def summarise(results: list[dict]) -> dict:
     }
 
 
+def _f(value: float | None, spec: str = "5.1f") -> str:
+    """A figure, or "–" where it is not available (never 0)."""
+    return "  –  " if value is None else f"{value:{spec}}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--servers", type=int, default=208, help="servers to run (default 208)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        choices=CLAUSE_NAMES,
+        help="with this clause of the equilibrium rule off (repeatable; 'scale': the "
+        "profile's windows for every device, the rule before 2026-12-05)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(job, servers(args.servers)))
+        todo = [(kind, seed, tuple(args.without)) for kind, seed in servers(args.servers)]
+        results = list(pool.map(job, todo))
     report = summarise(results)
     report["wall_s"] = round(time.perf_counter() - started, 1)
+    report["without"] = args.without
+    windows = Counter(w for r in results if r["kind"] == "healthy" for w in r["window_s"])
+    report["healthy_device_windows_s"] = {f"{w:g}": n for w, n in sorted(windows.items())}
     for r in results:
+        after = None if r["ref_last_min"] is None else r["stop_min"] - r["ref_last_min"]
         print(
             f"{r['label']:<40} seed {r['seed']}: stop {r['stop_min']:5.1f} min "
-            f"(last date {r['eq_last_min'] or float('nan'):5.1f}) "
+            f"(last date {_f(r['eq_last_min'])}, reference {_f(r['ref_last_min'])}, truth "
+            f"{_f(r['truth_last_min'])}; stop − reference {_f(after, '+5.1f')}) "
             f"{r['short']:<10} hour {r['hour']:<10}{'' if r['decided'] else ' undecided at limit'}"
         )
+    print(f"healthy stop − latest reference equilibrium: median "
+          f"{_f(report['healthy_stop_after_reference_median_min'], '.2f')} min, p90 "
+          f"{_f(report['healthy_stop_after_reference_p90_min'], '.2f')} min, max "
+          f"{_f(report['healthy_stop_after_reference_max_min'], '.2f')} min "
+          f"({report['healthy_without_reference']} without a reference); the simulator's truth "
+          f"(die within {TEMP_BAND_C} °C of its hunt's band): median "
+          f"{_f(report['healthy_stop_after_truth_median_min'], '.2f')}, p90 "
+          f"{_f(report['healthy_stop_after_truth_p90_min'], '.2f')} min")  # fmt: skip
+    print("healthy stop median by SKU (min of load):", {
+        k: _f(v, ".1f").strip() for k, v in report["healthy_stop_median_min_by_sku"].items()
+    }, "; stop − reference:", {
+        k: _f(v, ".2f").strip()
+        for k, v in report["healthy_stop_after_reference_median_min_by_sku"].items()
+    })  # fmt: skip
     print(f"healthy stop: median {report['healthy_stop_median_min']} min, p90 "
           f"{report['healthy_stop_p90_min']} min over {report['healthy']} servers; last date "
           f"median {report['healthy_last_date_median_min']} min; stop after the hour's last "

@@ -302,6 +302,11 @@ class StopDecision:
     predicted: tuple[Prediction, ...] | None = None
     actual_load_s: float | None = None
     replayed: bool | None = None
+    # How long the run went on after the last device settled, and why (absent together
+    # where a device was not dated, and in stores written before them).
+    after_settled: str | None = None
+    settled_at_s: float | None = None  # the last device's equilibrium date (run's clock)
+    after_settled_s: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -311,6 +316,12 @@ class StopDecision:
             "decided": self.decided,
             "decided_at_s": self.decided_at_s,
         }
+        if self.settled_at_s is not None:
+            out |= {
+                "after_settled": self.after_settled,
+                "settled_at_s": self.settled_at_s,
+                "after_settled_s": self.after_settled_s,
+            }
         if self.checks is not None:
             out |= {
                 "load_s": self.load_s,
@@ -350,6 +361,9 @@ class StopDecision:
             predicted=_predictions(read),
             actual_load_s=read.number("actual_load_s"),
             replayed=read.flag("replayed"),
+            after_settled=read.text("after_settled"),
+            settled_at_s=read.number("settled_at_s"),
+            after_settled_s=read.number("after_settled_s"),
             extra=read.left,
         )
 

@@ -45,7 +45,10 @@ def test_a_two_hour_soak_leaves_store_summary_and_report(sim_config):
     for device in summary["devices"]:
         assert device["equilibrium"]["reached"]
         # dated a few minutes in: the H100's 28-s heat sink (measured) settles within ~3 min
-        assert 150 <= device["equilibrium"]["time_s"] <= 1500
+        # (the simulator's die within 1.5 °C of where it stays at 1.3-1.7 min,
+        # bench/time_to_verdict.py; a 25 °C rise with τ 28 s is within 1 °C after 90 s);
+        # on 4-min windows (rule line 16) some are dated at 2 min
+        assert 90 <= device["equilibrium"]["time_s"] <= 1500
         assert 0.94 < device["ratio"]["throughput"]["gemm"] < 0.99  # leakage costs a few %
         assert device["ratio"]["throughput"]["membw"] == pytest.approx(1.0, abs=0.01)
     store = RunStore.open(folder)
@@ -75,7 +78,15 @@ def test_until_steady_stops_early_with_the_same_verdict(sim_config):
     # the live view's prediction after 5 and 10 minutes of load, kept against the outcome
     assert [p["at_load_s"] for p in decision["predicted"]] == [300.0, 600.0]
     assert decision["actual_load_s"] == pytest.approx(stop.duration_s, abs=15)
-    assert "stop-decision" in (short.run_dir / "report.html").read_text()
+    # how long it went on after the last device settled, and what held it
+    last = max(d.facts.equilibrium.time_s for d in short_analysis.devices)
+    assert decision["settled_at_s"] == last
+    assert decision["after_settled_s"] == pytest.approx(decision["decided_at_s"] - last)
+    assert decision["after_settled"].startswith(
+        f"went on {decision['after_settled_s'] / 60:.1f} min after the last device settled"
+    )
+    html = (short.run_dir / "report.html").read_text()
+    assert "stop-decision" in html and "after the last device settled" in html
     doc = (Path(__file__).parents[1] / "docs" / "summary-schema.md").read_text()
     documented = set(re.findall(r"`([a-z_0-9]+)`", doc))
     keys = set(decision) | {k for c in decision["checks"] for k in c}

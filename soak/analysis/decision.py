@@ -119,6 +119,48 @@ class Judged:
 
 
 @dataclass(frozen=True, slots=True)
+class Settled:
+    """When the last device settled (its equilibrium date) and what the stop waited for
+    after it: each device's confirmation (the rule's check that completed its count) and its
+    least steady window, the latest of which made the run ready to be looked at, then the
+    looks until every check was decided."""
+
+    device: int  # the device dated last
+    date_s: float  # its date: when the last device settled
+    ready_s: float  # the latest of every device's confirmation and date + least steady
+    ready_device: int  # whose confirmation or steady window that was
+    by_confirmation: bool  # True: its confirmation; False: its least steady window
+    window_s: float  # the windows that device's checks compared
+    checks: int  # the passing checks its count asked for
+    interval_s: float  # its checks' interval
+    least_s: float  # its least steady window
+    load_start_s: float | None = None
+
+    def held(self, t_s: float) -> str:
+        """Why the run went on from the last date to ``t_s``."""
+        origin = self.load_start_s if self.load_start_s is not None else 0.0
+        what = (
+            f"its date confirmed at {(self.ready_s - origin) / 60:.1f} min of load (two "
+            f"{self.window_s / 60:g}-min windows compared, {self.checks} passing checks "
+            f"{self.interval_s:g} s apart)"
+            if self.by_confirmation
+            else f"its steady window held its least, {self.least_s / 60:g} min, at "
+            f"{(self.ready_s - origin) / 60:.1f} min of load"
+        )
+        looks = t_s - self.ready_s
+        decided = (
+            "the checks decided at the first look after"
+            if looks <= DECIDE_EVERY_S
+            else f"the checks' intervals decided {looks / 60:.1f} min after that"
+        )
+        return (
+            f"{(t_s - self.date_s) / 60:.1f} min after the last device settled (device "
+            f"{self.device}, dated at {(self.date_s - origin) / 60:.1f} min of load): device "
+            f"{self.ready_device} {what}; {decided}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """Whether the run may stop at ``t_s``, and why (``blocked``: what it still waits for)."""
 
@@ -126,6 +168,7 @@ class Decision:
     load_s: float | None  # of load at t_s
     judged: tuple[Judged, ...] = ()
     blocked: str = ""  # a precondition not met ("" once every device is dated and steady)
+    settled: Settled | None = None  # when the last device settled (None: one is not dated)
 
     @property
     def undecided(self) -> list[Judged]:
@@ -169,7 +212,15 @@ class Decision:
             closest=None if closest is None else closest.record(),
             undecided=tuple(j.record() for j in self.undecided),
             checks=tuple(j.record() for j in self.judged),
+            after_settled=self.after_settled() or None,
+            settled_at_s=None if self.settled is None else self.settled.date_s,
+            after_settled_s=None if self.settled is None else self.t_s - self.settled.date_s,
         )
+
+    def after_settled(self) -> str:
+        """How long the run went on after the last device settled, and why ("" where some
+        device is not dated)."""
+        return "" if self.settled is None else "went on " + self.settled.held(self.t_s)
 
     def as_json(self, limit_s: float | None = None) -> dict[str, Any]:
         """The stored record's JSON (``record(limit_s).to_json()``), kept for its callers."""
@@ -196,7 +247,55 @@ def decide(
     results = [r for r in analysis.devices if _active(r, active)]
     blocked = _blocked(results, profile)
     judged = tuple(j for r in results for j in judge_device(cut, analysis, r))
-    return Decision(t_s, load_s, judged, blocked)
+    return Decision(t_s, load_s, judged, blocked, settled(results, profile.windows, load_start))
+
+
+def settled(
+    results: Iterable[DeviceResult], windows: Windows, load_start_s: float | None = None
+) -> Settled | None:
+    """When the last of ``results`` settled and what the stop waited for after it (None
+    where one is not dated)."""
+    dates = []
+    for r in results:
+        eq = r.facts.equilibrium
+        if eq is None:
+            return None
+        judged = eq.scale.windows if eq.scale is not None else windows
+        dates.append((r.index, eq.time_s, eq.confirmed_s, judged))
+    return _settled(dates, load_start_s)
+
+
+def _settled(
+    dates: Iterable[tuple[int, float | None, float | None, Windows]],
+    load_start_s: float | None,
+) -> Settled | None:
+    """``Settled`` from each device's (index, date, confirmation, the windows it is judged
+    on), as the offline analysis or the online detectors hold them; None where one is not
+    dated."""
+    dated = []
+    for index, date_s, confirmed_s, judged in dates:
+        if date_s is None or confirmed_s is None:
+            return None
+        least = judged.min_steady_s
+        ready = max(confirmed_s, date_s + least)
+        dated.append((index, date_s, ready, confirmed_s >= date_s + least, judged))
+    if not dated:
+        return None
+    last = max(dated, key=lambda d: d[1])
+    ready = max(dated, key=lambda d: d[2])
+    w = ready[4]
+    return Settled(
+        last[0],
+        last[1],
+        ready[2],
+        ready[0],
+        ready[3],
+        w.eq_window_s,
+        w.eq_checks,
+        w.eq_check_interval_s,
+        w.min_steady_s,
+        load_start_s,
+    )
 
 
 def _active(result: DeviceResult, active: Collection[int] | None) -> bool:
@@ -208,9 +307,9 @@ def _active(result: DeviceResult, active: Collection[int] | None) -> bool:
 def _blocked(results: Iterable[DeviceResult], profile: Profile) -> str:
     """The first precondition of a stop not met: a device undated (or its date withdrawn
     and not yet dated again), or a steady window shorter than the profile's least."""
-    least = profile.windows.min_steady_s
     for r in results:
         eq, steady = r.facts.equilibrium, r.facts.steady
+        least = least_steady_s(r, profile.windows)
         if eq is None or not eq.reached:
             return f"device {r.index} has no equilibrium date"
         if steady is None or steady.window.length_s < least:
@@ -455,13 +554,16 @@ class LiveStop:
         return sum(len(h) for h in self.held.values())
 
     def due(self, active: Collection[int], t_s: float) -> bool:
-        """Whether a look is due: every active device dated, each with the profile's least
-        steady window, and no look in the last ``every_s``."""
+        """Whether a look is due: every active device dated, each with its least steady
+        window (the profile's, scaled with the windows it is judged on: equilibrium rule,
+        line 16), and no look in the last ``every_s``."""
         if t_s < self.next_look_s:
             return False
-        least = self.profile.windows.min_steady_s
-        dates = [self.detectors[i].equilibrium_s for i in active]
-        return all(d is not None and t_s - d >= least for d in dates)
+        found = [self.detectors[i] for i in active]
+        return all(
+            d.equilibrium_s is not None and t_s - d.equilibrium_s >= d.judged_windows.min_steady_s
+            for d in found
+        )
 
     def decide(self, active: Collection[int], t_s: float) -> Decision:
         """The look at ``t_s`` on the ``active`` devices; the next is due ``every_s`` on."""
@@ -477,10 +579,15 @@ class LiveStop:
             facts, tele, work = found
             blocked = blocked or self._blocked(index, facts)
             judged += judge_facts(facts, tele, work, self.profile, self.steps[index])
-        return Decision(t_s, load_s, tuple(judged), blocked)
+        dates = [
+            (i, d.equilibrium_s, d.confirmed_s, d.judged_windows)
+            for i in sorted(active)
+            for d in (self.detectors[i],)
+        ]
+        return Decision(t_s, load_s, tuple(judged), blocked, _settled(dates, self.load_start_s))
 
     def _blocked(self, index: int, facts: DeviceFacts) -> str:
-        least = self.profile.windows.min_steady_s
+        least = self.detectors[index].judged_windows.min_steady_s
         if self.detectors[index].equilibrium_s is None:
             return f"device {index} has no equilibrium date"
         steady = facts.steady
@@ -704,9 +811,18 @@ def _may_stop(analysis: Analysis, profile: Profile) -> bool:
     for r in analysis.devices:
         if r.load_start_s is None or r.facts.lost:
             continue
-        if _earliest(r, profile.windows.min_steady_s) is None or r.end_s is None:
+        if _earliest(r, least_steady_s(r, profile.windows)) is None or r.end_s is None:
             return False
     return True
+
+
+def least_steady_s(result: DeviceResult, windows: Windows) -> float:
+    """The shortest steady window a stop may judge a device's checks on: the profile's
+    ``min_steady_s``, scaled with the windows the device is judged on (equilibrium rule,
+    line 16)."""
+    eq = result.facts.equilibrium
+    scale = None if eq is None else eq.scale
+    return windows.min_steady_s if scale is None else scale.windows.min_steady_s
 
 
 def _earliest(result: DeviceResult, least_s: float) -> float | None:
@@ -728,9 +844,10 @@ def verdict_eta_s(detector: OnlineDetector, t_s: float, windows: Windows) -> flo
     steady window holds ``min_steady_s``. Not yet: the fit's time to the confirming check
     (``OnlineDetector.eta_s``), or later where ``min_steady_s`` is longer than the ~1.5
     windows by which a date precedes the check that confirms it. None: no fit yet."""
+    judged = detector.scale.windows if detector.scale is not None else windows
     if detector.equilibrium_s is not None:
-        return max(0.0, detector.equilibrium_s + windows.min_steady_s - t_s)
+        return max(0.0, detector.equilibrium_s + judged.min_steady_s - t_s)
     eta = detector.eta_s(t_s)
     if eta is None:
         return None
-    return eta + max(0.0, windows.min_steady_s - 1.5 * windows.eq_window_s)
+    return eta + max(0.0, judged.min_steady_s - 1.5 * judged.eq_window_s)

@@ -597,7 +597,8 @@ def _decision_line(found: StopDecision | None) -> str:
     if found is None or not found.reason:
         return ""
     head = "--until-steady would have stopped" if found.replayed else "stopped"
-    return f"{head}: {text(found.reason)}"
+    went_on = f"; it {text(found.after_settled)}" if found.after_settled else ""
+    return f"{head}: {text(found.reason)}{went_on}"
 
 
 def _decision(analysis: Analysis) -> dict[str, Any] | None:
@@ -631,8 +632,9 @@ def _decision(analysis: Analysis) -> dict[str, Any] | None:
         if p.at_load_s is not None
     ]
     actual = found.actual_load_s
+    after = found.after_settled
     return {
-        "reason": text(found.reason),
+        "reason": text(found.reason) + (f". The run {text(after)}" if after else ""),
         "rows": rows,
         "predicted": "; ".join(predicted),
         "actual": f"{actual / 60:.1f} min" if actual is not None else "",

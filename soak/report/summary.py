@@ -33,6 +33,11 @@ Schema versions (a later version may add keys; removing or renaming one bumps th
      per equilibrium "judged_by", "dated_by", "held_back_by" and
      "set_aside" (the signals that judged the date or held it back, and those whose own
      noise left them unable to judge; rule line 1 of docs/equilibrium.md).
+     Then, still version 1: per equilibrium "window_s" and "windows_why" (the windows its
+     checks compared, from its fitted τ and noise: rule line 16; null where the load ended
+     before they were chosen), and in "stop_decision" "after_settled", "settled_at_s" and
+     "after_settled_s" (how long the run went on after the last device's equilibrium date,
+     and what held it: a confirmation, a least steady window, the checks' intervals).
 """
 
 from __future__ import annotations
@@ -174,6 +179,9 @@ def _device(d: DeviceResult, units: dict[str, str], noise: Noise | None) -> dict
             "t_inf_c": eq.fit.measured_t_inf_c if eq and eq.fit else None,
             "basis": eq.basis if eq else None,
             "confirmed_s": eq.confirmed_s if eq else None,
+            # the windows its checks compared (equilibrium rule, line 16), and why those
+            "window_s": eq.scale.window_s if eq and eq.scale else None,
+            "windows_why": eq.scale.describe() if eq and eq.scale else None,
             **_judges(eq),
         },
         "cold": None if began else cold,

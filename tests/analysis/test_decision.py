@@ -19,6 +19,7 @@ from soak.analysis.decision import (
     StoredFeed,
     decide,
     digest_work,
+    least_steady_s,
     replay,
     truncated,
 )
@@ -111,7 +112,36 @@ def test_a_healthy_server_is_decided_pass_once_dated_with_its_least_steady_windo
         eq, steady = d.facts.equilibrium, d.facts.steady
         assert eq is not None and eq.reached
         assert steady is not None and steady.window.start_s == eq.time_s
-        assert steady.window.length_s >= profile.windows.min_steady_s
+        # its least steady window: the profile's, scaled with its windows (rule, line 16)
+        least = least_steady_s(d, profile.windows)
+        assert eq.scale is not None
+        assert least == profile.windows.min_steady_s * eq.scale.window_s / 300.0
+        assert steady.window.length_s >= least
+
+
+@pytest.mark.slow
+def test_the_stop_says_how_long_it_went_on_after_the_last_device_settled_and_why(healthy):
+    data, profile, found = healthy
+    analysis = analyze_run(truncated(data, found.t_s), profile)
+    dates = {d.index: d.facts.equilibrium.time_s for d in analysis.devices}
+    settled = found.settled
+    assert settled is not None and settled.date_s == max(dates.values())
+    assert dates[settled.device] == settled.date_s
+    assert settled.date_s < settled.ready_s <= found.t_s
+    start = data.meta.load_start_s
+    text = found.after_settled()
+    assert text.startswith(
+        f"went on {(found.t_s - settled.date_s) / 60:.1f} min after the last device settled "
+        f"(device {settled.device}, dated at {(settled.date_s - start) / 60:.1f} min of load)"
+    )
+    assert ("its date confirmed at" in text) == settled.by_confirmation
+    stored = found.as_json()
+    assert stored["after_settled_s"] == found.t_s - settled.date_s
+    assert stored["settled_at_s"] == settled.date_s and stored["after_settled"] == text
+    # before a device is dated there is nothing to say
+    early = decide(data, profile, start + 300.0)
+    assert early.settled is None and early.after_settled() == ""
+    assert "after_settled_s" not in early.as_json()  # absent where a device is not dated
 
 
 @pytest.mark.slow

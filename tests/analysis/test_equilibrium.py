@@ -6,6 +6,7 @@ import pytest
 from soak.analysis.checks import Status, check_equilibrium
 from soak.analysis.equilibrium import (
     CheckResult,
+    Clauses,
     OnlineDetector,
     Series,
     Signals,
@@ -49,10 +50,22 @@ def test_clock_still_sliding_blocks_equilibrium_even_with_flat_temperature():
     t, temp, clock, rate, power = _curves(tau_s=60.0, clock_drift=0.005)  # 0.5 %/min
     eq = _detect(t, temp, clock, rate, power)
     assert not eq.reached
-    # 9 MHz/min for 5 min: at the hour's end (1260 MHz) the last window's level is 3.5 %
-    # under the one before it, well past the 1 % tolerance, and the reason says so.
-    assert eq.last_check.drift("SM clock").change == pytest.approx(-3.5, abs=0.1)
-    assert eq.reason.startswith("still moving at the end of the load: SM clock moved -3.")
+    # The temperature's τ of 60 s sets the shortest windows, 4 min (rule, line 16), and the
+    # clock's tolerance goes with them to 0.8 %: the same rate as 1 % over 5 min. 9 MHz/min
+    # for 4 min: at the hour's end (1260 MHz) the last window's level is 2.8 % under the one
+    # before it, well past its tolerance, and the reason says so.
+    assert eq.scale is not None and eq.scale.window_s == 240.0
+    assert eq.scale.windows.eq_rel_tolerance_pct == pytest.approx(0.8)
+    assert eq.last_check.drift("SM clock").change == pytest.approx(-2.8, abs=0.1)
+    assert eq.reason.startswith("still moving at the end of the load: SM clock moved -2.")
+    assert eq.reason.endswith("between the last two 4-min windows; tolerance 0.8 %")
+    # On the profile's 5-min windows: 3.5 %, against 1 %.
+    signals = Signals(
+        Series(t, temp), Series(t, power), Series(t, clock), {"gemm": Series(t + 0.5, rate)}
+    )
+    profile = detect(0.0, float(t[-1]), signals, W, Clauses(scale=False))
+    assert not profile.reached
+    assert profile.last_check.drift("SM clock").change == pytest.approx(-3.5, abs=0.1)
 
 
 def test_without_temperature_power_decides():
@@ -322,7 +335,8 @@ def test_real_sensor_behaviour_is_dated_within_the_contract(sensor, seed):
 
 
 def test_a_load_too_short_to_confirm_says_so_instead_of_a_time():
-    # One 5.7-min step of the B200 power-limit sweep: two 5-min windows do not fit in it.
+    # One 5.7-min step of the B200 power-limit sweep: two 5-min windows do not fit in it (nor
+    # does the choice of shorter ones, rule line 16, made after 6 min of load).
     t, temp, clock, rate, power = _curves(tau_s=60.0, seconds=342)
     eq = _detect(t, temp, clock, rate, power)
     assert not eq.reached and eq.time_s is None
@@ -406,7 +420,8 @@ def test_a_plateau_that_falls_later_is_not_equilibrium_while_the_newer_window_fa
     assert np.max(np.abs(true[t >= eq.time_s] - true[-1])) <= 1.0, eq.time_s
 
 
-def test_a_long_plateau_that_falls_later_is_withdrawn_and_found_again_online_and_offline():
+@pytest.mark.parametrize("scale", [False, True])
+def test_a_long_plateau_that_falls_later_is_withdrawn_and_found_again_online_and_offline(scale):
     # Held flat 2 °C above where it settles for 13 minutes, then falling: no rule that looks
     # at ten minutes can tell that plateau from equilibrium while it lasts, so the date
     # comes early. Once the reading has stepped down and its 10-min level lies the
@@ -414,19 +429,23 @@ def test_a_long_plateau_that_falls_later_is_withdrawn_and_found_again_online_and
     # found again, after the fall, once: no check dated before the step's newer window
     # counts (a 10-min check made again at the withdrawal straddles the fall and would date
     # the plateau again); the online detector, fed tick by tick, withdraws and dates the
-    # same.
+    # same. Dated on the profile's 5-min windows or on the 4-min ones its τ of 60 s sets
+    # (rule, line 16), the watch reads the profile's, and the step withdraws it.
     t = np.arange(0.0, 3600.0, 1.0)
     fall = np.clip((t - 900) / 300, 0, 1)
     true = 36 + 32.3 * (1 - np.exp(-t / 60)) - 2.0 * (1 - np.cos(np.pi * fall)) / 2
     temp = np.round(true + np.random.default_rng(5).normal(0, 0.2, t.size))
     nan = np.full_like(t, np.nan)
-    eq = detect(0.0, float(t[-1]), Signals(Series(t, temp), Series(t, nan), Series(t, nan)), W)
+    clauses = Clauses(scale=scale)
+    signals = Signals(Series(t, temp), Series(t, nan), Series(t, nan))
+    eq = detect(0.0, float(t[-1]), signals, W, clauses)
     assert eq.reached and len(eq.withdrawn) == 1, eq
     [gone] = eq.withdrawn
     assert gone.time_s < 900 and 900 < gone.at_s <= gone.time_s + 5 * W.eq_window_s
+    assert eq.scale is not None and eq.scale.window_s == (240.0 if scale else 300.0)
     assert "temperature's level stepped: the 10 min to " in gone.reason(0.0)
     assert np.max(np.abs(true[t >= eq.time_s] - true[-1])) <= 1.0, eq.time_s
-    online = OnlineDetector(W, lag_s=0.0)
+    online = OnlineDetector(W, lag_s=0.0, clauses=clauses)
     online.start(0.0)
     changes = []
     for i in range(t.size):
@@ -457,7 +476,8 @@ def test_a_fan_cycle_after_the_date_is_not_a_reason_to_withdraw_it():
 def test_a_reading_that_sinks_steadily_after_the_date_is_withdrawn_by_the_10_min_levels():
     # Settled within minutes, then from 15 min on the reading sinks 2.5 °C over a quarter
     # of an hour: never a step (0.8 °C per 5 min), but one 10-min level lies more than the
-    # tolerance below the one before it, so the date goes.
+    # tolerance below the one before it, so the date goes. Its τ of 90 s sets 4.5-min
+    # windows (rule, line 16); the watch reads the profile's.
     t = np.arange(0.0, 3600.0, 1.0)
     true = 33 + 34 * (1 - np.exp(-t / 90)) - 2.5 * np.clip((t - 900) / 900, 0, 1)
     temp = np.round(true + np.random.default_rng(13).normal(0, 0.3, t.size))
@@ -465,6 +485,7 @@ def test_a_reading_that_sinks_steadily_after_the_date_is_withdrawn_by_the_10_min
     eq = detect(0.0, float(t[-1]), Signals(Series(t, temp), Series(t, nan), Series(t, nan)), W)
     [gone] = eq.withdrawn
     assert gone.time_s < 900 and "temperature's level moved -" in gone.reason(0.0), gone
+    assert eq.scale is not None and eq.scale.window_s == 270.0
     assert "from one 10-min window to the next" in gone.reason(0.0)
     assert eq.reached and eq.time_s > 900
 

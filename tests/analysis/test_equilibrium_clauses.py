@@ -93,10 +93,17 @@ def test_without_agreement_a_v100_is_dated_on_the_rise_to_its_overshoot():
     ref = reference_time(0.0, float(t[-1]), t, temp)
     early = t <= 2400.0
     case = (t[early], Signals(Series(t[early], temp[early])))
-    on, off = _detect(case), _detect(case, "agree")
+    # on the profile's 5-min windows, where the agreement is what keeps it off the overshoot
+    on, off = _detect(case, "scale"), _detect(case, "scale", "agree")
     assert off.time_s - ref < -2 * 60  # before the contract's band: at the overshoot
     assert -2 * 60 <= on.time_s - ref <= 5 * 60
     assert on.withdrawn == off.withdrawn == ()
+    # on the 4-min windows its τ sets (rule, line 16; their floor is this GPU's) it is
+    # within the contract with the agreement and without it
+    scaled, scaled_off = _detect(case), _detect(case, "agree")
+    assert scaled.scale is not None and scaled.scale.window_s == 240.0
+    assert -2 * 60 <= scaled.time_s - ref <= 5 * 60
+    assert -2 * 60 <= scaled_off.time_s - ref <= 5 * 60
 
 
 def test_without_replay_a_device_settled_before_its_withdrawal_is_dated_again_later():

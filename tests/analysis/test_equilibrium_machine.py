@@ -3,7 +3,7 @@
 import numpy as np
 
 from soak.analysis.equilibrium import Dated, Machine, Phase, Series, Signals, Withdrawn, detect
-from soak.analysis.equilibrium.check import check_times
+from soak.analysis.equilibrium.check import check_times, first_check_s
 from soak.profile import Windows
 
 W = Windows()
@@ -23,12 +23,17 @@ def test_searching_dated_withdrawn_dated_again():
     signals = _plateau_then_fall()
     machine = Machine(W, 0.0)
     assert machine.phase is Phase.SEARCHING and machine.reason(60.0).startswith("load of 1.0")
+    # its windows, from its τ of 60 s (rule, line 16), chosen as ``detect`` chooses them
+    assert machine.choose_scale(signals).window_s == 240.0 and machine.windows.eq_window_s == 240.0
     seen: list[tuple[float, Phase, list]] = []
     idle = []
-    for t in check_times(0.0, 3599.0, W):
-        idle.append((float(t), machine.idle(float(t))))
-        events = machine.step(float(t), signals)
-        seen.append((float(t), machine.phase, events))
+    # checks on its windows' grid while searching, on the profile's (the watch's) once dated
+    t = first_check_s(0.0, machine.windows)
+    while t <= 3599.0:
+        idle.append((t, machine.idle(t)))
+        events = machine.step(t, signals)
+        seen.append((t, machine.phase, events))
+        t = machine.next_check_s(t)
     changes = [(t, e) for t, _, events in seen for e in events]
     kinds = [type(e) for _, e in changes]
     assert kinds == [Dated, Withdrawn, Dated], changes
@@ -36,7 +41,8 @@ def test_searching_dated_withdrawn_dated_again():
     # dated: at the check that completed the count, a date before it, the plateau's
     assert first.confirmed_s == t_dated and first.time_s < 900 and not first.again
     assert first.basis == "temperature"
-    # while dated, the machine idles until the check's older window starts at the date
+    # while dated, the machine idles until the older of the profile's windows (which the
+    # watch reads) starts at the date
     watched = first.time_s + 2 * W.eq_window_s
     assert [t for t, i in idle if i and t < t_gone] == [t for t, _ in idle if t_dated < t < watched]
     # withdrawn: the date it had, found at a later check

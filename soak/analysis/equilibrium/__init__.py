@@ -52,6 +52,18 @@ The rule ("rule, line N" in the modules; docs/equilibrium.md argues each line):
 15. **Online = offline**: one state machine (searching → dated → withdrawn → dated …),
     stepped by the online detector ``lag_s`` after each check's time and replayed by
     ``detect`` over the store: the same checks on the same data give the same times.
+16. **Scale**: each device's W for lines 2–9 and 14 comes from its own approach. At load
+    start + 2·``SHORTEST_S`` the temperature since the load start is fitted (T∞ − ΔT·e^(−t/τ);
+    a temperature settled before its readings show the rise counts as τ = ``TAU_MIN_S``, a
+    ramp with no bend keeps the profile's W). W is the shortest multiple of ``GRAIN_S``, at
+    least ``SHORTEST_S`` and ``TAU_WINDOWS``·τ, on which the margin its noise takes,
+    t₀.₉₅·σ·√(2/``BATCHES``)·√(``SHORTEST_S``/W) with σ the rms of the shortest windows' batch
+    levels about the fit over the last ``SHORTEST_S`` before the choice, is at most ``QUIET``
+    of the temperature tolerance; where that is not shorter than ``eq_window_s``, the
+    profile's. The check interval, the stop's least steady window (``min_steady_s``) and the
+    relative tolerance of line 6 are the same share of W as the profile's; line 1's floor is
+    weighed as on the profile's windows; the watch (lines 10–13) reads the profile's windows.
+    Chosen once, from the data up to then, online as offline.
 
 Constants, and why:
 
@@ -82,6 +94,30 @@ Constants, and why:
   it is what "settled" means, so its noise makes a date later, never one without it.
 - ``lag_s`` = 5 s: work finished before a check's time but delivered a little after it is in
   the check online, as it is in the store.
+- ``SHORTEST_S`` = 240 s (line 16): the floor the real traces allow. On 3-min windows the V100
+  run 42's GPU 3, whose temperature climbs 2 °C to an overshoot held from 3.5 to 8.5 min
+  before it sinks, is dated 3.9 min (v100-temp 4.3 min) before its reference, outside the
+  contract; on 4-min windows +1.0 min. Nothing in its first minutes (a 40-s rise, quiet
+  readings) tells it from a device that has settled, so no device is judged on shorter
+  windows. The choice falls at 8 min of load, the first 4-min check.
+- ``TAU_WINDOWS`` = 3 (line 16): adjacent windows of W ≥ 2τ differ, for a first-order
+  approach, by at least its distance at A's centre, where a monotone approach is dated
+  (line 9); 3 leaves room for a τ fitted on 8 minutes.
+- ``QUIET`` = 0.5 (line 16): on windows whose noise alone takes half the tolerance, line 4
+  passes only a change under half of it and line 5 seldom passes at all; a device that
+  noisy keeps longer windows, up to the profile's (the simulator's H100 under ``mix``, its die
+  rippling 2.7 °C a read, mostly does).
+- ``GRAIN_S`` = 30 s (line 16): a whole number of the profile's batches, so a scaled check
+  interval (W/10) is 24–27 s.
+- The relative tolerance scaled with W (line 16): a clock sliding 0.2 %/min under a flat
+  temperature moves 1 % between adjacent 5-min windows and 0.8 % between 4-min ones, so the
+  shorter windows hold it to the same rate and date no slide the profile's would not
+  (``test_clock_still_sliding_blocks_equilibrium_even_with_flat_temperature``). The
+  temperature keeps 1 °C: its τ is what chose W, and 1 °C is its sensor's step.
+- The watch on the profile's windows (line 16): a date withdrawn by 8-min levels late in a
+  long soak is not one the 10-min levels would withdraw (the V100 run 39's GPU 0: +1.2 °C
+  between adjacent 6-min levels at 16 h, on 3-min windows), and what refutes a date does not
+  depend on how soon it was confirmed.
 - A later pass overrules only by a half-window wholly after the date: the half-window
   that holds a date at A's centre may lie off by the approach's own convention, and a
   half-window that holds the date cannot tell the level before it from the level after.
@@ -95,7 +131,8 @@ test and dating), ``refutation`` (how a date is withdrawn), ``machine`` (the sta
 and ``Clauses``: the switch of each clause beyond the two-window test, lines 7, 9's
 overruling and 10–13, that benches and tests measure it by, passed to ``detect`` and the
 online detector; docs/equilibrium.md says what each pays), ``offline`` (``detect``),
-``online`` (the detector fed every tick), ``fit`` (the live forecast; not part of the rule).
+``online`` (the detector fed every tick), ``fit`` (the live forecast; line 16's τ),
+``scale`` (line 16: each device's windows).
 """
 
 from soak.analysis.equilibrium.check import (

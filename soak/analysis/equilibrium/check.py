@@ -227,11 +227,13 @@ def drift(
     absolute_c: float | None = None,
     window_s: float | None = None,
     basis: bool = False,
+    floor_factor: float = 1.0,
 ) -> Drift:
     """The test on one signal at one check (rule, lines 1, 4–7). With ``absolute_c`` the
     tolerance is in the signal's unit (temperature); otherwise it is
     ``eq_rel_tolerance_pct`` of window B's level and the change is in % of that level.
-    ``basis``: the basis signal, which judges whatever its noise."""
+    ``basis``: the basis signal, which judges whatever its noise. ``floor_factor``: what
+    turns its floor on these batches into its floor on the profile's (rule, line 16)."""
     w = windows.eq_window_s if window_s is None else window_s
     relative = absolute_c is None
     tolerance, unit = (windows.eq_rel_tolerance_pct, "%") if relative else (absolute_c, "°C")
@@ -263,13 +265,17 @@ def drift(
         # B still moves: A and B agreeing says nothing (a hump: rise in A, fall in B). Only
         # the longer scale, whose windows span a fan cycle, may pass it.
         note, most = _still_moving(w, unit, tolerance, b_step * scale, b_se * scale, t_q, most)
-    floor = _floor(parts, df, segments, scale)
+    floor = _floor(parts, df, segments, scale * floor_factor)
     found = (change, noise, most, level_b, settled_from, note, b_flat, off_until, floor)
     return Drift(signal, unit, tolerance, *found, basis)
 
 
 def floor_of(
-    s: Series, t_check: float, windows: Windows, absolute_c: float | None = None
+    s: Series,
+    t_check: float,
+    windows: Windows,
+    absolute_c: float | None = None,
+    floor_factor: float = 1.0,
 ) -> float | None:
     """The signal's floor at the check ``t_check`` (rule, line 1), without the rest of its
     test: what the watch needs of a signal that has not stepped; None where its windows
@@ -282,7 +288,8 @@ def floor_of(
     level_b = mean(parts[1].finite)
     if df < 2 or (absolute_c is None and level_b == 0):
         return None
-    return _floor(parts, df, 1, 100.0 / abs(level_b) if absolute_c is None else 1.0)
+    scale = 100.0 / abs(level_b) if absolute_c is None else 1.0
+    return _floor(parts, df, 1, scale * floor_factor)
 
 
 def _floor(parts: list[Piece], df: int, segments: int, scale: float) -> float | None:
@@ -298,10 +305,16 @@ def _floor(parts: list[Piece], df: int, segments: int, scale: float) -> float | 
 
 
 def check_window(
-    t_check: float, signals: Signals, windows: Windows, basis: str, window_s: float | None = None
+    t_check: float,
+    signals: Signals,
+    windows: Windows,
+    basis: str,
+    window_s: float | None = None,
+    floor_factor: float = 1.0,
 ) -> CheckResult:
     """The check of the two windows that end at ``t_check``, each ``window_s`` long
-    (``eq_window_s`` unless given: the longer scale, rule line 7)."""
+    (``eq_window_s`` unless given: the longer scale, rule line 7); ``floor_factor`` as
+    ``drift``'s."""
     w = windows.eq_window_s if window_s is None else window_s
     judged = signals.judged(basis, windows, t_check - 2 * w, t_check)
     drifts = [
@@ -313,6 +326,7 @@ def check_window(
             absolute_c=absolute,
             window_s=w,
             basis=is_basis(name, basis),
+            floor_factor=floor_factor,
         )
         for name, series, absolute in judged
     ]

@@ -83,6 +83,17 @@ class Rings:
         self.horizon_s = horizon_s
         self.origin_s = self.width_s = math.nan  # the grid: the first batch edge asked for
         self.size = 0
+        self._others: dict[float, Rings] = {}  # the rings of other batch widths
+
+    def for_width(self, width_s: float) -> Rings:
+        """The rings of batches ``width_s`` long: these, or rings of their own beside them
+        (a device's scaled windows and the profile's that its watch reads, rule line 16)."""
+        if not self.size or width_s == self.width_s:
+            return self
+        found = self._others.get(width_s)
+        if found is None:
+            found = self._others[width_s] = Rings(self.horizon_s)
+        return found
 
     def grid(self, edge_s: float, width_s: float) -> int | None:
         """The grid index of a batch edge (None off the grid)."""
@@ -172,6 +183,8 @@ class Rings:
 
     def forget_from(self, t_s: float) -> None:
         """A sample at ``t_s`` came after what holds its time was computed: drop that."""
+        for other in self._others.values():
+            other.forget_from(t_s)
         if not self.size:
             return
         first = math.floor((t_s - self.origin_s) / self.width_s)  # the batch holding t_s
@@ -344,8 +357,9 @@ def pieces(s: Series, t_check: float, window_s: float, per_window: int = BATCHES
     count = 2 * per_window
     width = 2 * window_s / count
     start = t_check - 2 * window_s
-    first = s.cache.grid(start, width) if s.cache is not None else None
-    if first is None or s.cache is None:
+    rings = None if s.cache is None else s.cache.for_width(width)
+    first = rings.grid(start, width) if rings is not None else None
+    if first is None or rings is None:
         edges = start + width * np.arange(count + 1)
         levels, counts, spreads = _batches(s, edges)
         return [
@@ -357,7 +371,7 @@ def pieces(s: Series, t_check: float, window_s: float, per_window: int = BATCHES
             )[0]
             for k in range(0, count, BATCHES)
         ]
-    return [s.cache.piece(s, first + k) for k in range(BATCHES, count + 1, BATCHES)]
+    return [rings.piece(s, first + k) for k in range(BATCHES, count + 1, BATCHES)]
 
 
 def residuals(parts: list[Piece]) -> tuple[float, int]:
@@ -393,8 +407,9 @@ def read_noise(parts: list[Piece]) -> float | None:
 def level_of(s: Series, end_s: float, windows: Windows, windows_n: int = 2) -> Level | None:
     """The level of (end − n·W, end] (n = ``windows_n`` eq_window_s windows, two by default:
     the 10-min level); None where it holds too few readings to say."""
-    rings = s.cache
-    j = rings.grid(end_s, windows.eq_window_s / BATCHES) if rings is not None else None
+    width = windows.eq_window_s / BATCHES
+    rings = None if s.cache is None else s.cache.for_width(width)
+    j = rings.grid(end_s, width) if rings is not None else None
     if rings is None or j is None or j < BATCHES * windows_n:
         w = windows.eq_window_s
         parts = pieces(s, end_s, w * windows_n / 2, BATCHES * windows_n // 2)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from dataclasses import dataclass, field
 
 from soak.analysis.equilibrium.check import (
@@ -18,8 +19,9 @@ from soak.analysis.equilibrium.check import (
     floor_of,
     is_basis,
 )
-from soak.analysis.equilibrium.levels import LONG_SCALE, Level, level_of
+from soak.analysis.equilibrium.levels import LONG_SCALE, Level, Series, level_of
 from soak.analysis.equilibrium.refutation import MOVED, STEPPED, Refutation, Withdrawal, compare
+from soak.analysis.equilibrium.scale import Scale, choose, floor_factor
 from soak.analysis.equilibrium.signals import Signals
 from soak.profile import Windows
 
@@ -63,6 +65,7 @@ class Clauses:
     step: bool = True  # line 12: a step refutes against the level from the date
     replay: bool = True  # line 13: the checks before the withdrawal made again
     clock: bool = True  # line 1: the SM clock judged beside a measured throughput
+    scale: bool = True  # line 16: the windows from the device's fitted τ and scatter
 
     def without(self, *names: str) -> Clauses:
         """These clauses, with ``names`` off."""
@@ -87,7 +90,10 @@ class Machine:
     def __init__(
         self, windows: Windows, load_start_s: float | None = None, clauses: Clauses | None = None
     ) -> None:
-        self.windows = windows
+        self.windows = windows  # the profile's, until ``choose_scale`` (rule, line 16)
+        self.profile_windows = windows
+        self.scale: Scale | None = None
+        self._floor_factor = 1.0
         self.clauses = Clauses() if clauses is None else clauses  # all on, unless given
         self.load_start_s = load_start_s  # the longer scale needs 4 windows of load
         self.basis: str | None = None
@@ -100,6 +106,29 @@ class Machine:
         self._anchor: dict[str, Level] | None = None  # the 5 min from the date, per signal
         self._stepped: set[str] = set()  # the signals that stepped since the date (line 12)
 
+    def choose_scale(self, signals: Signals) -> Scale:
+        """The device's windows from its temperature since the load start (rule, line 16;
+        ``scale.choose``), made once, at ``scale.chosen_at_s``, before the first check."""
+        assert self.load_start_s is not None and self.last is None
+        profile = self.profile_windows
+        if self.clauses.scale:
+            scale = choose(profile, self.load_start_s, signals.temp)
+        else:
+            scale = Scale(profile, why="switched off")
+        self.scale, self.windows = scale, scale.windows
+        self._floor_factor = floor_factor(scale.windows, profile)
+        return scale
+
+    def next_check_s(self, t_check: float) -> float:
+        """The check after ``t_check``: on the grid of the windows it searches on while
+        searching, on the profile's once dated (the watch's, rule line 16), each from
+        load start + 2W every interval."""
+        assert self.load_start_s is not None
+        w = self.profile_windows if self.time_s is not None else self.windows
+        first = self.load_start_s + 2 * w.eq_window_s
+        k = max(math.floor((t_check - first) / w.eq_check_interval_s + 1e-9) + 1, 0)
+        return first + w.eq_check_interval_s * k
+
     @property
     def phase(self) -> Phase:
         if self.time_s is not None:
@@ -108,9 +137,10 @@ class Machine:
 
     def idle(self, t_check: float) -> bool:
         """Whether the step at ``t_check`` has nothing to do: dated, and the older of the
-        check's two 5-min windows does not yet start at the date."""
+        check's two 5-min windows (the profile's: the watch's, rule line 16) does not yet
+        start at the date."""
         date = self.time_s
-        return date is not None and t_check < date + 2 * self.windows.eq_window_s
+        return date is not None and t_check < date + 2 * self.profile_windows.eq_window_s
 
     def step(self, t_check: float, signals: Signals) -> list[Event]:
         """The check scheduled at ``t_check``, on series holding its windows' data."""
@@ -171,12 +201,13 @@ class Machine:
         basis = signals.basis(t_check - 2 * w, t_check, self.basis)
         if basis != self.basis:  # a better sensor came: its passes start their own count
             self.basis, self._passes = basis, []
-        result = check_window(t_check, signals, self.windows, basis)
+        factor = self._floor_factor
+        result = check_window(t_check, signals, self.windows, basis, floor_factor=factor)
         long_w = LONG_SCALE * w
         start = self.load_start_s
         old_enough = start is not None and t_check - 2 * long_w >= start
         if not result.passed and old_enough and self.clauses.long_scale:
-            longer = check_window(t_check, signals, self.windows, basis, long_w)
+            longer = check_window(t_check, signals, self.windows, basis, long_w, factor)
             if longer.passed:
                 result = longer
         self.last = result
@@ -193,10 +224,14 @@ class Machine:
         return events
 
     def _watch(self, t_check: float, signals: Signals) -> Withdrawal | None:
-        """Whether later levels refute the date; if they do, withdraw it."""
-        date, w = self.time_s, self.windows.eq_window_s
+        """Whether later levels refute the date; if they do, withdraw it. The watch reads the
+        profile's windows whatever the device was dated on (rule, line 16): what refutes a
+        date over a long soak does not depend on how soon it was confirmed."""
+        date, w = self.time_s, self.profile_windows.eq_window_s
         assert date is not None and self.basis is not None
-        judged = signals.judged(self.basis, self.windows, t_check - 2 * LONG_SCALE * w, t_check)
+        judged = signals.judged(
+            self.basis, self.profile_windows, t_check - 2 * LONG_SCALE * w, t_check
+        )
         if self._anchor is None:  # the first watch: the 5 min from the date are in
             self._anchor = self._levels_from_date(signals)
         found = []
@@ -222,7 +257,7 @@ class Machine:
         assert self.basis is not None
         if found is None or is_basis(name, self.basis):
             return found
-        floor = floor_of(series, t_check, self.windows, absolute)
+        floor = floor_of(series, t_check, self.profile_windows, absolute)
         return found if floor is None or floor < found.tolerance else None
 
     def _refutation(
@@ -232,39 +267,41 @@ class Machine:
         adjacent 10-min levels (line 11)."""
         date, w, long_w = (
             self.time_s,
-            self.windows.eq_window_s,
-            LONG_SCALE * self.windows.eq_window_s,
+            self.profile_windows.eq_window_s,
+            LONG_SCALE * self.profile_windows.eq_window_s,
         )
         assert date is not None and self._anchor is not None
         anchor_end = date + w  # the end of the 5 min from the date
         soon = t_check - w - anchor_end <= long_w and self.clauses.step  # a step soon: noted
-        if soon and drift(name, series, t_check, self.windows, absolute_c=absolute).stepped:
+        if soon and drift(name, series, t_check, self.profile_windows, absolute_c=absolute).stepped:
             self._stepped.add(name)
-        now = level_of(series, t_check, self.windows)
+        now = level_of(series, t_check, self.profile_windows)
         if now is None:
             return None
         since = self._anchor.get(name)
         after = t_check - long_w - anchor_end  # when the 10-min window starts
         if name in self._stepped and since is not None and 0 <= after <= long_w:
-            step = compare(name, since, now, self.windows, absolute, STEPPED, t_check)
+            step = compare(name, since, now, self.profile_windows, absolute, STEPPED, t_check)
             if step is not None and step.refutes:
                 return step
         if t_check < date + 2 * long_w:
             return None
-        before = level_of(series, t_check - long_w, self.windows)
+        before = level_of(series, t_check - long_w, self.profile_windows)
         if before is None:
             return None
-        moved = compare(name, before, now, self.windows, absolute, MOVED, t_check)
+        moved = compare(name, before, now, self.profile_windows, absolute, MOVED, t_check)
         return moved if moved is not None and moved.refutes else None
 
     def _levels_from_date(self, signals: Signals) -> dict[str, Level]:
         """Each judged signal's level over the 5 min from the date: what the date says the
         signal had come to (rule, line 12)."""
-        date, w = self.time_s, self.windows.eq_window_s
+        date, w = self.time_s, self.profile_windows.eq_window_s
         assert date is not None and self.basis is not None
         out = {}
-        for name, series, _ in signals.judged(self.basis, self.windows, date, date + w):
-            level = level_of(series, date + w, self.windows, windows_n=1)
+        for name, series, _ in signals.judged(self.basis, self.profile_windows, date, date + w):
+            # off the check grid: read once, without the rings (whose grid it would set)
+            bare = Series(series.t, series.y)
+            level = level_of(bare, date + w, self.profile_windows, windows_n=1)
             if level is not None:
                 out[name] = level
         return out

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from soak.analysis.equilibrium.check import CheckResult, check_times
+from soak.analysis.equilibrium.check import CheckResult, first_check_s
 from soak.analysis.equilibrium.fit import Fit, fit_exponential
 from soak.analysis.equilibrium.machine import Clauses, Machine, look_back_s
 from soak.analysis.equilibrium.refutation import Withdrawal
+from soak.analysis.equilibrium.scale import Scale, chosen_at_s
 from soak.analysis.equilibrium.signals import Signals, choose_basis
 from soak.profile import Windows
 
@@ -25,6 +26,9 @@ class Equilibrium:
     # the counted pass whose date stands (None where not reached): the signals that judged
     # the date, set it, and could not judge it (rule, line 1)
     dating: CheckResult | None = None
+    # the windows the device was judged on (rule, line 16); None where the load ended
+    # before they were chosen (the profile's then)
+    scale: Scale | None = None
 
     @property
     def deciding_check(self) -> CheckResult | None:
@@ -43,9 +47,14 @@ def detect(
     """The same checks the online detector makes, replayed over stored series; ``clauses``:
     the rule's clauses (None: all on; a bench or a test switches one off to measure it)."""
     machine = Machine(windows, load_start_s, clauses)
+    if end_s >= chosen_at_s(load_start_s, windows):
+        machine.choose_scale(signals)
+    # the rings reach back as far as the profile's windows do: the watch reads them
     cached = signals.cached(look_back_s(windows) + windows.eq_window_s)
-    for t_check in check_times(load_start_s, end_s, windows):
-        machine.step(float(t_check), cached)
+    t_check = first_check_s(load_start_s, machine.windows)
+    while t_check - end_s <= 1e-9 * machine.windows.eq_check_interval_s:
+        machine.step(t_check, cached)
+        t_check = machine.next_check_s(t_check)
     basis = machine.basis or choose_basis(signals.temp, signals.power)
     fit = None
     if basis == "temperature":
@@ -61,4 +70,5 @@ def detect(
         machine.reason(end_s - load_start_s),
         tuple(machine.withdrawn),
         machine.dating,
+        machine.scale,
     )

@@ -10,6 +10,7 @@ from soak.analysis.equilibrium.check import CheckResult, first_check_s
 from soak.analysis.equilibrium.fit import CoarseHistory, Fit, fit_exponential
 from soak.analysis.equilibrium.levels import Rings, Series
 from soak.analysis.equilibrium.machine import Clauses, Dated, Event, Machine, look_back_s
+from soak.analysis.equilibrium.scale import Scale, chosen_at_s
 from soak.analysis.equilibrium.signals import Signals
 from soak.profile import Windows
 
@@ -60,6 +61,16 @@ class OnlineDetector:
     @property
     def last_check(self) -> CheckResult | None:
         return self._machine.last
+
+    @property
+    def scale(self) -> Scale | None:
+        """The windows the device is judged on, once chosen (rule, line 16)."""
+        return self._machine.scale
+
+    @property
+    def judged_windows(self) -> Windows:
+        """The windows its checks compare: the profile's until the scale is chosen."""
+        return self._machine.windows
 
     @property
     def reached(self) -> bool:
@@ -148,11 +159,19 @@ class OnlineDetector:
         due = self._next_check is not None and now_s >= self._next_check + self._lag_s
         if due or self._tele.pending >= _FLUSH_ROWS:
             self._trim(now_s)
+        start = self.load_start_s
+        if (
+            start is not None
+            and self._machine.scale is None
+            and now_s >= chosen_at_s(start, self.windows) + self._lag_s
+        ):  # rule, line 16: the windows chosen once, before the first check
+            self._machine.choose_scale(self._signals())
+            self._next_check = first_check_s(start, self._machine.windows)
         events: list[Event] = []
         while self._next_check is not None and now_s >= self._next_check + self._lag_s:
             if not self._machine.idle(self._next_check):
                 events += self._machine.step(self._next_check, self._signals())
-            self._next_check += self.windows.eq_check_interval_s
+            self._next_check = self._machine.next_check_s(self._next_check)
         for event in events:
             self._dated = event if isinstance(event, Dated) else None
         return events
@@ -176,7 +195,7 @@ class OnlineDetector:
         fit = self._refit(now_s)
         if fit is None:
             return None
-        w = self.windows
+        w = self._machine.windows
         after = (w.eq_checks - 1) * w.eq_check_interval_s + self._lag_s
         predicted = fit.predicted_check_s(w) + after
         # Never promise sooner than the checks still needed can be made.

@@ -27,6 +27,7 @@ class Refutation:
     most: float
     kind: str = MOVED  # STEPPED or MOVED
     at_s: float = math.nan  # the check that found it
+    window_s: float = 300.0  # the W of the windows it was found on (rule, line 16)
 
     @property
     def refutes(self) -> bool:
@@ -41,13 +42,16 @@ class Refutation:
         start, in store seconds)."""
         moved = f"{self.change:+.2f} {self.unit} (± {self.noise:.2f})"
         tolerance = f"tolerance {self.tolerance:g} {self.unit}"
+        w = self.window_s / 60
         if self.kind == STEPPED:
             return (
-                f"{self.signal}'s level stepped: the 10 min to {minutes(self.at_s - origin_s)} "
-                f"lie {moved} from the 5 min from the date; {tolerance}"
+                f"{self.signal}'s level stepped: the {2 * w:g} min to "
+                f"{minutes(self.at_s - origin_s)} lie {moved} from the {w:g} min from the "
+                f"date; {tolerance}"
             )
         return (
-            f"{self.signal}'s level moved {moved} from one 10-min window to the next; {tolerance}"
+            f"{self.signal}'s level moved {moved} from one {2 * w:g}-min window to the next; "
+            f"{tolerance}"
         )
 
 
@@ -93,4 +97,5 @@ def compare(
     margin = t_quantile(df) * noise
     unit = "%" if relative else "°C"
     least, most = abs(change) - margin, abs(change) + margin
-    return Refutation(signal, unit, tolerance, change, noise, least, most, kind, at_s)
+    found = (tolerance, change, noise, least, most, kind, at_s, windows.eq_window_s)
+    return Refutation(signal, unit, *found)
