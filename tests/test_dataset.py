@@ -107,6 +107,7 @@ def test_the_analysis_of_a_run_read_a_device_at_a_time_is_that_of_the_run_held(s
     assert one_by_one.verdict == held.verdict and len(one_by_one.devices) == DEVICES
 
 
+@pytest.mark.slow  # the whole pipeline / two simulated hours fed tick by tick
 def test_the_pipeline_holds_one_devices_series_at_a_time(stored: Path, monkeypatch):
     """Every device's series read by the pipeline (the analysis's pass, the figures' pass)
     is gone, nothing of it kept, by the time the next is read: memory is one device's."""

@@ -204,6 +204,7 @@ def test_a_replayed_look_judges_what_the_whole_analysis_judges(healthy):
     assert earliest <= found.t_s <= earliest + DECIDE_EVERY_S + 10.0
 
 
+@pytest.mark.slow  # the whole pipeline / two simulated hours fed tick by tick
 def test_what_a_look_holds_is_bounded_by_the_windows_not_the_run():
     """Fed two hours of a simulated run tick by tick, the stop's held readings stop growing
     once the windows are behind: a look at hour 2 reads no more than one at hour 1."""
