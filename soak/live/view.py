@@ -153,6 +153,18 @@ class Tracker:
             out.append((r.part, 100 * r.rate / cold if cold else None))
         return out
 
+    def settled_percents(self, d: DeviceProgress) -> list[tuple[str, float | None, bool]]:
+        """Each part as a % of its cold figure, on the steady window so far where the
+        device is dated (the analysis's own figure, the one the report gives: True), else
+        on its latest rate (one unit of work, which a mix's parts make noisy: False)."""
+        steady = {r.part: r.rate for r in d.steady}
+        out = []
+        for r in d.rates:
+            cold = self.cold_rate(d.index, r.part)
+            rate = steady.get(r.part, r.rate)
+            out.append((r.part, 100 * rate / cold if cold else None, r.part in steady))
+        return out
+
     def stage(self, d: DeviceProgress) -> str:  # one of STAGES
         """Where the device is in its soak, one word: "baseline", "warm-up" (its worker
         sets up, no unit of work done yet), "warming", "steady", "failed" or "lost"."""
@@ -286,14 +298,15 @@ def server_line(tracker: Tracker, p: Progress) -> str:
         low, high = min(temps), max(temps)
         parts.append(f"{low:.0f} °C" if round(low) == round(high) else f"{low:.0f}–{high:.0f} °C")
     lowest = [
-        (pct, part, d.index)
+        (pct, part, d.index, steady)
         for d in p.devices
-        for part, pct in tracker.percents(d)
+        for part, pct, steady in tracker.settled_percents(d)
         if pct is not None
     ]
     if lowest:
-        pct, part, index = min(lowest)
-        parts.append(f"lowest {part} {pct:.1f} % of cold (device {index})")
+        pct, part, index, steady = min(lowest)
+        which = f"steady {part}" if steady else part
+        parts.append(f"lowest {which} {pct:.1f} % of cold (device {index})")
     return " · ".join(parts)
 
 

@@ -62,6 +62,20 @@ def test_a_piped_two_hour_soak_of_eight_devices_logs_a_line_a_minute_not_a_flood
     assert len(lines) == 120 + 8 + 8  # the minutes, and each device warming, then steady
 
 
+def test_the_server_line_judges_a_dated_device_on_its_steady_figure_not_one_units_rate() -> None:
+    # A mix's part delivers its work in uneven units: the latest one may read 59 % of cold
+    # while the steady window, the analysis's own figure and the report's, holds 99 %.
+    view, stream = plain()
+    cold = (Rate("gemm", 6.5e14, "FLOP"), Rate("membw", 3.1e12, "B"))
+    steady = (Rate("gemm", 6.435e14, "FLOP"), Rate("membw", 3.1e12, "B"))
+    for t in range(10, 200):
+        dated = {"equilibrium_s": 100.0, "steady": steady} if t >= 130 else {}
+        view.update(snapshot(float(t), (device(0, float(t), rate=3.835e14, cold=cold, **dated),)))
+    lines = [line for line in stream.getvalue().splitlines() if " soak sim · " in line]
+    assert lines[-1].endswith("lowest steady gemm 99.0 % of cold (device 0)")
+    assert any(line.endswith("lowest gemm 59.0 % of cold (device 0)") for line in lines)
+
+
 def test_a_warm_up_says_what_the_worker_is_doing_and_for_how_long() -> None:
     view, stream = plain()
     for t in range(10, 60):  # the load started at 5 s; no unit of work done yet
