@@ -10,6 +10,7 @@ then analyse the store and write the report.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import datetime as dt
@@ -826,11 +827,16 @@ class Runner:
                     self.latest_rate.setdefault(part.device, {})[part.part] = Rate(
                         part.part, rate, part.unit
                     )
-        for k, tick in enumerate(times):
-            for index, detector in self.detectors.items():
+        # each detector's update at every tick, skipping the ticks before it is due (where
+        # an update does nothing: ``OnlineDetector.due_s``)
+        for index, detector in self.detectors.items():
+            k = bisect.bisect_left(times, detector.due_s())
+            while k < len(times):
+                tick = times[k]
                 for change in detector.update(tick):
                     event = equilibrium_event(tick, index, change, self.origin_s(index))
                     out.append((k, 3, event))
+                k = max(k + 1, bisect.bisect_left(times, detector.due_s()))
         return out
 
     def _watch_freeze_block(

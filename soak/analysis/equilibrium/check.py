@@ -270,6 +270,40 @@ def drift(
     return Drift(signal, unit, tolerance, *found, basis)
 
 
+def stepped(
+    s: Series, t_check: float, windows: Windows, *, absolute_c: float | None = None
+) -> bool:
+    """``drift(…).stepped`` on the profile's windows, without the rest of the test (its
+    dating, its floor): what the watch asks of each signal soon after a date (rule, line
+    12). The same sums in the same order as ``drift``'s."""
+    w = windows.eq_window_s
+    relative = absolute_c is None
+    tolerance = windows.eq_rel_tolerance_pct if relative else absolute_c
+    parts = pieces(s, t_check, w, BATCHES)
+    if _too_few(parts, 1, w):
+        return False
+    squares, df = residuals(parts)
+    if df < 2:
+        return False
+    ya = np.concatenate([parts[0].finite])
+    yb = np.concatenate([parts[1].finite])
+    level_a, level_b = mean(ya), mean(yb)
+    if relative and level_b == 0:
+        return False
+    scale = 100.0 / abs(level_b) if relative else 1.0
+    variance = squares / df
+    t_q = t_quantile(df)
+    b_first, b_second = _halves(yb)
+    b_half = yb.size // 2
+    b_se = math.sqrt(variance * (1 / b_half + 1 / (yb.size - b_half)))
+    if not (abs(b_second - b_first) + t_q * b_se) * scale < tolerance:  # B not flat
+        return False
+    change = (level_b - level_a) * scale
+    noise = math.sqrt(variance * (1 / ya.size + 1 / yb.size)) * scale
+    most = abs(change) + t_q * noise
+    return 2 * abs(change) - most > tolerance
+
+
 def floor_of(
     s: Series,
     t_check: float,

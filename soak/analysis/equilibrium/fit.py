@@ -139,6 +139,39 @@ class CoarseHistory:
         if len(self._bins) > self.max_bins:
             self._merge()
 
+    def add_many(self, t: np.ndarray, y: np.ndarray) -> None:
+        """``add`` of each (t, y) in turn, times in order: the bins' sums the same, each
+        summed in the same order (``np.cumsum`` along a row is sequential; a 0.0 pad adds
+        nothing), without a call per reading. Where the block would widen the bins, one by
+        one."""
+        if not t.size:
+            return
+        if self._origin is None:
+            self._origin = float(t[0])
+        index = ((t - self._origin) // self.bin_s).astype(np.int64)
+        first, last = int(index[0]), int(index[-1])
+        if last >= self.max_bins or first < len(self._bins) - 1 or first < 0:
+            for ti, yi in zip(t.tolist(), y.tolist(), strict=True):
+                self.add(ti, yi)
+            return
+        while last >= len(self._bins):
+            self._bins.append([0.0, 0.0, 0.0])
+        rows = index - first
+        counts = np.bincount(rows)
+        width = int(counts.max()) + 1
+        starts = np.cumsum(counts) - counts
+        column = np.arange(index.size) - starts[rows] + 1
+        bins = self._bins[first : last + 1]
+        for k, values in ((0, t), (1, y)):
+            grid = np.zeros((counts.size, width))
+            grid[:, 0] = [b[k] for b in bins]
+            grid[rows, column] = values
+            sums = np.cumsum(grid, axis=1)[:, -1].tolist()
+            for b, total in zip(bins, sums, strict=True):
+                b[k] = total
+        for b, n in zip(bins, counts.tolist(), strict=True):
+            b[2] += n
+
     def _merge(self) -> None:
         merged = []
         for i in range(0, len(self._bins), 2):

@@ -215,14 +215,22 @@ def _batches(s: Series, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     """The median (NaN where empty), reading count and spread (``spread``) of every batch
     (edges[k], edges[k+1]] at once, by sorting on batch, then on value."""
     count = edges.size - 1
-    span = s.window(edges[0], edges[-1])
-    finite = np.isfinite(span.y)
-    t, y = span.t[finite], span.y[finite]
-    index = np.clip(np.searchsorted(edges, t, side="left") - 1, 0, count - 1)
+    lo, hi = s.t.searchsorted((edges[0], edges[-1]), side="right")
+    t, y = s.t[lo:hi], s.y[lo:hi]
+    finite = np.isfinite(y)
+    if not finite.all():
+        t, y = t[finite], y[finite]
+    index = np.minimum(np.maximum(np.searchsorted(edges, t, side="left") - 1, 0), count - 1)
     counts = np.bincount(index, minlength=count)
+    ordered = y[np.lexsort((y, index))]
+    if counts.min() >= SPREAD_MIN:  # every batch filled, and wide: the same, unmasked
+        first = np.cumsum(counts) - counts
+        levels = (ordered[first + (counts - 1) // 2] + ordered[first + counts // 2]) / 2
+        quarter = counts // 4
+        middle = ordered[first + counts - 1 - quarter] - ordered[first + quarter]
+        return levels, counts, middle / np.sqrt(counts)
     filled = counts > 0
     levels = np.full(count, np.nan)
-    ordered = y[np.lexsort((y, index))]
     first = (np.cumsum(counts) - counts)[filled]
     n = counts[filled]
     levels[filled] = (ordered[first + (n - 1) // 2] + ordered[first + n // 2]) / 2
@@ -258,14 +266,22 @@ def _pieces(
     y, x = _rows(levels, rows), _rows(centres, rows)
     spread = _rows(spreads, rows)
     n = _rows(counts, rows).sum(axis=1).tolist()
-    whole = np.isfinite(y).all(axis=1)
-    squares = np.full(rows, np.nan)
-    if whole.any():  # the noise about the piece's own line: a trend is not noise
-        squares[whole] = _squares(x[whole], y[whole])
+    finite = np.isfinite(y)
+    whole = finite.all(axis=1)
+    if whole.all():  # the noise about the piece's own line: a trend is not noise
+        squares = _squares(x, y).tolist()
+    else:
+        squares = np.full(rows, np.nan)
+        if whole.any():
+            squares[whole] = _squares(x[whole], y[whole])
+        squares = squares.tolist()
+    # each row's known spreads, sorted (``_known``): NaN sorts last
+    known = np.isfinite(spread).sum(axis=1).tolist()
+    ordered = np.sort(spread, axis=1).tolist()
     out = []
     for k, full in enumerate(whole.tolist()):
         if full:
-            out.append(Piece(y[k], float(squares[k]), n[k], _known(spread[k].tolist())))
+            out.append(Piece(y[k], squares[k], n[k], tuple(ordered[k][: known[k]])))
         else:
             out.append(_gapped(x[k], y[k], n[k], spread[k]))
     return out
@@ -322,8 +338,13 @@ def _rows(a: np.ndarray, rows: int) -> np.ndarray:
     """Every run of ``BATCHES`` consecutive entries of ``a``, one row each (a copy)."""
     if rows == 1:
         return a.reshape(1, BATCHES).copy()
-    step = a.strides[0]
-    return np.lib.stride_tricks.as_strided(a, (rows, BATCHES), (step, step)).copy()
+    return a[_row_index(rows)]
+
+
+@cache
+def _row_index(rows: int) -> np.ndarray:
+    """The indices of ``_rows``: row k holds k, k + 1, …, k + BATCHES − 1."""
+    return np.arange(rows)[:, None] + np.arange(BATCHES)
 
 
 def _gapped(
@@ -439,4 +460,7 @@ def _level(parts: list[Piece], windows_n: int) -> Level | None:
 def mean(y: np.ndarray) -> float:
     """``float(y.mean())``, as ndarray.mean computes it (the sum over the count), with less
     overhead."""
-    return float(y.sum() / y.size)
+    return float(_add(y) / y.size)
+
+
+_add = np.add.reduce  # what ndarray.sum calls, without its wrapper

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from soak.analysis.equilibrium.check import (
     CheckResult,
     check_window,
-    drift,
     floor_of,
     is_basis,
+    stepped,
 )
 from soak.analysis.equilibrium.levels import LONG_SCALE, Level, Series, level_of
 from soak.analysis.equilibrium.refutation import MOVED, STEPPED, Refutation, Withdrawal, compare
@@ -273,7 +273,11 @@ class Machine:
         assert date is not None and self._anchor is not None
         anchor_end = date + w  # the end of the 5 min from the date
         soon = t_check - w - anchor_end <= long_w and self.clauses.step  # a step soon: noted
-        if soon and drift(name, series, t_check, self.profile_windows, absolute_c=absolute).stepped:
+        if (
+            soon
+            and name not in self._stepped
+            and stepped(series, t_check, self.profile_windows, absolute_c=absolute)
+        ):
             self._stepped.add(name)
         now = level_of(series, t_check, self.profile_windows)
         if now is None:

@@ -129,8 +129,7 @@ class OnlineDetector:
         self._tele.extend(np.vstack((t, temp_c, power_w, sm_clock_mhz)))
         if self.load_start_s is not None:
             keep = (t >= self.load_start_s) & ~np.isnan(temp_c)
-            for ti, yi in zip(t[keep].tolist(), np.asarray(temp_c)[keep].tolist(), strict=True):
-                self._history.add(ti, yi)
+            self._history.add_many(t[keep], np.asarray(temp_c, dtype=float)[keep])
 
     def add_rates(self, part: str, t_mid_s: np.ndarray, rate: np.ndarray) -> None:
         """Many of one part's rates at once, in time order: ``add_rate`` of each."""
@@ -153,6 +152,19 @@ class OnlineDetector:
         if t_mid_s <= recent.last_t:  # out of order: levels holding its time may be stale
             self._caches[part].forget_from(t_mid_s)
         recent.append((t_mid_s, rate))
+
+    def due_s(self) -> float:
+        """The earliest time ``update`` has anything to do (a check, the scale's choice, or
+        rows to move into the array): a call before it changes nothing and returns no
+        events, so a caller stepping many ticks at once may skip it. Valid until the next
+        reading or ``start``."""
+        if self._tele.pending >= _FLUSH_ROWS:
+            return -math.inf
+        due = math.inf if self._next_check is None else self._next_check + self._lag_s
+        start = self.load_start_s
+        if start is not None and self._machine.scale is None:
+            due = min(due, chosen_at_s(start, self.windows) + self._lag_s)
+        return due
 
     def update(self, now_s: float) -> list[Event]:
         """Make every check whose time has passed; returns what they changed, in order."""

@@ -19,6 +19,16 @@ from soak.model import ClockReason
 
 # Times closer than this (seconds) are the same time.
 EPS = 1e-9
+# The reason bits as plain ints, converted once (the step is per tick).
+_SW_POWER_CAP = int(ClockReason.SW_POWER_CAP)
+_SW_THERMAL = int(ClockReason.SW_THERMAL)
+_HW_SLOWDOWN = int(ClockReason.HW_SLOWDOWN)
+_HW_POWER_BRAKE = int(ClockReason.HW_POWER_BRAKE)
+_HW_THERMAL = int(ClockReason.HW_THERMAL)
+_GPU_IDLE = int(ClockReason.GPU_IDLE)
+_POWER_BITS = int(ClockReason.SW_POWER_CAP | ClockReason.HW_POWER_BRAKE)
+_THERMAL_BITS = int(ClockReason.SW_THERMAL | ClockReason.HW_THERMAL)
+_count = np.count_nonzero  # ``a.any()`` is ``_count(a) != 0``, and cheaper on 8 devices
 
 
 def _upstream(n: int) -> np.ndarray:
@@ -93,6 +103,7 @@ class Physics:
         s = self.sku
         self.up = _upstream(n)
         self.rear = np.flatnonzero(self.up >= 0)
+        self._rear_up = self.up[self.rear]  # the device upstream of each rear one
         self.r_ds = np.full(n, s.r_die_sink_k_w)
         self.r_sa = np.full(n, s.r_sink_air_k_w)
         self.c_d = np.full(n, s.c_die_j_k)
@@ -258,7 +269,7 @@ class Physics:
             air = air + fan_rise
         if heat_to_air is None:
             heat_to_air = (self.t_sink - air) / self.r_sa  # front row's air is final
-        air[self.rear] += self.chassis.preheat_k_w * heat_to_air[self.up[self.rear]]
+        air[self.rear] += self.chassis.preheat_k_w * heat_to_air[self._rear_up]
         return air
 
     def power_terms(
@@ -297,34 +308,38 @@ class Physics:
         p_thermal = (s.max_operating_temp_c - 0.3 - self.t_sink) / self.r_ds
         held = self.limit_w * s.cap_share  # what the power controller holds
         limit = np.minimum(held, p_thermal)
-        fits = np.count_nonzero(p_grid <= limit, axis=0)
+        fits = (p_grid <= limit).sum(axis=0)
         k = np.minimum(np.maximum(fits - 1, 0), len(self.f_grid) - 2)
-        lo, hi = p_grid[k, self._cols], p_grid[k + 1, self._cols]
+        above = k + 1
+        lo, hi = p_grid[k, self._cols], p_grid[above, self._cols]
         frac = np.minimum(np.maximum((limit - lo) / (hi - lo), 0.0), 1.0)
-        f = self.f_grid[k] + frac * (self.f_grid[k + 1] - self.f_grid[k])
+        f_lo = self.f_grid[k]
+        f = f_lo + frac * (self.f_grid[above] - f_lo)
         capped = p_grid[-1] > limit
         power_bound = capped & (held <= p_thermal * 1.02)
         thermal_bound = capped & (p_thermal <= held * 1.02)
-        bits = power_bound * int(ClockReason.SW_POWER_CAP)
-        bits |= thermal_bound * int(ClockReason.SW_THERMAL)
+        bits = power_bound * _SW_POWER_CAP
+        bits |= thermal_bound * _SW_THERMAL
         return f, bits
 
     def hw_bits(self) -> np.ndarray:
         """HW slowdown, power brake and HW thermal (with 3 K hysteresis) as reason bits."""
         s = self.sku
         hot = (self.t_die >= s.slowdown_temp_c) | (self.t_mem >= s.mem_max_temp_c)
-        if not (hot.any() or self.hw_thermal.any() or self._hw_faults):
+        if not (_count(hot) or _count(self.hw_thermal) or self._hw_faults):
             return self._no_bits
         cool = (self.t_die < s.slowdown_temp_c - 3) & (self.t_mem < s.mem_max_temp_c - 3)
         self.hw_thermal = hot | (self.hw_thermal & ~cool)
-        bits = (self.hw_slowdown > 0) * int(ClockReason.HW_SLOWDOWN)
-        bits |= (self.power_brake > 0) * int(ClockReason.HW_POWER_BRAKE)
-        bits |= (self.hw_thermal | (self.thermal_alert > 0)) * int(ClockReason.HW_THERMAL)
+        bits = (self.hw_slowdown > 0) * _HW_SLOWDOWN
+        bits |= (self.power_brake > 0) * _HW_POWER_BRAKE
+        bits |= (self.hw_thermal | (self.thermal_alert > 0)) * _HW_THERMAL
         return bits
 
     @property
     def _hw_faults(self) -> bool:
-        return bool(self.hw_slowdown.any() or self.power_brake.any() or self.thermal_alert.any())
+        return bool(
+            _count(self.hw_slowdown) or _count(self.power_brake) or _count(self.thermal_alert)
+        )
 
     def step(self, t_s: float, h: float) -> None:
         """Advance every device by h seconds from t_s with the clocks chosen at t_s."""
@@ -339,14 +354,14 @@ class Physics:
         terms = self.power_terms(activity, mem_w)
         self._set_clocks(*self.govern(terms), self.hw_bits())
         power = self.power_of(self.sm_mhz, terms)
-        if self.lost.any():  # off the bus or shut down: powered off
+        if _count(self.lost):  # off the bus or shut down: powered off
             power = np.where(self.lost, 0.0, power)
         self._heat(t_s + 0.5 * h, h, power, mem_w)
         self._account(h, power, busy)
 
     def _track_load(self, t_s: float) -> None:
         """When the present load began: the start of the first step with a device loaded."""
-        if not self.loaded.any():
+        if not _count(self.loaded):
             self.load_since = None
         elif self.load_since is None:
             self.load_since = t_s
@@ -365,9 +380,9 @@ class Physics:
     def _set_clocks(self, f: np.ndarray, bits: np.ndarray, hw: np.ndarray) -> None:
         """Clocks and reasons from the governor's choice, idle devices and HW slowdowns."""
         s = self.sku
-        if not self.loaded.all():
+        if _count(self.loaded) != self.loaded.size:
             f = np.where(self.loaded, f, s.idle_sm_clock_mhz)
-            bits = np.where(self.loaded, bits, int(ClockReason.GPU_IDLE))
+            bits = np.where(self.loaded, bits, _GPU_IDLE)
         if hw is self._no_bits:
             self.sm_mhz, self.mem_mhz, self.reasons = f, self._full_mem_mhz, bits
             return
@@ -375,7 +390,7 @@ class Physics:
         self.sm_mhz = np.where(halved, np.maximum(0.5 * f, s.idle_sm_clock_mhz), f)
         self.mem_mhz = np.where(halved, 0.5 * s.mem_clock_mhz, s.mem_clock_mhz)
         # Halved clocks draw far less than the cap: the power cap no longer holds them.
-        self.reasons = np.where(halved, bits & ~int(ClockReason.SW_POWER_CAP), bits) | hw
+        self.reasons = np.where(halved, bits & ~_SW_POWER_CAP, bits) | hw
 
     def _heat(self, t_mid: float, h: float, power: np.ndarray, mem_w: np.ndarray) -> None:
         """Exact two-node update for power held over h, then the HBM node's lag."""
@@ -402,7 +417,7 @@ class Physics:
     def fan_target(self, t_s: float | None = None) -> float:
         """Where the fan controller heads at t_s: load speed from ``fan_delay_s`` after a
         load begins (None: where it heads in the end)."""
-        if not self.loaded.any():
+        if not _count(self.loaded):
             return 0.0
         if t_s is None:
             return 1.0
@@ -450,10 +465,8 @@ class Physics:
         self.power_w = power
         self.energy_j = self.energy_j + power * h
         r = self.reasons
-        power_bits = int(ClockReason.SW_POWER_CAP | ClockReason.HW_POWER_BRAKE)
-        thermal_bits = int(ClockReason.SW_THERMAL | ClockReason.HW_THERMAL)
-        self.power_violation_s = self.power_violation_s + h * ((r & power_bits) != 0)
-        self.thermal_violation_s = self.thermal_violation_s + h * ((r & thermal_bits) != 0)
+        self.power_violation_s = self.power_violation_s + h * ((r & _POWER_BITS) != 0)
+        self.thermal_violation_s = self.thermal_violation_s + h * ((r & _THERMAL_BITS) != 0)
         if len(self.work):
             rate = self.work_coef[:, :1] * self.sm_mhz + self.work_coef[:, 1:] * self.mem_mhz
             self.work += rate * (self.perf * busy * (1.0 - self.foreign) * self.loaded) * h
@@ -461,7 +474,7 @@ class Physics:
     def _busy(self, h: float) -> np.ndarray:
         """Fraction of the next h the device computes at full rate: all of it while the
         prefetch queue lasts, then only what the stalled input pipeline supplies."""
-        if not self.stall.any():
+        if not _count(self.stall):
             return self._ones
         drain = self.stall * self.loaded
         starved = drain > 0

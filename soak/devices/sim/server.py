@@ -314,10 +314,10 @@ class SimServer:
             return False  # a subclass that reads otherwise (a test's): read each tick alone
         return not (
             self._frozen
-            or self._glitch.any()
+            or np.count_nonzero(self._glitch)
             or self._counter_zero
             or self._gap_until is not None
-            or self._swing.any()
+            or np.count_nonzero(self._swing)
             or (load is not None and load.sync is not None)
         )
 
@@ -693,7 +693,10 @@ class SimServer:
     def _shut_down_overheated(self, t_s: float) -> None:
         """A die at its shutdown temperature powers off: the device is lost."""
         p = self.physics
-        for g in np.flatnonzero((p.t_die >= self.sku.shutdown_temp_c) & ~p.lost).tolist():
+        hot = p.t_die >= self.sku.shutdown_temp_c
+        if not np.count_nonzero(hot):  # the usual case, at every substep
+            return
+        for g in np.flatnonzero(hot & ~p.lost).tolist():
             details = {"reason": "thermal shutdown", "temp_c": round(float(p.t_die[g]), 1)}
             self._lose(g, t_s, "thermal shutdown: the GPU powered off", details)
 
