@@ -372,9 +372,7 @@ class Runner:
             for row in judged:
                 self.stop.add_reading(row)
             self.stop.forget(t)
-        for e in events:
-            if e.kind is EventKind.DEVICE_LOST and e.device is not None:
-                self.lost.add(e.device)
+        self._note_lost(events)
         with self.stopper:  # a tick lands whole, even on a second Ctrl-C
             self.store.append(
                 telemetry,
@@ -391,6 +389,12 @@ class Runner:
             progress = self.progress(t, events)
             self._note_prediction(progress)
             self.publish(progress)
+
+    def _note_lost(self, events: Sequence[Event]) -> None:
+        """The devices these events say were lost, kept out of the stop's active set."""
+        self.lost.update(
+            e.device for e in events if e.kind is EventKind.DEVICE_LOST and e.device is not None
+        )
 
     def _prediction_due(self, t: float) -> bool:
         """--until-steady: whether a ``PREDICTED_AT_S`` mark of load has passed unkept."""
@@ -764,9 +768,7 @@ class Runner:
             self.stop.forget(t)
         ordered.sort(key=lambda item: (item[0], item[1]))
         events = [e for _, _, e in ordered]
-        for e in events:
-            if e.kind is EventKind.DEVICE_LOST and e.device is not None:
-                self.lost.add(e.device)
+        self._note_lost(events)
         with self.stopper:  # a block lands whole, even on a second Ctrl-C
             self.store.append_block(
                 telemetry,
